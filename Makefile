@@ -1,0 +1,104 @@
+# lockgate: `make` builds build/lockgate; `make run` starts it on the local
+# store; `make test` installs what is missing and runs every suite.
+
+CC      ?= cc
+PKGS    := libmicrohttpd jansson libcurl libjwt openssl
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 $(WARN) -D_GNU_SOURCE -I. -Ibuild/gen -pthread
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS  = $(PKG_LIBS) -pthread -lm
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
+
+LIB_SRC  := $(filter-out server/main.c,$(wildcard gcs/*.c api/*.c server/*.c)) \
+            build/gen/web_assets.c
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_LIB := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
+TOOL_SRC := $(wildcard tests/tools/*.c)
+BENCH_SRC:= $(wildcard bench/*.c)
+WEB      := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg web/*.ico))
+
+OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
+AOBJ     := $(patsubst %.c,build/asan/obj/%.o,$(LIB_SRC))
+UNIT     := $(patsubst tests/unit/%.c,build/tests/%,$(UNIT_SRC))
+AUNIT    := $(patsubst tests/unit/%.c,build/asan/tests/%,$(UNIT_SRC))
+TOOLS    := $(patsubst tests/tools/%.c,build/tools/%,$(TOOL_SRC))
+BENCHES  := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
+
+.PHONY: all deps-build deps-test run test unit unit-asan e2e browser lint bench \
+        docker clean check-tools
+.DEFAULT_GOAL := all
+
+all: deps-build build/lockgate
+
+# Installs missing Debian packages (only when missing; needs root then).
+deps-build:
+	@sh scripts/deps.sh build
+deps-test:
+	@sh scripts/deps.sh test
+
+build/gen/web_assets.c: $(WEB) build/embed
+	@mkdir -p $(@D)
+	build/embed $@ $(WEB)
+
+build/embed: scripts/embed.c
+	@mkdir -p $(@D)
+	$(CC) -O1 $(WARN) -o $@ $<
+
+build/obj/%.o: %.c $(wildcard */*.h) | build/gen/web_assets.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+build/asan/obj/%.o: %.c $(wildcard */*.h) | build/gen/web_assets.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -c -o $@ $<
+
+build/lockgate: build/obj/server/main.o $(OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/asan/lockgate: build/asan/obj/server/main.o $(AOBJ)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+build/tests/%: tests/unit/%.c $(UNIT_LIB) $(OBJ) $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB) $(OBJ) $(LDLIBS) -lcmocka
+
+build/asan/tests/%: tests/unit/%.c $(UNIT_LIB) $(AOBJ) $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/unit -o $@ $< $(UNIT_LIB) $(AOBJ) $(LDLIBS) -lcmocka
+
+build/tools/%: tests/tools/%.c $(OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(OBJ) $(LDLIBS)
+
+build/bench/%: bench/%.c $(OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(OBJ) $(LDLIBS)
+
+run: all
+	./build/lockgate --listen 127.0.0.1:8080 --store file://./lockgate-data
+
+test: deps-test
+	@$(MAKE) --no-print-directory build/lockgate build/asan/lockgate \
+	    $(UNIT) $(AUNIT) $(TOOLS)
+	@sh tests/run.sh
+
+unit: $(UNIT)
+	@sh tests/run.sh unit
+
+e2e: build/lockgate build/asan/lockgate $(TOOLS)
+	@sh tests/run.sh e2e
+
+lint: deps-build
+	@sh scripts/lint.sh
+
+bench: deps-test build/lockgate $(BENCHES) $(TOOLS)
+	@sh bench/run.sh
+
+docker:
+	docker build -f docker/Dockerfile -t lockgate .
+
+clean:
+	rm -rf build

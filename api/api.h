@@ -1,0 +1,203 @@
+/*
+ * api.h: the lock service over typed, validated requests.
+ *
+ * Nothing here knows HTTP.  The server turns each request into one of the
+ * structs below (names validated with api_name_valid, numbers bounded) and
+ * calls the matching function; the answer is an api_lock, or an api_err
+ * whose code maps to one HTTP status and one API error code.
+ *
+ * The algorithm is design.md section 1: insert-if-absent, expiry judged on
+ * the store's clock, both preconditions on every conditional write, bounded
+ * loops.  Waiting is not done here: api_acquire makes one attempt and the
+ * server's waiter queue (server/wait.c) calls it again.
+ */
+#ifndef LOCKGATE_API_H
+#define LOCKGATE_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "gcs/gcs.h"
+
+/* Every limit of the API, in one place. */
+#define API_NAME_MAX 256
+#define API_OWNER_MAX 256
+#define API_HOLDER_MAX 512
+#define API_PURPOSE_MAX 1024
+#define API_LEASE_ID_MIN 8
+#define API_LEASE_ID_MAX 64
+#define API_LABELS_MAX 16
+#define API_LABEL_KEY_MAX 63
+#define API_LABEL_VALUE_MAX 256
+#define API_CLAIMS_BYTES_MAX 2048  /* display claims stored on a lease */
+#define API_TTL_MIN 2
+#define API_TTL_MAX 86400
+#define API_TTL_DEFAULT 300
+#define API_WAIT_MAX_DEFAULT 290   /* under Cloud Run's 300 s timeout */
+#define API_EXPECTED_MAX (30 * 86400)
+#define API_PAGE_SIZE_DEFAULT 100
+#define API_PAGE_SIZE_MAX 1000
+#define API_ACQUIRE_LOOPS 6        /* insert/read/takeover rounds */
+#define API_WRITE_LOOPS 4          /* refresh/release re-read rounds */
+#define API_EXPIRY_MARGIN_MS 1000  /* store time resolution */
+#define API_REFRESH_DIVISOR 8      /* refresh_interval = ttl / 8, >= 1 s */
+#define API_LEASE_CACHE_MAX 65536  /* leases remembered by this instance */
+
+typedef enum api_code {
+	API_OK = 0,
+	API_BAD_REQUEST,     /* 400 bad_request (or a more precise code) */
+	API_UNAUTHORIZED,    /* 401 */
+	API_FORBIDDEN,       /* 403 */
+	API_NOT_HELD,        /* 404 not_held */
+	API_LEASE_NOT_FOUND, /* 404 lease_not_found */
+	API_LOCKED,          /* 409 locked (Retry-After) */
+	API_LEASE_LOST,      /* 409 lease_lost */
+	API_TOO_LARGE,       /* 413 */
+	API_BUSY,            /* 503 storage_busy (Retry-After): store 429 */
+	API_UNAVAILABLE,     /* 503 storage_unavailable (Retry-After) */
+	API_SHUTTING_DOWN,   /* 503 shutting_down (Retry-After) */
+	API_INTERNAL,        /* 500: a bug or out of memory, never input */
+} api_code;
+
+typedef struct api_err {
+	api_code code;
+	const char *reason;  /* snake_case API code; NULL = default of code */
+	int retry_after;     /* seconds, for 409 and 503 */
+	char message[256];   /* a sentence a person can act on */
+} api_err;
+
+/* A lock as the service sees it.  Owns labels and claims (may be NULL). */
+typedef struct api_lock {
+	char name[API_NAME_MAX + 1];
+	char owner[API_OWNER_MAX + 1];
+	char holder[API_HOLDER_MAX + 1];
+	char purpose[API_PURPOSE_MAX + 1];
+	char lease_id[API_LEASE_ID_MAX + 1]; /* only for the lease holder */
+	json_t *labels;          /* object of strings, or NULL */
+	json_t *claims;          /* display claims of the owner, or NULL */
+	int64_t fencing_token;   /* the object's generation */
+	int64_t acquired_at_ms;  /* store clock */
+	int64_t refreshed_at_ms;
+	int64_t expires_at_ms;
+	int64_t now_ms;          /* the store's time of this answer */
+	int ttl;
+	int expected_duration;   /* 0 = not given */
+	int refresh_interval;
+	bool overdue;
+	bool expired;            /* past its TTL, awaiting takeover */
+} api_lock;
+
+typedef struct api_acquire_req {
+	char name[API_NAME_MAX + 1];
+	char owner[API_OWNER_MAX + 1];
+	char holder[API_HOLDER_MAX + 1];
+	char purpose[API_PURPOSE_MAX + 1];
+	char lease_id[API_LEASE_ID_MAX + 1]; /* client key, or "" */
+	json_t *labels;  /* borrowed, validated; NULL for none */
+	json_t *claims;  /* borrowed; NULL for none */
+	int ttl;
+	int wait;        /* the server's business; api ignores it */
+	int expected_duration;
+} api_acquire_req;
+
+typedef struct api_lease_req {
+	char name[API_NAME_MAX + 1];
+	char owner[API_OWNER_MAX + 1];
+	char lease_id[API_LEASE_ID_MAX + 1];
+	int ttl;         /* refresh: 0 = keep */
+	bool admin;      /* may act on another owner's lease */
+} api_lease_req;
+
+typedef struct api_list_req {
+	char prefix[API_NAME_MAX + 1];
+	char page_token[GCS_PAGE_TOKEN_MAX + 1];
+	int page_size;
+	bool include_expired;
+} api_list_req;
+
+typedef struct api_list_res {
+	api_lock *locks; /* owned array */
+	size_t n;
+	char *next_page_token; /* owned, NULL at the end */
+} api_list_res;
+
+/* What happened, for the server's logs, metrics and event timeline. */
+typedef enum api_event_kind {
+	API_EV_GRANTED,
+	API_EV_TAKEOVER,     /* an expired lease was removed to grant */
+	API_EV_REFRESHED,
+	API_EV_RELEASED,
+	API_EV_FORCED,
+	API_EV_LOST,         /* a refresh or release found the lease gone */
+} api_event_kind;
+
+typedef struct api_event {
+	api_event_kind kind;
+	const char *name;
+	const char *owner;   /* who the lease belongs (or belonged) to */
+	const char *holder;
+	const char *actor;   /* who asked */
+	int64_t fencing_token;
+	int64_t at_ms;       /* store time */
+} api_event;
+
+typedef void (*api_event_fn)(void *ctx, const api_event *ev);
+
+typedef struct api_service api_service;
+
+/* A new service over STORE (borrowed; outlives the service).  ON_EVENT may
+ * be NULL; it is called after each state change, from the calling thread,
+ * with no lock of the service held.  Free with api_free(). */
+api_service *api_new(gcs_store *store, api_event_fn on_event, void *ctx);
+void api_free(api_service *svc);
+gcs_store *api_store(api_service *svc);
+
+/* 1 when NAME is a valid lock name (design section 2), else 0 with a
+ * reason in WHY. */
+int api_name_valid(const char *name, char *why, size_t whylen);
+/* 1 when ID is a valid client lease_id / idempotency key. */
+int api_lease_id_valid(const char *id);
+/* 1 when LABELS is an object of at most API_LABELS_MAX short strings. */
+int api_labels_valid(const json_t *labels, char *why, size_t whylen);
+
+/* One attempt to take the lock.  API_OK fills OUT with the lease (and its
+ * lease_id); API_LOCKED fills OUT with the current holder (no lease_id)
+ * and err->retry_after.  OUT must be cleared with api_lock_clear(). */
+int api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
+    api_err *err);
+/* Extend a lease; req->ttl 0 keeps the ttl. */
+int api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
+    api_err *err);
+/* End a lease.  API_OK means the lock is free of this lease. */
+int api_release(api_service *svc, const api_lease_req *req, api_err *err);
+/* Read the holder.  API_NOT_HELD when free or expired; an expired lock is
+ * still returned in OUT (expired = true) for callers that want it. */
+int api_inspect(api_service *svc, const char *name, api_lock *out,
+    api_err *err);
+int api_list(api_service *svc, const api_list_req *req, api_list_res *out,
+    api_err *err);
+void api_list_res_clear(api_list_res *res);
+/* Remove whatever lease holds NAME.  ACTOR is recorded in the event. */
+int api_force_release(api_service *svc, const char *name, const char *actor,
+    api_err *err);
+
+void api_lock_clear(api_lock *lock);
+
+/* The lock as JSON (design section 2); with_lease adds lease_id and
+ * refresh_interval.  New reference, NULL on allocation failure. */
+json_t *api_lock_json(const api_lock *lock, bool with_lease);
+
+/* Milliseconds since the epoch as RFC 3339 UTC with milliseconds, into
+ * BUF of at least 32 bytes. */
+void api_time_str(int64_t ms, char *buf, size_t len);
+
+/* The HTTP status and default reason of a code. */
+int api_code_status(api_code code);
+const char *api_code_reason(api_code code);
+/* Fill ERR and return CODE.  printf-style message. */
+int api_fail(api_err *err, api_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

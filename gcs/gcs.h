@@ -1,0 +1,170 @@
+/*
+ * gcs.h: the object-store contract that every lock store implements.
+ *
+ * A lock is one object.  It exists only while the lock is held; its body is
+ * empty and its custom metadata (a flat string->string map) holds the lease.
+ * Every write carries a precondition, so every write is safe to retry and no
+ * write can clobber another caller's lease.  The contract is the subset of
+ * the Google Cloud Storage JSON API that the lock algorithm needs:
+ *
+ *   insert  create NAME only if no live object exists (ifGenerationMatch=0)
+ *   get     read NAME's metadata, with the store's current time
+ *   patch   merge metadata into NAME if generation AND metageneration match
+ *   remove  delete NAME if generation AND metageneration match
+ *   list    page through the objects whose names start with a prefix
+ *
+ * Names given to a store are lock names already validated by the caller
+ * (api_name_valid); a store adds its own prefix.  The store knows nothing of
+ * callers, JWTs or HTTP.
+ *
+ * Ownership: a gcs_object filled by a store owns its metadata reference;
+ * release it with gcs_object_clear().  Metadata passed *to* a store is
+ * borrowed.  A gcs_page owns its entries; release it with gcs_page_clear().
+ */
+#ifndef LOCKGATE_GCS_H
+#define LOCKGATE_GCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* Limits of the store layer. */
+#define GCS_NAME_MAX 256         /* bytes of a lock name (without prefix) */
+#define GCS_PREFIX_MAX 512       /* bytes of a store's own prefix */
+#define GCS_META_BYTES_MAX 8192  /* GCS caps custom metadata at 8 KiB */
+#define GCS_LIST_PAGE_MAX 1000   /* GCS caps a list page at 1000 */
+#define GCS_PAGE_TOKEN_MAX 1024  /* bytes of an opaque page token */
+#define GCS_ERRMSG_MAX 256
+
+/* Outcome of a store call.  Classified by HTTP status for GCS, never by
+ * message text. */
+typedef enum gcs_status {
+	GCS_OK = 0,
+	GCS_NOT_FOUND,    /* 404: no live object */
+	GCS_PRECONDITION, /* 412: a precondition did not hold */
+	GCS_BUSY,         /* 429 that outlived the retries: try later */
+	GCS_UNAVAILABLE,  /* 5xx, transport error, token source down */
+	GCS_DENIED,       /* 401/403: credentials refused */
+	GCS_INVALID,      /* 400 or a bad argument: a bug on our side */
+	GCS_NOMEM,        /* allocation failed */
+} gcs_status;
+
+/* Error detail, written by the store into a caller-owned struct.  The
+ * message never contains a credential. */
+typedef struct gcs_err {
+	gcs_status status;
+	int http_status;        /* last HTTP status seen, 0 when none */
+	int attempts;           /* tries made, >1 when the call was retried */
+	char msg[GCS_ERRMSG_MAX];
+} gcs_err;
+
+/* One object as the store sees it.  Times are milliseconds since the epoch
+ * on the STORE's clock, never the caller's. */
+typedef struct gcs_object {
+	int64_t generation;     /* unique per created object; fencing token */
+	int64_t metageneration; /* 1 at creation, +1 per patch */
+	int64_t created_ms;     /* timeCreated */
+	int64_t updated_ms;     /* time of the last write (create or patch) */
+	int64_t now_ms;         /* the store's current time for this answer */
+	json_t *metadata;       /* owned: object of string values, never NULL
+				   after a successful call */
+} gcs_object;
+
+typedef struct gcs_entry {
+	char *name;             /* owned: lock name, without the store prefix */
+	gcs_object obj;         /* obj.now_ms is the page's now_ms */
+} gcs_entry;
+
+typedef struct gcs_page {
+	gcs_entry *items;       /* owned array of n entries */
+	size_t n;
+	char *next_token;       /* owned; NULL on the last page */
+	int64_t now_ms;
+} gcs_page;
+
+typedef struct gcs_store gcs_store;
+
+/* The contract as a table of functions.  Every slot returns a gcs_status
+ * (0 = GCS_OK) and, on failure, fills *err.  `out` is only filled on
+ * GCS_OK; the caller clears it. */
+typedef struct gcs_store_ops {
+	const char *scheme; /* "mem", "file", "gs" */
+	/* Create NAME with METADATA if no live object exists.  Fills out with
+	 * the new object (metageneration 1).  GCS_PRECONDITION when it exists. */
+	int (*insert)(gcs_store *s, const char *name, const json_t *metadata,
+	    gcs_object *out, gcs_err *err);
+	/* Read NAME.  out->now_ms is the store's clock.  GCS_NOT_FOUND when
+	 * absent. */
+	int (*get)(gcs_store *s, const char *name, gcs_object *out,
+	    gcs_err *err);
+	/* Merge METADATA into NAME (a JSON null value deletes a key) if the
+	 * live object has generation GEN and metageneration METAGEN; bumps
+	 * metageneration and updated.  GCS_PRECONDITION or GCS_NOT_FOUND. */
+	int (*patch)(gcs_store *s, const char *name, int64_t gen,
+	    int64_t metagen, const json_t *metadata, gcs_object *out,
+	    gcs_err *err);
+	/* Delete NAME if it has generation GEN and metageneration METAGEN.
+	 * GCS_PRECONDITION or GCS_NOT_FOUND (see err->attempts: a 404 after
+	 * a retried delete usually means the first attempt succeeded). */
+	int (*remove)(gcs_store *s, const char *name, int64_t gen,
+	    int64_t metagen, gcs_err *err);
+	/* List up to MAX (1..GCS_LIST_PAGE_MAX) objects whose names start
+	 * with PREFIX, in name order, continuing after PAGE_TOKEN (NULL for
+	 * the first page). */
+	int (*list)(gcs_store *s, const char *prefix, int max,
+	    const char *page_token, gcs_page *out, gcs_err *err);
+	/* Readiness: the store answers with the configured credentials. */
+	int (*check)(gcs_store *s, gcs_err *err);
+	/* Free the store and everything it owns. */
+	void (*free)(gcs_store *s);
+} gcs_store_ops;
+
+/* Every store embeds this as its first member. */
+struct gcs_store {
+	const gcs_store_ops *ops;
+};
+
+/* Dispatchers: validate arguments, zero `out` and `err`, call the slot. */
+int gcs_insert(gcs_store *s, const char *name, const json_t *metadata,
+    gcs_object *out, gcs_err *err);
+int gcs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err);
+int gcs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    const json_t *metadata, gcs_object *out, gcs_err *err);
+int gcs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    gcs_err *err);
+int gcs_list(gcs_store *s, const char *prefix, int max,
+    const char *page_token, gcs_page *out, gcs_err *err);
+int gcs_check(gcs_store *s, gcs_err *err);
+void gcs_store_free(gcs_store *s);
+
+void gcs_object_clear(gcs_object *o);
+void gcs_page_clear(gcs_page *p);
+/* Copy SRC into DST, taking a new reference to the metadata. */
+void gcs_object_copy(gcs_object *dst, const gcs_object *src);
+
+/* Set err (if not NULL) and return STATUS.  printf-style message. */
+int gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *gcs_status_str(gcs_status st);
+
+/* The store's clock: milliseconds since the epoch.  Tests replace it. */
+typedef int64_t (*gcs_clock_fn)(void *ctx);
+int64_t gcs_clock_real(void *ctx);
+
+/* Open a store from a URL: "mem://", "file:///abs/dir", "file://rel/dir",
+ * "gs://bucket/optional/prefix/".  NULL with *err filled on failure.
+ * Free with gcs_store_free(). */
+gcs_store *gcs_open(const char *url, gcs_err *err);
+
+/* mem://: an in-memory store for tests and benchmarks.  CLOCK may be NULL
+ * (real time).  Generations strictly increase per store. */
+gcs_store *gcs_mem_new(gcs_clock_fn clock, void *clock_ctx);
+
+/* file://DIR: the durable local store (store_file.c). */
+gcs_store *gcs_file_new(const char *dir, gcs_err *err);
+
+/* gs://BUCKET/PREFIX: the Cloud Storage JSON API client (gcs_client.c). */
+gcs_store *gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err);
+
+#endif

@@ -1,0 +1,37 @@
+#!/bin/sh
+# deps.sh build|test: install the Debian packages lockgate needs, and only
+# those that are missing.  apt-get runs only when something is missing, and
+# only as root; otherwise it says what to install and fails.
+set -eu
+
+BUILD="gcc make pkg-config libc6-dev libmicrohttpd-dev libcurl4-openssl-dev
+libjansson-dev libssl-dev libjwt-dev ca-certificates"
+TEST="libcmocka-dev curl dash wrk python3 chromium"
+
+want=$BUILD
+[ "${1:-build}" = test ] && want="$BUILD $TEST"
+
+missing=""
+for p in $want; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$st" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+# The browser tests need node and npm; any install of them will do.
+if [ "${1:-build}" = test ]; then
+	command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+	command -v npm >/dev/null 2>&1 || missing="$missing npm"
+fi
+
+[ -z "$missing" ] && exit 0
+echo "deps: missing packages:$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: run as root, or: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >&2

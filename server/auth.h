@@ -1,0 +1,92 @@
+/*
+ * auth.h: who is calling, and may they do this.
+ *
+ * Verifies the bearer JWT of a request against the configured key sources
+ * (HS256 secret, RS256/ES256 PEM keys, a JWKS URL), each key pinned to one
+ * algorithm by configuration: the token's header never chooses it.  Checks
+ * exp, nbf, iat, iss, aud itself (libjwt 1.10 checks no claims).  Then the
+ * policy says which actions an identity may take on which lock names.
+ *
+ * Secrets live only inside this module and are wiped when freed; no token,
+ * key or secret ever reaches a log line or an error message.
+ */
+#ifndef LOCKGATE_AUTH_H
+#define LOCKGATE_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "api/api.h"
+
+#define AUTH_TOKEN_MAX 16384     /* bytes of a bearer token */
+#define AUTH_LEEWAY_DEFAULT 60   /* s of clock leeway on exp/nbf/iat */
+
+typedef struct auth_config {
+	const char *jwt_secret;      /* HS256 secret, or NULL */
+	const char *jwt_secret_file; /* file holding it, or NULL */
+	const char *public_keys;     /* comma-separated PEM paths, or NULL */
+	const char *jwks_url;        /* or NULL */
+	const char *issuer;          /* required iss, or NULL */
+	const char *audience;        /* required aud, or NULL */
+	const char *policy_file;     /* or NULL */
+	const char *owner_claim;     /* NULL = "sub" */
+	const char *display_claims;  /* comma-separated claim names, or NULL */
+	int leeway;                  /* s; <0 = default */
+	int max_token_age;           /* s; 0 = no limit */
+} auth_config;
+
+typedef enum auth_action {
+	AUTH_READ,    /* inspect, list, the dashboard's data */
+	AUTH_ACQUIRE, /* acquire, refresh, release */
+	AUTH_ADMIN,   /* forceRelease */
+} auth_action;
+
+typedef struct auth_identity {
+	char owner[API_OWNER_MAX + 1]; /* the lease owner (sub or the
+					  configured claim) */
+	bool admin;                    /* claim "admin": true */
+	json_t *display;               /* owned: display claims, or NULL */
+} auth_identity;
+
+/* Why a token was refused: reason is a short snake_case code for the JSON
+ * error (e.g. "token_expired", "bad_signature"); message a sentence that
+ * never quotes the token. */
+typedef struct auth_refusal {
+	const char *reason;
+	char message[200];
+} auth_refusal;
+
+typedef struct auth_ctx auth_ctx;
+
+/* A verifier for CFG.  Strings in CFG are copied.  NULL with a message in
+ * ERR when the configuration is wrong.  auth_free() wipes the secrets. */
+auth_ctx *auth_new(const auth_config *cfg, char *err, size_t errlen);
+void auth_free(auth_ctx *a);
+/* 1 when at least one key source is configured. */
+int auth_configured(const auth_ctx *a);
+/* Re-read keys and policy (SIGHUP).  On failure the old ones stay. */
+int auth_reload(auth_ctx *a, char *err, size_t errlen);
+
+/* Check the value of an Authorization header (NULL when absent).  0 and
+ * ID filled (clear with auth_identity_clear), or -1 and WHY filled. */
+int auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
+    auth_refusal *why);
+void auth_identity_clear(auth_identity *id);
+
+/* 1 when ID may take ACTION on lock NAME (NAME may be a list prefix or
+ * NULL for "any"); else 0 and a sentence in WHY. */
+int auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
+    const char *name, char *why, size_t whylen);
+
+/* An HS256 token for SUB valid TTL seconds, with "admin": true when ADMIN.
+ * New string (free()), NULL on failure. */
+char *auth_mint_hs256(const char *secret, size_t secret_len, const char *sub,
+    long ttl, bool admin);
+
+/* `lockgate token ...`: mint tokens for humans and CI without OIDC.
+ * Returns the process exit status. */
+int auth_token_main(int argc, char **argv);
+
+#endif
