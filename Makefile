@@ -18,7 +18,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_LIB := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 TOOL_SRC := $(wildcard tests/tools/*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
-WEB      := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg web/*.ico))
+WEB      := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg web/*.ico)) \
+            $(wildcard client/lockctl)
 
 OBJ      := $(patsubst %.c,build/obj/%.o,$(LIB_SRC))
 AOBJ     := $(patsubst %.c,build/asan/obj/%.o,$(LIB_SRC))

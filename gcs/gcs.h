@@ -152,6 +152,17 @@ const char *gcs_status_str(gcs_status st);
 typedef int64_t (*gcs_clock_fn)(void *ctx);
 int64_t gcs_clock_real(void *ctx);
 
+/* Process-wide counters of the store layer, read by the metrics module.
+ * Stores bump them with gcs_stat_*(); all are atomic. */
+typedef struct gcs_stats {
+	uint64_t retries;        /* store requests retried */
+	uint64_t token_fetches;  /* access tokens fetched successfully */
+	uint64_t token_failures; /* token fetches that failed */
+} gcs_stats;
+void gcs_stats_get(gcs_stats *out);
+void gcs_stat_retry(void);
+void gcs_stat_token_fetch(int ok);
+
 /* Open a store from a URL: "mem://", "file:///abs/dir", "file://rel/dir",
  * "gs://bucket/optional/prefix/".  NULL with *err filled on failure.
  * Free with gcs_store_free(). */

@@ -41,6 +41,30 @@ gcs_status_str(gcs_status st)
 	return "unknown";
 }
 
+static uint64_t stat_retries, stat_token_ok, stat_token_fail;
+
+void
+gcs_stat_retry(void)
+{
+	__atomic_add_fetch(&stat_retries, 1, __ATOMIC_RELAXED);
+}
+
+void
+gcs_stat_token_fetch(int ok)
+{
+	__atomic_add_fetch(ok ? &stat_token_ok : &stat_token_fail, 1,
+	    __ATOMIC_RELAXED);
+}
+
+void
+gcs_stats_get(gcs_stats *out)
+{
+	out->retries = __atomic_load_n(&stat_retries, __ATOMIC_RELAXED);
+	out->token_fetches = __atomic_load_n(&stat_token_ok, __ATOMIC_RELAXED);
+	out->token_failures = __atomic_load_n(&stat_token_fail,
+	    __ATOMIC_RELAXED);
+}
+
 int64_t
 gcs_clock_real(void *ctx)
 {
