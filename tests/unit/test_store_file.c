@@ -398,8 +398,7 @@ test_crash_before_commit_keeps_old_state(void **state)
 	g = insert_ok(s, "x", "old");
 	gcs_file_set_crash_point(s, GCS_FILE_CRASH_BEFORE_COMMIT);
 	assert_int_equal(gcs_patch(s, "x", g, 1, m, &o, &err), GCS_UNAVAILABLE);
-	/* The "killed" writer left its temp file behind. */
-	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	assert_int_equal(get_v(s, "x", NULL, NULL, "old"), GCS_OK);
 	assert_int_equal(gcs_insert(s, "y", m, &o, &err), GCS_UNAVAILABLE);
 	assert_int_equal(gcs_check(s, &err), GCS_UNAVAILABLE);
 
@@ -436,8 +435,9 @@ test_crash_after_commit_is_recovered(void **state)
 	g = insert_ok(s, "x", "old");
 	gcs_file_set_crash_point(s, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_remove(s, "x", g, 1, &err), GCS_UNAVAILABLE);
-	/* Not renamed yet: readers still see the old state. */
-	assert_int_equal(get_v(s, "x", NULL, NULL, "old"), GCS_OK);
+	/* Killed half way through rewriting the file: readers see a torn
+	 * file as an error, never as a state. */
+	assert_int_equal(get_v(s, "x", NULL, NULL, NULL), GCS_UNAVAILABLE);
 
 	s2 = open_ok(dir);
 	assert_int_equal(get_v(s2, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
@@ -447,7 +447,7 @@ test_crash_after_commit_is_recovered(void **state)
 	/* Same for an insert, and the recovered generation is respected. */
 	gcs_file_set_crash_point(s2, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_insert(s2, "z", m, &o, &err), GCS_UNAVAILABLE);
-	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	assert_int_equal(get_v(s2, "z", NULL, NULL, NULL), GCS_UNAVAILABLE);
 	s = open_ok(dir);
 	assert_int_equal(get_v(s, "z", &gen, NULL, "committed"), GCS_OK);
 	assert_true(gen > g);
@@ -474,7 +474,7 @@ test_live_store_finishes_dead_writer(void **state)
 	 * A's record before its own. */
 	gcs_file_set_crash_point(a, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_insert(a, "x", m, &o, &err), GCS_UNAVAILABLE);
-	assert_int_equal(get_v(b, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(get_v(b, "x", NULL, NULL, NULL), GCS_UNAVAILABLE);
 	insert_ok(b, "other", "b");
 	assert_int_equal(get_v(b, "x", NULL, NULL, "from-a"), GCS_OK);
 	/* B cannot insert over A's committed object. */
@@ -494,6 +494,48 @@ test_live_store_finishes_dead_writer(void **state)
 	gcs_store_free(b);
 	gcs_store_free(a);
 	json_decref(m);
+}
+
+static int64_t
+clock_var(void *ctx)
+{
+	return *(const int64_t *)ctx;
+}
+
+static void
+test_tombstones_removed_when_old(void **state)
+{
+	char dir[T_PATH], p[T_PATH * 2];
+	int64_t now = gcs_clock_real(NULL), g;
+	gcs_store *s;
+	gcs_page pg;
+	gcs_err err;
+	struct stat st;
+
+	(void)state;
+	s = gcs_file_new_clock(fresh_dir(dir), clock_var, &now, &err);
+	assert_non_null(s);
+	g = insert_ok(s, "t", "1");
+	assert_int_equal(gcs_remove(s, "t", g, 1, &err), GCS_OK);
+	gcs_store_free(s);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	/* Released: a tombstone file, invisible to get and list. */
+	assert_int_equal(stat(p, &st), 0);
+	now += 1000;
+	s = gcs_file_new_clock(dir, clock_var, &now, &err);
+	assert_non_null(s);
+	assert_int_equal(get_v(s, "t", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(gcs_list(s, "", 10, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
+	gcs_store_free(s);
+	assert_int_equal(stat(p, &st), 0); /* young: kept for reuse */
+	now += 120000;
+	s = gcs_file_new_clock(dir, clock_var, &now, &err);
+	assert_non_null(s);
+	assert_int_equal(stat(p, &st), -1); /* old: removed at open */
+	assert_true(insert_ok(s, "t", "2") > g);
+	gcs_store_free(s);
 }
 
 /* ---- two stores, two processes ---- */
@@ -837,6 +879,7 @@ main(void)
 		cmocka_unit_test(test_crash_before_commit_keeps_old_state),
 		cmocka_unit_test(test_crash_after_commit_is_recovered),
 		cmocka_unit_test(test_live_store_finishes_dead_writer),
+		cmocka_unit_test(test_tombstones_removed_when_old),
 		cmocka_unit_test(test_two_stores_one_winner),
 		cmocka_unit_test(test_two_processes),
 		cmocka_unit_test(test_group_commit_batches),
