@@ -2,10 +2,11 @@
  * store_file.c: file://DIR, the durable local store.
  *
  * Layout of DIR:
- *   NAME-ENCODED   one file per live object: the object as JSON
- *   .lock          flock(2)ed by the process that is writing (cross-process)
+ *   NAME-ENCODED   one file per name: "CRC LEN " + the object as JSON, or
+ *                  a tombstone {"name", "deleted", "deleted_ms"}
+ *   .lock          flock(2)ed while writing (the cross-process referee)
  *   .wal           the commit log: header, then one record per batch
- *   .tmp.*         temp files of a batch in flight (removed at open)
+ *   .tmp.wal       a new log being created by a checkpoint
  * Object files never start with '.', so nothing else can be mistaken for
  * an object.  A name is encoded byte by byte: [A-Za-z0-9._-] stay, every
  * other byte (and a leading '.') becomes %XX, so '/' never makes a
@@ -18,28 +19,35 @@
  * holding an exclusive flock on .lock:
  *   1. catches up with the log (another process may have written since;
  *      see wal_catch_up),
- *   2. reads each op's object file, checks its preconditions (ops on one
+ *   2. checks each op's preconditions against the object's state (from
+ *      its file, or remembered while no other writer wrote; ops on one
  *      name within the batch see each other's results, in queue order),
- *   3. writes a temp file for each name's final state,
- *   4. appends ONE record (the final state of every name the batch
+ *   3. appends ONE record (the final state of every name the batch
  *      changed, plus the generation counter) to .wal and fdatasyncs it:
  *      this is the commit point, one sync for the whole batch,
- *   5. renames the temp files over the objects and unlinks deleted ones,
- *   6. releases the flock and wakes the callers.
- * A rename may so expose a file whose data is not yet on disk: that is safe
- * because its state is in a durable log record, and the log is replayed
- * (final state per name, atomically per file) before any store serves from
- * DIR after a restart.  A record is dropped only by a checkpoint, which
- * first makes every file durable (syncfs + directory fsync) and then
- * replaces .wal by a fresh one that carries the counter.  A torn record
- * (killed mid-append) fails its CRC and is cut off; its batch was never
- * acknowledged.
+ *   4. rewrites each changed object file in place (a release writes a
+ *      tombstone),
+ *   5. releases the flock and wakes the callers.
+ * Nothing is visible to readers before its record is durable (step 4
+ * follows step 3).  Object files are not synced one by one: after a crash
+ * the log is replayed (final state per name) before any store serves from
+ * DIR, which repairs any file whose rewrite was lost or torn.  A record is
+ * dropped only by a checkpoint, which first makes every file durable
+ * (syncfs + directory fsync) and then replaces .wal by a fresh one that
+ * carries the counter.  A torn record (killed mid-append) fails its CRC and
+ * is cut off; its batch was never acknowledged.
+ *
+ * Why in place and not temp file + rename: on ext4 every rename and unlink
+ * frees an inode and every temp file allocates one, and allocating right
+ * after many frees scans the recently deleted inodes (perf showed it at
+ * 60% of the time).  A name's file is kept across release and re-acquire;
+ * tombstones older than FILE_TOMB_KEEP_MS are removed at checkpoints.
  *
  * Cross-process: every write happens under the flock, and a writer that
  * finds records it did not write re-applies the newest one (its writer may
- * have died between steps 4 and 5); all older records were applied by a
+ * have died between steps 3 and 4); all older records were applied by a
  * writer that held the flock after them.  Reads (get, list) take no lock:
- * rename and unlink are atomic.
+ * a read that overlaps a rewrite fails the CRC and is retried.
  *
  * Generations: max(counter + 1, store clock in ms * 1000), where counter is
  * the largest generation ever issued in DIR (kept in the log and its
@@ -851,6 +859,8 @@ recover(file_store *fs, gcs_err *err)
 			continue;
 		if (!entry_exists(e))
 			tomb_add(fs, de->d_name, entry_int(e, "deleted_ms"));
+		else
+			counter_see(fs, entry_int(e, "generation"));
 		json_decref(e);
 	}
 	free(buf);

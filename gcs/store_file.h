@@ -15,11 +15,13 @@
  * write).  Used to check crash recovery by reopening DIR in a new store. */
 typedef enum gcs_file_crash {
 	GCS_FILE_CRASH_NONE = 0,
-	/* Temp files written and half a commit record appended, nothing
-	 * synced or renamed: reopening must show the OLD state. */
+	/* Half a commit record appended, not synced, no object file
+	 * touched: reopening must show the OLD state. */
 	GCS_FILE_CRASH_BEFORE_COMMIT,
-	/* Commit record durable, temp files written, nothing renamed (the
-	 * "before rename" point): reopening must show the NEW state. */
+	/* Commit record durable, then killed half way through rewriting the
+	 * first object file: readers get GCS_UNAVAILABLE for that object
+	 * (never a torn state); reopening, or the next write of any store on
+	 * DIR, must show the NEW state. */
 	GCS_FILE_CRASH_AFTER_COMMIT,
 } gcs_file_crash;
 
