@@ -277,21 +277,21 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_err terr;
 	gcs_status st;
 	CURL *h;
-	int attempt, rc, sent;
+	int attempt, rc, sent, tries = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
 	memset(resp, 0, sizeof(*resp));
 	for (attempt = 1;; attempt++) {
-		err->attempts = attempt;
+		err->attempts = tries + 1;
 		hdrs = NULL;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
 			memset(&terr, 0, sizeof(terr));
 			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
 			    &terr) != GCS_OK) {
-				err->attempts = attempt - 1;
+				err->attempts = tries;
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
 			}
@@ -329,6 +329,10 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
 		pool_put(g, h);
+		/* A silent resend by libcurl counts as a try: the first
+		 * send may have been applied. */
+		tries += resp->sends > 1 ? resp->sends : 1;
+		err->attempts = tries;
 		for (h2 = hdrs; h2 != NULL; h2 = h2->next)
 			gcs_wipe(h2->data, strlen(h2->data));
 		curl_slist_free_all(hdrs);
@@ -364,7 +368,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	if (sent != 0)
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s unreachable after "
 		    "%d tries: %s", req->op, req->name ? " of " : "",
-		    req->name ? req->name : "", attempt, ebuf);
+		    req->name ? req->name : "", tries, ebuf);
 	else
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
 		    req->op, req->name ? " of " : "", req->name ? req->name : "",

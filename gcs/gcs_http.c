@@ -89,6 +89,20 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+/* Count the request header blocks sent (see gcs_resp.sends). */
+static int
+on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
+{
+	gcs_resp *r = ud;
+
+	(void)h;
+	(void)data;
+	(void)size;
+	if (type == CURLINFO_HEADER_OUT)
+		r->sends++;
+	return 0;
+}
+
 int
 gcs_http_perform(CURL *h, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len,
@@ -114,6 +128,9 @@ gcs_http_perform(CURL *h, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+	curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
+	curl_easy_setopt(h, CURLOPT_DEBUGDATA, resp);
+	curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* only feeds on_debug */
 	if (hdrs != NULL)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	if (strcmp(method, "GET") != 0) {
@@ -129,8 +146,10 @@ gcs_http_perform(CURL *h, const char *method, const char *url,
 	rc = curl_easy_perform(h);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	if (rc != CURLE_OK) {
+		int sends = resp->sends;
 		snprintf(errbuf, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
+		resp->sends = sends;
 		return -1;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);

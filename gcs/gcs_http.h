@@ -20,6 +20,10 @@ typedef struct gcs_resp {
 	size_t len;
 	int64_t date_ms;  /* the Date header in ms since the epoch, 0 if none */
 	int too_big;      /* the body passed GCS_RESP_MAX and was cut */
+	int sends;        /* times the request went out: libcurl silently
+			     resends once on a reused connection that died
+			     before answering, so a write may have been
+			     applied even when this is 2 and we tried once */
 } gcs_resp;
 
 /* Perform one transfer on H (reset first; its connections are kept).

@@ -32,7 +32,8 @@
  *                &require_auth=0|1
  *   /_fake/reset      objects, faults, counters and the request log
  *   /_fake/stats      {"ops":{"insert":n,...},"writes":n,"reads":n,
- *                      "tokens_issued":n,"last_assertion":{claims}}
+ *                      "tokens_issued":n,"objects":n,"connections":n,
+ *                      "last_assertion":{claims}}
  *   /_fake/requests   the last requests: method, uri, op, status,
  *                     content_type, authorization, body
  * Token endpoints: GET /computeMetadata/v1/instance/service-accounts/
@@ -122,6 +123,7 @@ static struct {
 	uint64_t ops[OP_N];
 	uint64_t tokens_issued;
 	uint64_t token_seq;
+	uint64_t connections;  /* TCP connections accepted */
 	json_t *last_assertion;
 	logent log[LOG_MAX];
 	size_t log_next;
@@ -1060,12 +1062,13 @@ stats_json(void)
 	for (i = 0; i < OP_N; i++)
 		json_object_set_new(ops, op_names[i],
 		    json_integer((json_int_t)G.ops[i]));
-	j = json_pack("{sOsIsIsIsIsO}", "ops", ops,
+	j = json_pack("{sOsIsIsIsIsIsO}", "ops", ops,
 	    "writes", (json_int_t)(G.ops[OP_INSERT] + G.ops[OP_PATCH] +
 	    G.ops[OP_DELETE]),
 	    "reads", (json_int_t)(G.ops[OP_GET] + G.ops[OP_LIST]),
 	    "tokens_issued", (json_int_t)G.tokens_issued,
 	    "objects", (json_int_t)G.n,
+	    "connections", (json_int_t)G.connections,
 	    "last_assertion", G.last_assertion ? G.last_assertion : json_null());
 	pthread_mutex_unlock(&G.mu);
 	json_decref(ops);
@@ -1117,6 +1120,7 @@ reset_all(void)
 	G.nfaults = 0;
 	memset(G.ops, 0, sizeof(G.ops));
 	G.tokens_issued = 0;
+	G.connections = 0;
 	json_decref(G.last_assertion);
 	G.last_assertion = NULL;
 	for (i = 0; i < LOG_MAX; i++) {
@@ -1384,6 +1388,20 @@ on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
+static void
+on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+    enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	(void)c;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		pthread_mutex_lock(&G.mu);
+		G.connections++;
+		pthread_mutex_unlock(&G.mu);
+	}
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -1502,10 +1520,11 @@ main(int argc, char **argv)
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, NULL,
+	    0, 0, NULL, NULL, on_request, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
 	    MHD_OPTION_END);
