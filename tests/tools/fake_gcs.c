@@ -30,7 +30,8 @@
  *   /_fake/clear-faults
  *   /_fake/config?rate_limit=0|1&clock_offset_ms=MS&token_expires=S
  *                &require_auth=0|1
- *   /_fake/reset      objects, faults, counters and the request log
+ *   /_fake/reset      objects, faults, counters, issued tokens and the
+ *                     request log
  *   /_fake/stats      {"ops":{"insert":n,...},"writes":n,"reads":n,
  *                      "tokens_issued":n,"objects":n,"connections":n,
  *                      "last_assertion":{claims}}
@@ -1120,6 +1121,8 @@ reset_all(void)
 	G.nfaults = 0;
 	memset(G.ops, 0, sizeof(G.ops));
 	G.tokens_issued = 0;
+	G.token_seq = 0;
+	G.ntokens = 0;
 	G.connections = 0;
 	json_decref(G.last_assertion);
 	G.last_assertion = NULL;
