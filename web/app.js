@@ -3,7 +3,7 @@
  *
  * Rules this file keeps:
  * - Lock data only ever reaches the page as text (textContent or
- *   createTextNode); no innerHTML anywhere.  Links are made only for
+ *   createTextNode); no string is ever parsed as HTML.  Links only for
  *   http(s) URLs.  There is no inline script (the CSP forbids it).
  * - The bearer token lives in this tab's sessionStorage and is sent only in
  *   the Authorization header: never in a URL, a cookie or a log line.
@@ -299,7 +299,9 @@
 			} else {
 				changed = true;
 				page = { etag: r.etag, body: r.body || {} };
-				nowMs = ms(page.body.now);
+				/* an empty page's "now" may not come from the store */
+				if (Array.isArray(page.body.locks) && page.body.locks.length)
+					nowMs = ms(page.body.now);
 				page.at = Date.now();
 			}
 			seen.set(token, page);
@@ -493,65 +495,45 @@
 			refreshDetailFromList();
 	}
 
-	function td(label, cls) {
+	/* A cell of TR labelled LABEL (the phone layout shows it); returns the
+	 * one span that holds the cell's content. */
+	function td(tr, label, cls) {
 		const c = el('td', null, cls);
 		c.dataset.label = label;
-		return c;
+		const v = el('span', null, 'v');
+		c.appendChild(v);
+		tr.appendChild(c);
+		return v;
 	}
 
 	function renderRow(l) {
 		const tr = document.createElement('tr');
-		const s = stateOf(l);
-		tr.dataset.state = s.key;
 		tr.dataset.name = l.name;
 
-		const cName = td('Name', 'name');
 		const b = el('button', l.name, 'linkish');
 		b.type = 'button';
 		b.dataset.lock = l.name;
 		b.title = 'Details and timeline of ' + l.name;
-		cName.appendChild(b);
-		tr.appendChild(cName);
-
-		const cOwner = td('Owner', 'owner');
-		cOwner.textContent = str(l.owner);
-		tr.appendChild(cOwner);
-
-		const cHolder = td('Holder', 'holder');
-		cHolder.appendChild(holderNode(l.holder));
-		tr.appendChild(cHolder);
-
-		const cPurpose = td('Purpose', 'purpose');
-		cPurpose.textContent = str(l.purpose);
-		tr.appendChild(cPurpose);
-
-		const cLabels = td('Labels', 'labels');
+		td(tr, 'Name', 'name').appendChild(b);
+		td(tr, 'Owner', 'owner').textContent = str(l.owner);
+		td(tr, 'Holder', 'holder').appendChild(holderNode(l.holder));
+		td(tr, 'Purpose', 'purpose').textContent = str(l.purpose);
+		const labels = td(tr, 'Labels', 'labels');
 		if (l.labels && typeof l.labels === 'object')
 			for (const k of Object.keys(l.labels).sort())
-				cLabels.appendChild(el('span', k + '=' + str(l.labels[k]), 'chip'));
-		tr.appendChild(cLabels);
-
-		const cAcq = td('Acquired', 'acquired');
-		cAcq.title = str(l.acquired_at);
-		tr.appendChild(cAcq);
-		const cExp = td('Expires in', 'expires');
-		cExp.title = str(l.expires_at);
-		tr.appendChild(cExp);
-		const cRef = td('Last refresh', 'refreshed');
-		cRef.title = str(l.refreshed_at);
-		tr.appendChild(cRef);
-
-		const cTok = td('Fencing token', 'token');
-		cTok.textContent = str(l.fencing_token);
-		tr.appendChild(cTok);
-
-		const cState = td('State', 'state');
+				labels.appendChild(el('span', k + '=' + str(l.labels[k]), 'chip'));
+		const acq = td(tr, 'Acquired', 'acquired');
+		acq.title = str(l.acquired_at);
+		const exp = td(tr, 'Expires in', 'expires');
+		exp.title = str(l.expires_at);
+		const ref = td(tr, 'Last refresh', 'refreshed');
+		ref.title = str(l.refreshed_at);
+		td(tr, 'Fencing token', 'token').textContent = str(l.fencing_token);
 		const badge = el('span', '', 'badge');
-		cState.appendChild(badge);
-		tr.appendChild(cState);
+		td(tr, 'State', 'state').appendChild(badge);
 
-		const cells = { lock: l, tr, acquired: cAcq, expires: cExp,
-		    refreshed: cRef, badge };
+		const cells = { lock: l, tr, acquired: acq, expires: exp,
+		    refreshed: ref, badge };
 		st.rowCells.push(cells);
 		tick1(cells);
 		return tr;

@@ -32,7 +32,7 @@ async function signIn(tok) {
 	await page.waitForSelector('#tokendlg[open]', { timeout: 5000 });
 	await page.fill('#tokeninput', tok);
 	await page.click('#tokenok');
-	await page.waitForSelector('#tokendlg:not([open])', { timeout: 2000 });
+	await page.waitForSelector('#tokendlg', { state: 'hidden', timeout: 2000 });
 }
 
 async function openDetail(name) {
@@ -192,7 +192,7 @@ await run('dashboard', [
 		await page.keyboard.press('Enter');
 		await page.waitForSelector('#detaildlg[open]', { timeout: 2000 });
 		await page.keyboard.press('Escape');
-		await page.waitForSelector('#detaildlg:not([open])', { timeout: 2000 });
+		await page.waitForSelector('#detaildlg', { state: 'hidden', timeout: 2000 });
 	}],
 
 	['non-admins cannot force release', async () => {
@@ -253,8 +253,13 @@ await run('dashboard', [
 	}],
 
 	['screenshots', async () => {
+		await seed(root, 'deploy/web', {
+			ttl: 900, holder: 'https://ci.example/acme/web/-/jobs/8812',
+			purpose: 'canary rollout 3.4.0', labels: { env: 'staging', team: 'web' },
+		});
 		await seed(root, 'ops/backup', { ttl: 4, holder: 'cron@db-1', purpose: 'nightly backup', labels: { tier: 'gold' } });
 		await within(LIVE_MS, () => page.$(row('ops/backup')), 'ops/backup row');
+		await page.mouse.move(1, 790);
 		await noLeaseIdShown();
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
 		await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard.png'), fullPage: true });
