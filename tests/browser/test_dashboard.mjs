@@ -209,6 +209,8 @@ await run('dashboard', [
 		await within(3000, async () => /acquired/.test(await page.textContent('#timeline')),
 		    'timeline shows acquired');
 		assert(/owner alice/.test(await page.textContent('#timeline')), 'timeline names the owner');
+		fs.mkdirSync(ARTIFACTS, { recursive: true });
+		await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-detail.png') });
 		await page.click('#detailclose');
 	}],
 
