@@ -25,6 +25,7 @@
 (function () {
 	const POLL_MS = 1000;          /* list poll period */
 	const POLL_MAX_MS = 5000;      /* backoff cap while the server is down */
+	const POLL_HIDDEN_MS = 15000;  /* while the tab is in the background */
 	const FETCH_TIMEOUT_MS = 5000; /* one request */
 	const PAGE_SIZE_API = 1000;    /* locks per list request (API max) */
 	const MAX_PAGES = 50;          /* list requests per poll */
@@ -372,6 +373,9 @@
 		if (delay === undefined)
 			delay = st.failures === 0 ? POLL_MS :
 			    Math.min(POLL_MAX_MS, POLL_MS * 2 ** Math.min(st.failures, 3));
+		/* a background tab polls rarely; coming back polls at once */
+		if (document.hidden)
+			delay = Math.max(delay, POLL_HIDDEN_MS);
 		st.timer = setTimeout(poll, delay);
 	}
 
@@ -915,6 +919,10 @@
 				ev.preventDefault();
 				$('search').focus();
 			}
+		});
+		document.addEventListener('visibilitychange', () => {
+			if (!document.hidden)
+				pollNow();
 		});
 		setInterval(tick, 1000);
 	}
