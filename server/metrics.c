@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "srv.h" /* LOCKGATE_VERSION */
 
 /* Limits of the registry. */
 #define METRICS_STATUS_MIN 100        /* lowest HTTP status kept apart */
@@ -32,8 +33,7 @@
 /* Fixed label sets; the last entry of each is "other". */
 static const char *const route_names[] = {
 	"acquire", "refresh", "release", "force_release", "inspect", "list",
-	"healthz", "readyz", "metrics", "dashboard", "lockctl", "static",
-	"other",
+	"whoami", "healthz", "readyz", "metrics", "asset", "other",
 };
 #define N_ROUTES (sizeof(route_names) / sizeof(route_names[0]))
 

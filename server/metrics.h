@@ -16,16 +16,10 @@
 
 #include "gcs/gcs.h"
 
-/* The version reported by lockgate_build_info; the Makefile may pass
- * -DLOCKGATE_VERSION='"x.y.z"'. */
-#ifndef LOCKGATE_VERSION
-#define LOCKGATE_VERSION "0.1.0"
-#endif
-
 /* Labels of lockgate_http_requests_total{route}: "acquire", "refresh",
  * "release", "force_release" (or "forceRelease"), "inspect", "list",
- * "healthz", "readyz", "metrics", "dashboard", "lockctl", "static";
- * anything else is "other".  STATUS is the HTTP status (100..599, else
+ * "whoami", "healthz", "readyz", "metrics", "asset" (the dashboard and
+ * /lockctl); anything else is "other".  STATUS is the HTTP status (100..599, else
  * "other"); SECONDS the time from the first byte to the queued answer. */
 void metrics_http(const char *route, int status, double seconds);
 
