@@ -44,8 +44,34 @@ run() {
 		done
 		[ $# -gt 0 ] && shift
 		exec timeout "$LIMIT" "$BIN" "$@"
-	) >"$TMP/out" 2>&1
+	) >"$TMP/stdout" 2>"$TMP/stderr"
 	rc=$?
+	cat "$TMP/stdout" "$TMP/stderr" >"$TMP/out"
+}
+
+# json_refusal OPTION: stdout (the log stream Cloud Logging reads) holds
+# only JSON lines with severity, message and time, and one of them, at
+# ERROR or above, names OPTION.
+json_refusal() {
+	python3 - "$TMP/stdout" "$1" <<'PY'
+import json, sys
+named = False
+for i, line in enumerate(open(sys.argv[1]), 1):
+    if not line.strip():
+        continue
+    try:
+        o = json.loads(line)
+    except ValueError:
+        print("stdout line %d is not JSON: %r" % (i, line[:100])); sys.exit(1)
+    if not all(k in o for k in ("severity", "message", "time")):
+        print("stdout line %d lacks severity/message/time" % i); sys.exit(1)
+    if o["severity"] in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY") and \
+            sys.argv[2] in json.dumps(o):
+        named = True
+if not named:
+    print("no JSON log line at ERROR or above names the option on stdout")
+    sys.exit(1)
+PY
 }
 
 # refuse OPTION WHY_REGEX [VAR=VALUE | -VAR]... -- [ARG]...
@@ -74,7 +100,12 @@ refuse() {
 		sed 's/^/    /' "$TMP/out" | head -n 5
 		return
 	fi
-	echo "ok [$opt] $(grep -F -- "$opt" "$TMP/out" | head -n 1 | cut -c1-160)"
+	if ! json_refusal "$opt"; then
+		fail "[$opt] refusal is not logged as JSON on stdout:"
+		sed 's/^/    /' "$TMP/out" | head -n 5
+		return
+	fi
+	echo "ok [$opt] $(grep -F -- "$opt" "$TMP/stderr" "$TMP/stdout" | head -n 1 | cut -c1-160)"
 }
 
 # Numbers: not a number, out of range, from a variable and from a flag.
@@ -138,9 +169,9 @@ else
 	    LOCKGATE_JWT_PUBLIC_KEYS LOCKGATE_JWKS_URL LOCKGATE_JWT_ISSUER \
 	    LOCKGATE_JWT_AUDIENCE LOCKGATE_POLICY LOCKGATE_PUBLIC_READ \
 	    LOCKGATE_MAX_WAIT PORT; do
-		grep -qF "$v" "$TMP/out" || fail "--help does not mention $v"
+		grep -qF "$v" "$TMP/out" || { fail "--help does not mention $v"; v=""; break; }
 	done
-	echo "ok --help"
+	[ -n "$v" ] && echo "ok --help"
 fi
 
 echo "$cases cases, $fails failed"
