@@ -240,6 +240,8 @@ if re.search(r"name:\s*PORT\s*$", cr, re.M):
     fail("cloudrun.yaml: PORT is reserved by Cloud Run; set containerPort")
 if not re.search(r"containerPort:\s*8080", cr):
     fail("cloudrun.yaml: containerPort 8080 missing")
+if not re.search(r"name:\s*GOOGLE_CLOUD_PROJECT\s*\n\s*value:\s*\S+", cr):
+    fail("cloudrun.yaml: GOOGLE_CLOUD_PROJECT unset: log lines lose their trace")
 if not re.search(r"name:\s*LOCKGATE_STORE\s*\n\s*value:\s*gs://", cr):
     fail("cloudrun.yaml: LOCKGATE_STORE is not a gs:// URL")
 
