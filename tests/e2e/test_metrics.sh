@@ -73,6 +73,11 @@ LEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lease_i
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST \
     -H "Authorization: Bearer $BOB" "$LG_URL/v1/locks/$NAME:acquire?ttl=60")
 lg_eq "$code" 409 "acquire of a held lock"
+# A waiter whose wait runs out: 409 after about 1 s, a conflict too.
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST \
+    -H "Authorization: Bearer $BOB" \
+    "$LG_URL/v1/locks/$NAME:acquire?ttl=60&wait=1")
+lg_eq "$code" 409 "acquire with wait=1 of a held lock"
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST \
     -H "Authorization: Bearer $ALICE" \
     "$LG_URL/v1/locks/$NAME:release?lease_id=$LEASE")
@@ -85,10 +90,11 @@ moved() { # SERIES MIN_DELTA
 	[ "$((b - a))" -ge "$2" ] || lg_fail "$1 moved by $((b - a)), want >= $2"
 }
 moved 'lockgate_lock_outcomes_total{outcome="granted"}' 1
-moved 'lockgate_lock_outcomes_total{outcome="conflict"}' 1
+moved 'lockgate_lock_outcomes_total{outcome="conflict"}' 2
+moved 'lockgate_wait_duration_seconds_count' 1
+moved 'lockgate_http_requests_total{route="acquire",status="409"}' 2
 moved 'lockgate_lock_outcomes_total{outcome="released"}' 1
 moved 'lockgate_http_requests_total{route="acquire",status="200"}' 1
-moved 'lockgate_http_requests_total{route="acquire",status="409"}' 1
 moved 'lockgate_http_requests_total{route="release",status="204"}' 1
 moved 'lockgate_http_requests_total{route="metrics",status="200"}' 1
 moved 'lockgate_storage_requests_total{op="insert",status="ok"}' 1
@@ -96,6 +102,11 @@ moved 'lockgate_storage_requests_total{op="insert",status="precondition_failed"}
 moved 'lockgate_storage_requests_total{op="delete",status="ok"}' 1
 moved 'lockgate_storage_request_duration_seconds_count{op="insert"}' 2
 moved 'lockgate_http_request_duration_seconds_count{route="acquire"}' 2
+lg_eq "$(val "$W/m2" lockgate_waiters)" 0 "lockgate_waiters after the waiter left"
+w1=$(val "$W/m1" lockgate_wait_duration_seconds_sum)
+w2=$(val "$W/m2" lockgate_wait_duration_seconds_sum)
+python3 -c 'import sys; sys.exit(not 0.9 <= float(sys.argv[2]) - float(sys.argv[1]) < 5)' \
+    "$w1" "$w2" || lg_fail "wait_duration_seconds_sum moved by $w1 -> $w2, not ~1 s"
 # A lock name never becomes a label.
 if grep -q 'e2e/metrics' "$W/m2"; then lg_fail "a lock name leaked into /metrics"; fi
 
