@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -725,6 +726,183 @@ test_two_processes(void **state)
 	json_decref(m);
 }
 
+/* ---- kill -9 ---- */
+
+#define T_KILL_THREADS 8
+#define T_KILL_NAMES 4096  /* per thread, more than a round can reach */
+
+/* What a child reports after each acknowledged write. */
+typedef struct kill_report {
+	int32_t thread, index;
+	int32_t op;            /* 1 insert acknowledged, 2 remove acknowledged */
+	int32_t pad;
+	int64_t gen;
+} kill_report;
+
+typedef struct kill_worker {
+	gcs_store *s;
+	int fd, thread;
+} kill_worker;
+
+static void *
+kill_worker_main(void *arg)
+{
+	kill_worker *w = arg;
+	char name[32];
+	json_t *m = meta1("v", "k");
+	int64_t prev = 0;
+	gcs_object o;
+	gcs_err err;
+	kill_report r;
+	int i;
+
+	for (i = 0; i < T_KILL_NAMES; i++) {
+		int64_t g;
+
+		snprintf(name, sizeof(name), "t%d/%d", w->thread, i);
+		if (gcs_insert(w->s, name, m, &o, &err) != GCS_OK)
+			_exit(5);
+		g = o.generation;
+		gcs_object_clear(&o);
+		r = (kill_report){ w->thread, i, 1, 0, g };
+		if (write(w->fd, &r, sizeof(r)) != sizeof(r))
+			_exit(6);
+		if (i > 0) {
+			snprintf(name, sizeof(name), "t%d/%d", w->thread, i - 1);
+			if (gcs_remove(w->s, name, prev, 1, &err) != GCS_OK)
+				_exit(7);
+			r = (kill_report){ w->thread, i - 1, 2, 0, prev };
+			if (write(w->fd, &r, sizeof(r)) != sizeof(r))
+				_exit(6);
+		}
+		prev = g;
+	}
+	json_decref(m);
+	return NULL;
+}
+
+static void
+kill_child(const char *dir, int fd)
+{
+	pthread_t th[T_KILL_THREADS];
+	kill_worker w[T_KILL_THREADS];
+	gcs_store *s = gcs_file_new(dir, NULL);
+	int i;
+
+	if (s == NULL)
+		_exit(2);
+	for (i = 0; i < T_KILL_THREADS; i++) {
+		w[i] = (kill_worker){ s, fd, i };
+		if (pthread_create(&th[i], NULL, kill_worker_main, &w[i]) != 0)
+			_exit(3);
+	}
+	for (i = 0; i < T_KILL_THREADS; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+/* Per thread of the child: what the store acknowledged. */
+typedef struct kill_seen {
+	int last_ins, last_del; /* highest acknowledged index, -1 none */
+	int64_t gen[T_KILL_NAMES];
+} kill_seen;
+
+static void
+kill_note(kill_seen *seen, const kill_report *r, int64_t *max_gen)
+{
+	kill_seen *k;
+
+	assert_true(r->thread >= 0 && r->thread < T_KILL_THREADS);
+	assert_true(r->index >= 0 && r->index < T_KILL_NAMES);
+	k = &seen[r->thread];
+	if (r->op == 1) {
+		assert_int_equal(r->index, k->last_ins + 1);
+		k->last_ins = r->index;
+		k->gen[r->index] = r->gen;
+		if (r->gen > *max_gen)
+			*max_gen = r->gen;
+	} else {
+		assert_int_equal(r->op, 2);
+		assert_int_equal(r->index, k->last_del + 1);
+		k->last_del = r->index;
+	}
+}
+
+/* Kill -9 a child that writes from 8 threads, at three different points;
+ * reopen; every acknowledged write must be there, and only the one write
+ * per thread that was in flight may have gone either way. */
+static void
+test_kill9_loses_nothing(void **state)
+{
+	static kill_seen seen[T_KILL_THREADS];
+	static const int kill_after[] = { 40, 400, 1500 };
+	char dir[T_PATH], sub[T_PATH + 16], name[32];
+	int64_t max_gen, gen;
+	kill_report r;
+	gcs_store *s;
+	int round, fds[2], status, t, i, rc, got;
+	pid_t pid;
+
+	(void)state;
+	fresh_dir(dir);
+	for (round = 0; round < 3; round++) {
+		snprintf(sub, sizeof(sub), "%s/r%d", dir, round);
+		memset(seen, 0, sizeof(seen));
+		for (t = 0; t < T_KILL_THREADS; t++)
+			seen[t].last_ins = seen[t].last_del = -1;
+		max_gen = 0;
+		assert_int_equal(pipe(fds), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(fds[0]);
+			kill_child(sub, fds[1]);
+		}
+		close(fds[1]);
+		for (got = 0; got < kill_after[round]; got++) {
+			assert_int_equal(read(fds[0], &r, sizeof(r)), sizeof(r));
+			kill_note(seen, &r, &max_gen);
+		}
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status));
+		/* Reports written before the kill are still in the pipe. */
+		while (read(fds[0], &r, sizeof(r)) == sizeof(r))
+			kill_note(seen, &r, &max_gen);
+		close(fds[0]);
+
+		s = open_ok(sub);
+		for (t = 0; t < T_KILL_THREADS; t++) {
+			kill_seen *k = &seen[t];
+
+			for (i = 0; i <= k->last_ins + 2 && i < T_KILL_NAMES; i++) {
+				snprintf(name, sizeof(name), "t%d/%d", t, i);
+				rc = get_v(s, name, &gen, NULL, NULL);
+				if (i <= k->last_del) {
+					assert_int_equal(rc, GCS_NOT_FOUND);
+				} else if (i == k->last_ins + 1) {
+					/* The insert in flight: either way. */
+					assert_true(rc == GCS_OK ||
+					    rc == GCS_NOT_FOUND);
+				} else if (i > k->last_ins) {
+					assert_int_equal(rc, GCS_NOT_FOUND);
+				} else if (i == k->last_del + 1 &&
+				    i < k->last_ins) {
+					/* The remove in flight: either way. */
+					assert_true(rc == GCS_NOT_FOUND ||
+					    (rc == GCS_OK && gen == k->gen[i]));
+				} else {
+					assert_int_equal(rc, GCS_OK);
+					assert_int_equal(gen, k->gen[i]);
+				}
+			}
+		}
+		/* Tokens keep growing after the crash. */
+		assert_true(insert_ok(s, "after", "x") > max_gen);
+		gcs_store_free(s);
+	}
+}
+
 /* ---- group commit, checkpoints, big directories ---- */
 
 typedef struct cycler {
@@ -882,6 +1060,7 @@ main(void)
 		cmocka_unit_test(test_tombstones_removed_when_old),
 		cmocka_unit_test(test_two_stores_one_winner),
 		cmocka_unit_test(test_two_processes),
+		cmocka_unit_test(test_kill9_loses_nothing),
 		cmocka_unit_test(test_group_commit_batches),
 		cmocka_unit_test(test_checkpoint_and_big_list),
 		cmocka_unit_test(test_metadata_limit),
