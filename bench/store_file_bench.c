@@ -1,25 +1,29 @@
 /*
  * store_file_bench.c: raw throughput of the file:// store, without HTTP.
  *
- *   build/bench/store_file_bench [DIR] [THREADS] [SECONDS] [LIST_OBJECTS]
+ *   build/bench/store_file_bench [DIR|-] [THREADS] [SECONDS] [LIST_OBJECTS]
+ *       [fresh]
  *
  * THREADS callers (default 64) each loop insert+remove on a lock name of
  * their own for SECONDS (default 3); prints cycles/s, durable writes/s and
- * the batching achieved.  Then fills LIST_OBJECTS (default 10000) objects
+ * the batching achieved.  With "fresh", every cycle uses a new name.  Then fills LIST_OBJECTS (default 10000) objects
  * and times list pages of 1000.  DIR defaults to a fresh temp directory,
  * removed at the end.
  */
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gcs/store_file.h"
 
 #define BENCH_THREADS_MAX 1024
 #define BENCH_PATH 1024
+#define BENCH_PROBES 50
 
 typedef struct worker {
 	gcs_store *s;
@@ -30,6 +34,7 @@ typedef struct worker {
 } worker;
 
 static volatile int stop_flag;
+static int fresh_names;
 
 static double
 mono(void)
@@ -62,7 +67,9 @@ work(void *arg)
 		return NULL;
 	}
 	snprintf(name, sizeof(name), "bench/%d", w->id);
-	while (!__atomic_load_n(&stop_flag, __ATOMIC_RELAXED)) {
+	for (i = 0; !__atomic_load_n(&stop_flag, __ATOMIC_RELAXED); i++) {
+		if (fresh_names)
+			snprintf(name, sizeof(name), "bench/%d/%d", w->id, i);
 		if (gcs_insert(w->s, name, m, &o, &err) != GCS_OK) {
 			w->errors++;
 			continue;
@@ -84,6 +91,43 @@ rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 	(void)flag;
 	(void)ftw;
 	return remove(path);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median latency of appending 256 bytes + fdatasync in DIR: the floor
+ * under any durable write on this disk right now. */
+static double
+fsync_probe(const char *dir)
+{
+	char path[BENCH_PATH + 32], buf[256];
+	double lat[BENCH_PROBES], t0;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "%s/.bench-probe", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	if (fd < 0)
+		return -1;
+	memset(buf, 'x', sizeof(buf));
+	for (i = 0; i < BENCH_PROBES; i++) {
+		t0 = mono();
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
+		    fdatasync(fd) != 0)
+			break;
+		lat[i] = mono() - t0;
+	}
+	close(fd);
+	unlink(path);
+	if (i < BENCH_PROBES)
+		return -1;
+	qsort(lat, BENCH_PROBES, sizeof(lat[0]), cmp_double);
+	return lat[BENCH_PROBES / 2];
 }
 
 static int
@@ -124,6 +168,7 @@ main(int argc, char **argv)
 	double seconds = argc > 3 ? strtod(argv[3], NULL) : 3.0;
 	int list_objects = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 10000;
 	int own_dir = argc <= 1 || strcmp(argv[1], "-") == 0;
+	fresh_names = argc > 5 && strcmp(argv[5], "fresh") == 0;
 	gcs_file_stats a, b;
 	gcs_store *s;
 	gcs_page pg;
@@ -154,14 +199,17 @@ main(int argc, char **argv)
 		fprintf(stderr, "open %s: %s\n", dir, err.msg);
 		return 1;
 	}
+	printf("disk: append+fdatasync median %.0f us (before)\n",
+	    fsync_probe(dir) * 1e6);
 	gcs_file_stats_get(s, &a);
 	t0 = mono();
 	if (run(s, threads, 0, 0, seconds, &cycles, &errors) != 0)
 		return 1;
 	t = mono() - t0;
 	gcs_file_stats_get(s, &b);
-	printf("file store, %d threads, %.1f s: %.0f insert+remove cycles/s "
-	    "(%.0f durable writes/s), %ld errors\n", threads, t,
+	printf("file store, %s names, %d threads, %.1f s: %.0f insert+remove cycles/s "
+	    "(%.0f durable writes/s), %ld errors\n",
+	    fresh_names ? "fresh" : "reused", threads, t,
 	    (double)cycles / t, 2.0 * (double)cycles / t, errors);
 	printf("  %llu ops in %llu batches (%.1f ops/batch), %llu syncs, "
 	    "%llu checkpoints\n", (unsigned long long)(b.ops - a.ops),
@@ -169,7 +217,13 @@ main(int argc, char **argv)
 	    (double)(b.ops - a.ops) / (double)(b.batches - a.batches + !(b.batches - a.batches)),
 	    (unsigned long long)(b.syncs - a.syncs),
 	    (unsigned long long)(b.checkpoints - a.checkpoints));
+	printf("  files created %llu, spares used %llu, tombstones recycled "
+	    "%llu\n", (unsigned long long)(b.files_created - a.files_created),
+	    (unsigned long long)(b.spares_used - a.spares_used),
+	    (unsigned long long)(b.recycled - a.recycled));
 
+	printf("disk: append+fdatasync median %.0f us (after)\n",
+	    fsync_probe(dir) * 1e6);
 	if (list_objects > 0) {
 		int per = (list_objects + threads - 1) / threads;
 

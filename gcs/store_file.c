@@ -85,7 +85,11 @@
 #define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (GCS_META_BYTES_MAX + 4096))
 #define FILE_REC_HDR 8            /* u32 length + u32 CRC-32 */
 #define FILE_WAL_HDR 16           /* magic + int64 counter floor */
-#define FILE_TOMB_KEEP_MS 60000  /* tombstones older than this are removed */
+#define FILE_TOMB_KEEP_MS 10000  /* tombstones older than this are recycled */
+#define FILE_SWEEP_EVERY_MS 1000  /* how often the committer recycles them */
+#define FILE_SPARES_MAX 256       /* spare files kept ready for new names */
+#define FILE_SPARES_LOW 64        /* below this the spare maker refills */
+#define SPARE_PREFIX ".spare."
 #define FILE_TOMBS_MAX 100000     /* tombstones remembered for removal */
 #define FILE_OBJ_HDR 18           /* "%08x %08x " (CRC, length) + JSON */
 #define FILE_CACHE_MAX 65536      /* object states the committer remembers */
@@ -136,8 +140,20 @@ typedef struct file_store {
 	void *clock_ctx;
 	json_t *cache;             /* committer only: fname -> state or null,
 				      valid while no other writer wrote */
-	file_tomb *tombs;          /* our tombstones, removed at checkpoints */
+	file_tomb *tombs;          /* our tombstones, recycled when old */
 	size_t ntombs, tombcap;
+	int64_t last_sweep_ms;
+
+	/* Spare files (empty tombstones named SPARE_PREFIX...) renamed into
+	 * place for a new name, so that no write waits for ext4 to allocate
+	 * an inode.  Made by the spare maker thread, off the write path. */
+	pthread_mutex_t spare_mu;
+	pthread_cond_t spare_cv;
+	char *spares[FILE_SPARES_MAX];
+	size_t nspares;
+	unsigned spare_seq;
+	int spare_want, spare_stop, spare_started;
+	pthread_t spare_maker;
 
 	pthread_mutex_t mu;        /* queue, done flags, crash, dead */
 	pthread_cond_t work;
@@ -149,6 +165,7 @@ typedef struct file_store {
 	int started;
 
 	uint64_t n_ops, n_batches, n_syncs, n_checkpoints; /* atomic */
+	uint64_t n_created, n_spares_used, n_recycled;   /* atomic */
 } file_store;
 
 static void
@@ -418,6 +435,8 @@ pwrite_all(int fd, const void *buf, size_t n, off_t off)
 	return 0;
 }
 
+static int spare_take(file_store *fs, const char *fname);
+
 /* Write TEXT (the JSON of an object or a tombstone) over object file
  * FNAME, in place: no new inode per write (ext4 makes creating files right
  * after deleting others slow) and no truncation (the header gives the
@@ -441,8 +460,15 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 	iov[0].iov_len = FILE_OBJ_HDR;
 	iov[1].iov_base = (void *)text;
 	iov[1].iov_len = torn ? tlen / 2 : tlen;
-	fd = openat(fs->dirfd, fname, O_WRONLY | O_CREAT | O_CLOEXEC |
-	    O_NOFOLLOW, FILE_MODE);
+	fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+		fd = spare_take(fs, fname);
+	if (fd < 0) {
+		fd = openat(fs->dirfd, fname, O_WRONLY | O_CREAT | O_CLOEXEC |
+		    O_NOFOLLOW, FILE_MODE);
+		if (fd >= 0)
+			stat_add(&fs->n_created, 1);
+	}
 	if (fd < 0)
 		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s", fs->dir,
 		    fname, strerror(errno));
@@ -500,6 +526,125 @@ entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 	return obj_write_entry(fs, fname, entry, err);
 }
 
+/* ---- spare files ---- */
+
+/* The content of a spare: a tombstone of no name (never an object). */
+static const char spare_text[] = "{\"name\":\"\",\"deleted\":true}";
+
+static void
+spare_name(file_store *fs, char *out)
+{
+	unsigned seq = __atomic_add_fetch(&fs->spare_seq, 1, __ATOMIC_RELAXED);
+
+	snprintf(out, FILE_FNAME_BUF, SPARE_PREFIX "%ld.%lx.%u", (long)getpid(),
+	    (unsigned long)(uintptr_t)fs & 0xffffff, seq);
+}
+
+/* Add NAME (taken over) to the pool; 0, or -1 when the pool is full. */
+static int
+spare_push(file_store *fs, char *name)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&fs->spare_mu);
+	if (fs->nspares < FILE_SPARES_MAX) {
+		fs->spares[fs->nspares++] = name;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&fs->spare_mu);
+	return rc;
+}
+
+/* Under the flock: rename a spare to FNAME (which does not exist) and
+ * open it for writing.  -1 when no spare could be used. */
+static int
+spare_take(file_store *fs, const char *fname)
+{
+	char *name;
+	int fd = -1;
+
+	for (;;) {
+		pthread_mutex_lock(&fs->spare_mu);
+		name = fs->nspares > 0 ? fs->spares[--fs->nspares] : NULL;
+		if (fs->nspares < FILE_SPARES_LOW && !fs->spare_want) {
+			fs->spare_want = 1;
+			pthread_cond_signal(&fs->spare_cv);
+		}
+		pthread_mutex_unlock(&fs->spare_mu);
+		if (name == NULL)
+			return -1;
+		/* Another store on DIR may have adopted and used it. */
+		if (renameat2(fs->dirfd, name, fs->dirfd, fname,
+		    RENAME_NOREPLACE) == 0)
+			fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC |
+			    O_NOFOLLOW);
+		free(name);
+		if (fd >= 0) {
+			stat_add(&fs->n_spares_used, 1);
+			return fd;
+		}
+	}
+}
+
+/* Make one spare file; 0 or -1. */
+static int
+spare_make(file_store *fs)
+{
+	char name[FILE_FNAME_BUF], hdr[FILE_OBJ_HDR + 1];
+	size_t tlen = sizeof(spare_text) - 1;
+	char *dup;
+	int fd, ok;
+
+	spare_name(fs, name);
+	fd = openat(fs->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    FILE_MODE);
+	if (fd < 0)
+		return -1;
+	snprintf(hdr, sizeof(hdr), "%08x %08x ", (unsigned)crc32_buf(
+	    (const unsigned char *)spare_text, tlen), (unsigned)tlen);
+	ok = write(fd, hdr, FILE_OBJ_HDR) == FILE_OBJ_HDR &&
+	    write(fd, spare_text, tlen) == (ssize_t)tlen;
+	close(fd);
+	dup = ok ? strdup(name) : NULL;
+	if (dup == NULL || spare_push(fs, dup) != 0) {
+		free(dup);
+		unlinkat(fs->dirfd, name, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/* The spare maker: refills the pool when the committer asks. */
+static void *
+spare_main(void *arg)
+{
+	file_store *fs = arg;
+	size_t n;
+
+	pthread_mutex_lock(&fs->spare_mu);
+	for (;;) {
+		while (!fs->spare_want && !fs->spare_stop)
+			pthread_cond_wait(&fs->spare_cv, &fs->spare_mu);
+		if (fs->spare_stop)
+			break;
+		n = fs->nspares;
+		pthread_mutex_unlock(&fs->spare_mu);
+		while (n < FILE_SPARES_MAX && spare_make(fs) == 0) {
+			n++;
+			pthread_mutex_lock(&fs->spare_mu);
+			if (fs->spare_stop) {
+				pthread_mutex_unlock(&fs->spare_mu);
+				return NULL;
+			}
+			pthread_mutex_unlock(&fs->spare_mu);
+		}
+		pthread_mutex_lock(&fs->spare_mu);
+		fs->spare_want = 0;
+	}
+	pthread_mutex_unlock(&fs->spare_mu);
+	return NULL;
+}
+
 /* ---- tombstones ---- */
 
 /* Remember that FNAME became a tombstone at MS.  A failed allocation only
@@ -526,18 +671,20 @@ tomb_add(file_store *fs, const char *fname, int64_t ms)
 	fs->tombs[fs->ntombs++].ms = ms;
 }
 
-/* Under the flock, after a syncfs: remove the tombstones older than
- * FILE_TOMB_KEEP_MS that are still tombstones (a missing file is the same
- * state as a tombstone, so this needs no log record).  Younger ones stay:
- * a name released and taken again reuses its file and inode. */
+/* Under the flock: turn the tombstones older than FILE_TOMB_KEEP_MS that
+ * are still tombstones into spare files (or remove them when the pool is
+ * full).  A missing file is the same state as a tombstone, and a spare is
+ * never an object, so this needs no log record and no sync.  Younger
+ * tombstones stay: a name released and taken again reuses its file. */
 static void
 tomb_sweep(file_store *fs)
 {
 	int64_t now = fs->clock(fs->clock_ctx);
-	char *buf = malloc(FILE_OBJ_BYTES_MAX);
+	char *buf = malloc(FILE_OBJ_BYTES_MAX), spare[FILE_FNAME_BUF], *dup;
 	size_t i, keep = 0;
 	json_t *e;
 
+	fs->last_sweep_ms = now;
 	if (buf == NULL)
 		return;
 	for (i = 0; i < fs->ntombs; i++) {
@@ -548,8 +695,23 @@ tomb_sweep(file_store *fs)
 			continue;
 		}
 		if (obj_read_once(fs, t->fname, buf, &e) == 0) {
-			if (!entry_exists(e))
-				unlinkat(fs->dirfd, t->fname, 0);
+			if (!entry_exists(e)) {
+				json_object_del(fs->cache, t->fname);
+				spare_name(fs, spare);
+				dup = strdup(spare);
+				if (dup != NULL && renameat2(fs->dirfd, t->fname,
+				    fs->dirfd, spare, RENAME_NOREPLACE) == 0) {
+					if (spare_push(fs, dup) == 0) {
+						dup = NULL;
+						stat_add(&fs->n_recycled, 1);
+					} else {
+						unlinkat(fs->dirfd, spare, 0);
+					}
+				} else if (dup == NULL) {
+					unlinkat(fs->dirfd, t->fname, 0);
+				}
+				free(dup);
+			}
 			json_decref(e);
 		}
 		free(t->fname);
@@ -852,6 +1014,17 @@ recover(file_store *fs, gcs_err *err)
 	while ((de = readdir(d)) != NULL) {
 		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
 			unlinkat(fs->dirfd, de->d_name, 0);
+			continue;
+		}
+		if (strncmp(de->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) == 0) {
+			/* Left by a store that stopped (or still runs: a
+			 * spare used twice fails its rename, harmlessly). */
+			char *dup = strdup(de->d_name);
+
+			if (dup == NULL || spare_push(fs, dup) != 0) {
+				free(dup);
+				unlinkat(fs->dirfd, de->d_name, 0);
+			}
 			continue;
 		}
 		if (de->d_name[0] == '.' || buf == NULL ||
@@ -1207,6 +1380,8 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 			entry_to_object(ops[i]->state, now_ms, &ops[i]->out);
 	if (fs->wal_end > FILE_WAL_CHECKPOINT)
 		(void)wal_checkpoint(fs, &err); /* retried after the next batch */
+	else if (now_ms - fs->last_sweep_ms >= FILE_SWEEP_EVERY_MS)
+		tomb_sweep(fs);
 	goto unlock;
 nomem:
 	batch_fail(ops, n, GCS_NOMEM, "out of memory");
@@ -1520,6 +1695,16 @@ file_free(gcs_store *s)
 		pthread_mutex_unlock(&fs->mu);
 		pthread_join(fs->committer, NULL);
 	}
+	if (fs->spare_started) {
+		pthread_mutex_lock(&fs->spare_mu);
+		fs->spare_stop = 1;
+		pthread_cond_signal(&fs->spare_cv);
+		pthread_mutex_unlock(&fs->spare_mu);
+		pthread_join(fs->spare_maker, NULL);
+	}
+	/* The spare files stay for the next store to adopt. */
+	while (fs->nspares > 0)
+		free(fs->spares[--fs->nspares]);
 	if (fs->walfd >= 0)
 		close(fs->walfd);
 	if (fs->lockfd >= 0)
@@ -1532,6 +1717,8 @@ file_free(gcs_store *s)
 	json_decref(fs->cache);
 	pthread_mutex_destroy(&fs->mu);
 	pthread_cond_destroy(&fs->work);
+	pthread_mutex_destroy(&fs->spare_mu);
+	pthread_cond_destroy(&fs->spare_cv);
 	free(fs->dir);
 	free(fs);
 }
@@ -1599,6 +1786,8 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->work, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&fs->spare_mu, NULL);
+	pthread_cond_init(&fs->spare_cv, NULL);
 	fs->dir = strdup(dir);
 	fs->cache = json_object();
 	if (fs->dir == NULL || fs->cache == NULL) {
@@ -1637,6 +1826,11 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		goto fail;
 	}
 	fs->started = 1;
+	if (pthread_create(&fs->spare_maker, NULL, spare_main, fs) != 0) {
+		gcs_fail(err, GCS_UNAVAILABLE, "cannot start the spare maker");
+		goto fail;
+	}
+	fs->spare_started = 1;
 	return &fs->base;
 fail:
 	file_free(&fs->base);
@@ -1674,4 +1868,8 @@ gcs_file_stats_get(gcs_store *s, gcs_file_stats *out)
 	out->syncs = __atomic_load_n(&fs->n_syncs, __ATOMIC_RELAXED);
 	out->checkpoints = __atomic_load_n(&fs->n_checkpoints,
 	    __ATOMIC_RELAXED);
+	out->files_created = __atomic_load_n(&fs->n_created, __ATOMIC_RELAXED);
+	out->spares_used = __atomic_load_n(&fs->n_spares_used,
+	    __ATOMIC_RELAXED);
+	out->recycled = __atomic_load_n(&fs->n_recycled, __ATOMIC_RELAXED);
 }
