@@ -65,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -152,6 +153,7 @@ typedef struct file_store {
 	char *spares[FILE_SPARES_MAX];
 	size_t nspares;
 	unsigned spare_seq;
+	uint64_t spare_id;         /* random: spare names never repeat */
 	int spare_want, spare_stop, spare_started;
 	pthread_t spare_maker;
 
@@ -536,8 +538,8 @@ spare_name(file_store *fs, char *out)
 {
 	unsigned seq = __atomic_add_fetch(&fs->spare_seq, 1, __ATOMIC_RELAXED);
 
-	snprintf(out, FILE_FNAME_BUF, SPARE_PREFIX "%ld.%lx.%u", (long)getpid(),
-	    (unsigned long)(uintptr_t)fs & 0xffffff, seq);
+	snprintf(out, FILE_FNAME_BUF, SPARE_PREFIX "%016llx.%u",
+	    (unsigned long long)fs->spare_id, seq);
 }
 
 /* Add NAME (taken over) to the pool; 0, or -1 when the pool is full. */
@@ -586,17 +588,21 @@ spare_take(file_store *fs, const char *fname)
 	}
 }
 
-/* Make one spare file; 0 or -1. */
+/* Make one spare file, without the flock; 0 or -1.  It is written under
+ * a temp name and renamed: a spare visible under SPARE_PREFIX is complete
+ * and nobody holds it open, so another store may adopt and use it. */
 static int
 spare_make(file_store *fs)
 {
-	char name[FILE_FNAME_BUF], hdr[FILE_OBJ_HDR + 1];
+	char name[FILE_FNAME_BUF], tmp[FILE_FNAME_BUF + 8];
+	char hdr[FILE_OBJ_HDR + 1];
 	size_t tlen = sizeof(spare_text) - 1;
-	char *dup;
+	char *dup = NULL;
 	int fd, ok;
 
 	spare_name(fs, name);
-	fd = openat(fs->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s", name + 1);
+	fd = openat(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 	    FILE_MODE);
 	if (fd < 0)
 		return -1;
@@ -605,7 +611,12 @@ spare_make(file_store *fs)
 	ok = write(fd, hdr, FILE_OBJ_HDR) == FILE_OBJ_HDR &&
 	    write(fd, spare_text, tlen) == (ssize_t)tlen;
 	close(fd);
-	dup = ok ? strdup(name) : NULL;
+	if (!ok || renameat2(fs->dirfd, tmp, fs->dirfd, name,
+	    RENAME_NOREPLACE) != 0) {
+		unlinkat(fs->dirfd, tmp, 0);
+		return -1;
+	}
+	dup = strdup(name);
 	if (dup == NULL || spare_push(fs, dup) != 0) {
 		free(dup);
 		unlinkat(fs->dirfd, name, 0);
@@ -699,16 +710,14 @@ tomb_sweep(file_store *fs)
 				json_object_del(fs->cache, t->fname);
 				spare_name(fs, spare);
 				dup = strdup(spare);
-				if (dup != NULL && renameat2(fs->dirfd, t->fname,
-				    fs->dirfd, spare, RENAME_NOREPLACE) == 0) {
-					if (spare_push(fs, dup) == 0) {
-						dup = NULL;
-						stat_add(&fs->n_recycled, 1);
-					} else {
-						unlinkat(fs->dirfd, spare, 0);
-					}
-				} else if (dup == NULL) {
+				if (dup == NULL || renameat2(fs->dirfd, t->fname,
+				    fs->dirfd, spare, RENAME_NOREPLACE) != 0)
 					unlinkat(fs->dirfd, t->fname, 0);
+				else if (spare_push(fs, dup) != 0)
+					unlinkat(fs->dirfd, spare, 0);
+				else {
+					dup = NULL;
+					stat_add(&fs->n_recycled, 1);
 				}
 				free(dup);
 			}
@@ -1294,6 +1303,13 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 			cur = json_is_null(c) ? NULL : c;
 		} else {
 			rc = obj_read(fs, op->fname, &disk, &op->err);
+			if (rc == GCS_OK && strcmp(json_string_value(
+			    json_object_get(disk, "name")), op->name) != 0) {
+				json_decref(disk);
+				rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
+				    "object file %s/%s holds another name",
+				    fs->dir, op->fname);
+			}
 			if (rc != GCS_OK && rc != GCS_NOT_FOUND) {
 				op->rc = rc;
 				continue;
@@ -1394,6 +1410,10 @@ die:
 	pthread_mutex_lock(&fs->mu);
 	fs->dead = 1;
 	pthread_mutex_unlock(&fs->mu);
+	pthread_mutex_lock(&fs->spare_mu);
+	fs->spare_stop = 1;
+	pthread_cond_signal(&fs->spare_cv);
+	pthread_mutex_unlock(&fs->spare_mu);
 	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
 	flock(fs->lockfd, LOCK_UN);
 out:
@@ -1559,9 +1579,10 @@ file_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 	if (rc != GCS_OK)
 		return rc;
 	if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0) {
+		/* Read through a file that was a tombstone when opened and
+		 * was recycled since: the object was absent then. */
 		json_decref(e);
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "object file %s/%s holds another name", fs->dir, fname);
+		return gcs_fail(err, GCS_NOT_FOUND, "no such object");
 	}
 	entry_to_object(e, fs->clock(fs->clock_ctx), out);
 	json_decref(e);
@@ -1644,9 +1665,15 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 				goto nomem;
 			break;
 		}
-		/* Gone since readdir: skip it, the page stays full. */
+		/* Gone since readdir (or recycled): skip it, the page stays
+		 * full. */
 		if (obj_read(fs, c[i].fname, &e, NULL) != GCS_OK)
 			continue;
+		if (strcmp(json_string_value(json_object_get(e, "name")),
+		    c[i].name) != 0) {
+			json_decref(e);
+			continue;
+		}
 		it = &out->items[out->n];
 		it->name = c[i].name;
 		c[i].name = NULL;
@@ -1788,6 +1815,10 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&fs->spare_mu, NULL);
 	pthread_cond_init(&fs->spare_cv, NULL);
+	if (getrandom(&fs->spare_id, sizeof(fs->spare_id), 0) !=
+	    (ssize_t)sizeof(fs->spare_id))
+		fs->spare_id = (uint64_t)gcs_clock_real(NULL) ^
+		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)fs;
 	fs->dir = strdup(dir);
 	fs->cache = json_object();
 	if (fs->dir == NULL || fs->cache == NULL) {
