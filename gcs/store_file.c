@@ -7,7 +7,8 @@
  *   .lock          flock(2)ed while writing (the cross-process referee)
  *   .wal           the commit log: header, then one record per batch
  *   .spare.*       spare files (empty tombstones) for new names
- *   .tmp.*         a new log (checkpoint) or spare being written
+ *   .spares/       where the spare maker creates them
+ *   .tmp.wal       a new log being written by a checkpoint
  * Object files never start with '.', so nothing else can be mistaken for
  * an object.  A name is encoded byte by byte: [A-Za-z0-9._-] stay, every
  * other byte (and a leading '.') becomes %XX, so '/' never makes a
@@ -105,6 +106,7 @@ static const char wal_magic[8] = { 'L', 'G', 'W', 'A', 'L', '0', '0', '1' };
 #define LOCK_NAME ".lock"
 #define TMP_PREFIX ".tmp."
 #define SPARE_PREFIX ".spare."
+#define SPARE_DIR ".spares"       /* where spares are created */
 
 enum file_kind { OP_INSERT, OP_PATCH, OP_REMOVE };
 
@@ -591,20 +593,22 @@ spare_take(file_store *fs, const char *fname)
 	}
 }
 
-/* Make one spare file, without the flock; 0 or -1.  It is written under
- * a temp name and renamed: a spare visible under SPARE_PREFIX is complete
- * and nobody holds it open, so another store may adopt and use it. */
+/* Make one spare file, without the flock; 0 or -1.  It is created in
+ * SPARE_DIR, so that the slow inode allocation holds that directory's
+ * lock, not DIR's (which every rename in DIR needs), then renamed into DIR:
+ * a spare visible under SPARE_PREFIX is complete and nobody holds it open,
+ * so another store may adopt and use it. */
 static int
 spare_make(file_store *fs)
 {
-	char name[FILE_FNAME_BUF], tmp[FILE_FNAME_BUF + 8];
+	char name[FILE_FNAME_BUF], tmp[FILE_FNAME_BUF + sizeof(SPARE_DIR)];
 	char hdr[FILE_OBJ_HDR + 1];
 	size_t tlen = sizeof(spare_text) - 1;
 	char *dup = NULL;
 	int fd, ok;
 
 	spare_name(fs, name);
-	snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s", name + 1);
+	snprintf(tmp, sizeof(tmp), SPARE_DIR "/%s", name + 1);
 	fd = openat(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 	    FILE_MODE);
 	if (fd < 0)
@@ -970,6 +974,31 @@ dir_stream(file_store *fs)
 	return d;
 }
 
+/* Create SPARE_DIR, or empty it of spares a stopped store was making. */
+static void
+spare_dir_clean(file_store *fs)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	if (mkdirat(fs->dirfd, SPARE_DIR, FILE_DIR_MODE) == 0 || errno != EEXIST)
+		return;
+	fd = openat(fs->dirfd, SPARE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			unlinkat(fd, de->d_name, 0);
+	closedir(d);
+}
+
 /* At open, under the flock: replay the whole log (final state per name),
  * remove stray temp files, and checkpoint. */
 static int
@@ -1022,6 +1051,7 @@ recover(file_store *fs, gcs_err *err)
 		    strerror(errno));
 		goto out;
 	}
+	spare_dir_clean(fs);
 	buf = malloc(FILE_OBJ_BYTES_MAX);
 	while ((de = readdir(d)) != NULL) {
 		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
