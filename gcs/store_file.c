@@ -93,10 +93,11 @@
 #define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (GCS_META_BYTES_MAX + 4096))
 #define FILE_WAL_HDR 16           /* magic + int64 counter floor */
 #define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
-#define FILE_TOMB_KEEP_MS 10000   /* tombstones older than this recycled */
+#define FILE_TOMB_KEEP_MS GCS_FILE_TOMB_KEEP_MS
 #define FILE_TOMBS_MAX 100000     /* tombstones remembered for recycling */
-#define FILE_SWEEP_EVERY_MS 1000  /* how often the committer recycles */
-#define FILE_SPARES_MAX 256       /* spare files kept ready for new names */
+#define FILE_SWEEP_EVERY_MS 100   /* how often the committer recycles */
+#define FILE_SPARES_MAX 4096      /* spare files kept ready for new names */
+#define FILE_SPARES_FILL 256      /* the spare maker creates up to this */
 #define FILE_SPARES_LOW 64        /* below this the spare maker refills */
 #define FILE_DIR_MODE 0700
 #define FILE_MODE 0600
@@ -155,7 +156,7 @@ typedef struct file_store {
 	 * an inode.  Made by the spare maker thread, off the write path. */
 	pthread_mutex_t spare_mu;
 	pthread_cond_t spare_cv;
-	char *spares[FILE_SPARES_MAX];
+	char **spares;             /* FILE_SPARES_MAX slots */
 	size_t nspares;
 	unsigned spare_seq;
 	uint64_t spare_id;         /* random: spare names never repeat */
@@ -647,7 +648,7 @@ spare_main(void *arg)
 			break;
 		n = fs->nspares;
 		pthread_mutex_unlock(&fs->spare_mu);
-		while (n < FILE_SPARES_MAX && spare_make(fs) == 0) {
+		while (n < FILE_SPARES_FILL && spare_make(fs) == 0) {
 			n++;
 			pthread_mutex_lock(&fs->spare_mu);
 			if (fs->spare_stop) {
@@ -1765,6 +1766,7 @@ file_free(gcs_store *s)
 	/* The spare files stay for the next store to adopt. */
 	while (fs->nspares > 0)
 		free(fs->spares[--fs->nspares]);
+	free(fs->spares);
 	if (fs->walfd >= 0)
 		close(fs->walfd);
 	if (fs->lockfd >= 0)
@@ -1854,7 +1856,8 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)fs;
 	fs->dir = strdup(dir);
 	fs->cache = json_object();
-	if (fs->dir == NULL || fs->cache == NULL) {
+	fs->spares = calloc(FILE_SPARES_MAX, sizeof(*fs->spares));
+	if (fs->dir == NULL || fs->cache == NULL || fs->spares == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto fail;
 	}

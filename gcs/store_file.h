@@ -10,6 +10,11 @@
 
 #include "gcs.h"
 
+/* A released name keeps its file (a tombstone) this long, so that taking
+ * it again costs no new file; older tombstones become spare files for new
+ * names. */
+#define GCS_FILE_TOMB_KEEP_MS 1000
+
 /* Where the committer stops "as if killed" (it releases DIR/.lock as a dead
  * process would, answers GCS_UNAVAILABLE, and the store refuses every later
  * write).  Used to check crash recovery by reopening DIR in a new store. */

@@ -524,7 +524,7 @@ test_tombstones_recycled_when_old(void **state)
 	snprintf(p, sizeof(p), "%s/t", dir);
 	/* Released: a tombstone file, invisible to get and list. */
 	assert_int_equal(stat(p, &st), 0);
-	now += 1000;
+	now += GCS_FILE_TOMB_KEEP_MS / 2;
 	s = gcs_file_new_clock(dir, clock_var, &now, &err);
 	assert_non_null(s);
 	assert_int_equal(get_v(s, "t", NULL, NULL, NULL), GCS_NOT_FOUND);
@@ -533,7 +533,7 @@ test_tombstones_recycled_when_old(void **state)
 	gcs_page_clear(&pg);
 	gcs_store_free(s);
 	assert_int_equal(stat(p, &st), 0); /* young: kept for reuse */
-	now += 120000;
+	now += GCS_FILE_TOMB_KEEP_MS;
 	s = gcs_file_new_clock(dir, clock_var, &now, &err);
 	assert_non_null(s);
 	assert_int_equal(stat(p, &st), -1); /* old: recycled at open */
