@@ -13,7 +13,7 @@
 /* A released name keeps its file (a tombstone) this long, so that taking
  * it again costs no new file; older tombstones become spare files for new
  * names. */
-#define GCS_FILE_TOMB_KEEP_MS 1000
+#define GCS_FILE_TOMB_KEEP_MS 200
 
 /* Where the committer stops "as if killed" (it releases DIR/.lock as a dead
  * process would, answers GCS_UNAVAILABLE, and the store refuses every later
