@@ -1,9 +1,12 @@
 /*
  * test_store_file.c: the store contract over file://, then what only the
  * file store promises: safe name mapping, durability across reopen,
- * recovery from a writer killed before and after its commit point, two
- * stores (and two processes) sharing one directory, strictly increasing
- * generations (also when the clock goes back), group commit, checkpoints.
+ * recovery from a writer stopped before and after its commit point, a live
+ * store finishing a dead writer's batch, kill -9 of a writing process,
+ * two stores (and two processes) sharing one directory, strictly
+ * increasing generations (also when the clock goes back), group commit
+ * (fewer syncs than writes: counts, never timings), checkpoints, tombstone
+ * recycling and spare files.
  */
 #include <dirent.h>
 #include <errno.h>
