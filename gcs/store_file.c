@@ -521,6 +521,17 @@ entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 	rc = obj_read(fs, fname, &cur, NULL);
 	if (rc != GCS_OK)
 		cur = NULL; /* absent, a tombstone, or torn: rewrite */
+	if (cur != NULL && strcmp(json_string_value(json_object_get(cur,
+	    "name")), name) != 0) {
+		/* Another name's inode under this name (only a crash of the
+		 * machine mid-recycling can do that): never write into it. */
+		json_decref(cur);
+		cur = NULL;
+		rc = GCS_NOT_FOUND;
+		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
+			return gcs_fail(err, GCS_UNAVAILABLE, "unlink %s/%s: %s",
+			    fs->dir, fname, strerror(errno));
+	}
 	if (!entry_exists(entry))
 		same = rc == GCS_NOT_FOUND;
 	else
