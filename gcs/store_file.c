@@ -131,11 +131,6 @@ typedef struct file_op {
 	struct file_op *next;
 } file_op;
 
-typedef struct file_tomb {
-	char *fname;
-	int64_t ms;                /* when the object was deleted */
-} file_tomb;
-
 typedef struct file_store {
 	gcs_store base;
 	char *dir;
@@ -147,8 +142,8 @@ typedef struct file_store {
 	void *clock_ctx;
 	json_t *cache;             /* committer only: fname -> state or null,
 				      valid while no other writer wrote */
-	file_tomb *tombs;          /* our tombstones, recycled when old */
-	size_t ntombs, tombcap;
+	json_t *tombs;             /* committer only: fname -> deleted_ms of
+				      tombstones, recycled when old */
 	int64_t last_sweep_ms;
 
 	/* Spare files (empty tombstones named SPARE_PREFIX...) renamed into
@@ -677,28 +672,16 @@ spare_main(void *arg)
 
 /* ---- tombstones ---- */
 
-/* Remember that FNAME became a tombstone at MS.  A failed allocation only
- * leaves the tombstone on disk until the next open. */
+/* Remember that FNAME became a tombstone at MS (a later release of the
+ * same name replaces the time).  Past FILE_TOMBS_MAX names, tombstones
+ * stay on disk until the next open. */
 static void
 tomb_add(file_store *fs, const char *fname, int64_t ms)
 {
-	file_tomb *nt;
-	size_t ncap;
-
-	if (fs->ntombs == fs->tombcap) {
-		if (fs->tombcap >= FILE_TOMBS_MAX)
-			return;
-		ncap = fs->tombcap ? fs->tombcap * 2 : 64;
-		nt = realloc(fs->tombs, ncap * sizeof(*nt));
-		if (nt == NULL)
-			return;
-		fs->tombs = nt;
-		fs->tombcap = ncap;
-	}
-	fs->tombs[fs->ntombs].fname = strdup(fname);
-	if (fs->tombs[fs->ntombs].fname == NULL)
-		return;
-	fs->tombs[fs->ntombs++].ms = ms;
+	if (json_object_size(fs->tombs) < FILE_TOMBS_MAX ||
+	    json_object_get(fs->tombs, fname) != NULL)
+		json_object_set_new(fs->tombs, fname,
+		    json_integer((json_int_t)ms));
 }
 
 /* Under the flock: turn the tombstones older than FILE_TOMB_KEEP_MS that
@@ -711,27 +694,24 @@ tomb_sweep(file_store *fs)
 {
 	int64_t now = fs->clock(fs->clock_ctx);
 	char *buf = malloc(FILE_OBJ_BYTES_MAX), spare[FILE_FNAME_BUF], *dup;
-	size_t i, keep = 0;
-	json_t *e;
+	const char *fname;
+	json_t *ms, *e;
+	void *tmp;
 
 	fs->last_sweep_ms = now;
 	if (buf == NULL)
 		return;
-	for (i = 0; i < fs->ntombs; i++) {
-		file_tomb *t = &fs->tombs[i];
-
-		if (t->ms + FILE_TOMB_KEEP_MS > now) {
-			fs->tombs[keep++] = *t;
+	json_object_foreach_safe(fs->tombs, tmp, fname, ms) {
+		if (json_integer_value(ms) + FILE_TOMB_KEEP_MS > now)
 			continue;
-		}
-		if (obj_read_once(fs, t->fname, buf, &e) == 0) {
+		if (obj_read_once(fs, fname, buf, &e) == 0) {
 			if (!entry_exists(e)) {
-				json_object_del(fs->cache, t->fname);
+				json_object_del(fs->cache, fname);
 				spare_name(fs, spare);
 				dup = strdup(spare);
-				if (dup == NULL || renameat2(fs->dirfd, t->fname,
+				if (dup == NULL || renameat2(fs->dirfd, fname,
 				    fs->dirfd, spare, RENAME_NOREPLACE) != 0)
-					unlinkat(fs->dirfd, t->fname, 0);
+					unlinkat(fs->dirfd, fname, 0);
 				else if (spare_push(fs, dup) != 0)
 					unlinkat(fs->dirfd, spare, 0);
 				else {
@@ -742,9 +722,8 @@ tomb_sweep(file_store *fs)
 			}
 			json_decref(e);
 		}
-		free(t->fname);
+		json_object_del(fs->tombs, fname);
 	}
-	fs->ntombs = keep;
 	free(buf);
 }
 
@@ -1435,6 +1414,8 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		    op->state ? op->state : json_null());
 		if (op->state == NULL)
 			tomb_add(fs, op->fname, now_ms);
+		else
+			json_object_del(fs->tombs, op->fname);
 	}
 	for (i = 0; i < n; i++)
 		if (ops[i]->ok && ops[i]->state != NULL)
@@ -1784,9 +1765,7 @@ file_free(gcs_store *s)
 		close(fs->lockfd);
 	if (fs->dirfd >= 0)
 		close(fs->dirfd);
-	while (fs->ntombs > 0)
-		free(fs->tombs[--fs->ntombs].fname);
-	free(fs->tombs);
+	json_decref(fs->tombs);
 	json_decref(fs->cache);
 	pthread_mutex_destroy(&fs->mu);
 	pthread_cond_destroy(&fs->work);
@@ -1867,8 +1846,10 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)fs;
 	fs->dir = strdup(dir);
 	fs->cache = json_object();
+	fs->tombs = json_object();
 	fs->spares = calloc(FILE_SPARES_MAX, sizeof(*fs->spares));
-	if (fs->dir == NULL || fs->cache == NULL || fs->spares == NULL) {
+	if (fs->dir == NULL || fs->cache == NULL || fs->tombs == NULL ||
+	    fs->spares == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto fail;
 	}
