@@ -90,7 +90,7 @@
 #define FILE_GATHER_US 200        /* wait for woken callers to queue again */
 #define FILE_CACHE_MAX 65536      /* object states the committer remembers */
 #define FILE_REC_HDR 8            /* u32 length + u32 CRC-32 */
-#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (GCS_META_BYTES_MAX + 4096))
+#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
 #define FILE_WAL_HDR 16           /* magic + int64 counter floor */
 #define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
 #define FILE_TOMB_KEEP_MS GCS_FILE_TOMB_KEEP_MS
@@ -1223,6 +1223,10 @@ wal_append(file_store *fs, const char *text, size_t tlen, int half,
 	uint32_t len = (uint32_t)tlen, crc;
 	int rc = GCS_OK;
 
+	/* Replay would take a longer record for a torn one. */
+	if (tlen == 0 || tlen > FILE_REC_BYTES_MAX)
+		return gcs_fail(err, GCS_INVALID, "log record of %zu bytes",
+		    tlen);
 	crc = crc32_buf((const unsigned char *)text, len);
 	memcpy(hdr, &len, 4);
 	memcpy(hdr + 4, &crc, 4);
@@ -1375,6 +1379,13 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		if (op->text == NULL || (nfinal > 0 && buf_add(&rec, ",", 1)) ||
 		    buf_add(&rec, op->text, strlen(op->text)) != 0)
 			goto nomem;
+		/* Bounded by the metadata limit; checked before the commit,
+		 * as a committed state that cannot be written would stop
+		 * every later batch. */
+		if (FILE_OBJ_HDR + strlen(op->text) > FILE_OBJ_BYTES_MAX) {
+			batch_fail(ops, n, GCS_INVALID, "object too large");
+			goto unlock;
+		}
 		nfinal++;
 	}
 	if (nfinal == 0)
