@@ -35,8 +35,8 @@
 #define T_NAME (GCS_NAME_MAX + 1)
 #define T_GROUP_THREADS 64
 #define T_GROUP_OPS 8           /* insert+remove cycles per thread */
-#define T_BIG_OBJECTS 1000      /* for the list and checkpoint tests */
-#define T_BIG_META 5000         /* bytes of metadata: forces checkpoints */
+#define T_BIG_OBJECTS 1024      /* for the list and checkpoint tests */
+#define T_BIG_META 8000         /* near GCS_META_BYTES_MAX: big records */
 #define T_FORK_ROUNDS 40
 #define T_RACE_THREADS 8
 
@@ -1010,9 +1010,11 @@ test_checkpoint_and_big_list(void **state)
 
 	(void)state;
 	s = open_ok(fresh_dir(dir));
-	/* 1000 objects of ~5 KB metadata: ~5 MB of log, over the 4 MiB
-	 * checkpoint threshold. */
-	run_cyclers(s, 20, T_BIG_OBJECTS / 20, T_BIG_META);
+	/* 1024 objects of ~8 KB metadata from 64 threads: batches of up to
+	 * 64 near-maximal objects, ~8 MB of log, over the 4 MiB checkpoint
+	 * threshold. */
+	run_cyclers(s, T_GROUP_THREADS, T_BIG_OBJECTS / T_GROUP_THREADS,
+	    T_BIG_META);
 	gcs_file_stats_get(s, &st);
 	assert_true(st.checkpoints >= 2); /* one at open, one or more after */
 	gcs_store_free(s);
@@ -1045,6 +1047,7 @@ test_metadata_limit(void **state)
 	gcs_object o;
 	gcs_err err;
 	json_t *m;
+	int64_t g, mg;
 
 	(void)state;
 	s = open_ok(fresh_dir(dir));
@@ -1053,6 +1056,14 @@ test_metadata_limit(void **state)
 	m = meta1("pad", pad);
 	assert_int_equal(gcs_insert(s, "big", m, &o, &err), GCS_INVALID);
 	assert_int_equal(get_v(s, "big", NULL, NULL, NULL), GCS_NOT_FOUND);
+	json_decref(m);
+	/* A patch that would grow it past the limit changes nothing. */
+	pad[GCS_META_BYTES_MAX / 2] = '\0';
+	g = insert_ok(s, "grow", pad);
+	m = meta1("b", pad);
+	assert_int_equal(gcs_patch(s, "grow", g, 1, m, &o, &err), GCS_INVALID);
+	assert_int_equal(get_v(s, "grow", NULL, &mg, pad), GCS_OK);
+	assert_int_equal(mg, 1);
 	json_decref(m);
 	free(pad);
 	gcs_store_free(s);
