@@ -30,8 +30,9 @@
 #define API_LEASE_ID_MAX 64
 #define API_LABELS_MAX 16
 #define API_LABEL_KEY_MAX 63
-#define API_LABEL_VALUE_MAX 256
-#define API_CLAIMS_BYTES_MAX 2048  /* display claims stored on a lease */
+#define API_LABEL_VALUE_MAX 128
+#define API_LABELS_BYTES_MAX 2048  /* labels as stored JSON */
+#define API_CLAIMS_BYTES_MAX 1024  /* display claims stored on a lease */
 #define API_TTL_MIN 2
 #define API_TTL_MAX 86400
 #define API_TTL_DEFAULT 300
@@ -55,6 +56,8 @@ typedef enum api_code {
 	API_LOCKED,          /* 409 locked (Retry-After) */
 	API_LEASE_LOST,      /* 409 lease_lost */
 	API_TOO_LARGE,       /* 413 */
+	API_NOT_FOUND,       /* 404 not_found: no such route */
+	API_METHOD,          /* 405 method_not_allowed */
 	API_BUSY,            /* 503 storage_busy (Retry-After): store 429 */
 	API_UNAVAILABLE,     /* 503 storage_unavailable (Retry-After) */
 	API_SHUTTING_DOWN,   /* 503 shutting_down (Retry-After) */

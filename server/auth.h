@@ -28,13 +28,19 @@ typedef struct auth_config {
 	const char *jwt_secret_file; /* file holding it, or NULL */
 	const char *public_keys;     /* comma-separated PEM paths, or NULL */
 	const char *jwks_url;        /* or NULL */
-	const char *issuer;          /* required iss, or NULL */
-	const char *audience;        /* required aud, or NULL */
+	const char *issuer;          /* required iss of PEM/JWKS tokens:
+					comma-separated spellings, or NULL */
+	const char *audience;        /* required aud of PEM/JWKS tokens:
+					comma-separated, any one, or NULL */
+	const char *secret_issuer;   /* the same for HS256 tokens, or NULL */
+	const char *secret_audience; /* the same for HS256 tokens, or NULL */
 	const char *policy_file;     /* or NULL */
 	const char *owner_claim;     /* NULL = "sub" */
 	const char *display_claims;  /* comma-separated claim names, or NULL */
 	int leeway;                  /* s; <0 = default */
 	int max_token_age;           /* s; 0 = no limit */
+	int jwks_min_interval;       /* s between re-fetches on unknown kids;
+					0 = default (60), <0 = none (tests) */
 } auth_config;
 
 typedef enum auth_action {
@@ -48,6 +54,8 @@ typedef struct auth_identity {
 					  configured claim) */
 	bool admin;                    /* claim "admin": true */
 	json_t *display;               /* owned: display claims, or NULL */
+	json_t *claims;                /* owned: every verified claim (for
+					  the policy), or NULL */
 } auth_identity;
 
 /* Why a token was refused: reason is a short snake_case code for the JSON
@@ -75,8 +83,12 @@ int auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
     auth_refusal *why);
 void auth_identity_clear(auth_identity *id);
 
-/* 1 when ID may take ACTION on lock NAME (NAME may be a list prefix or
- * NULL for "any"); else 0 and a sentence in WHY. */
+/* 1 when ID may take ACTION on lock NAME, else 0 and a sentence in WHY.
+ * NAME NULL asks "on some lock": use it before a list, then filter the
+ * listed locks one by one with their names (a policy may allow reading
+ * prod/ and not staging/).  Without a policy, any valid token may READ and
+ * ACQUIRE, and ADMIN needs "admin": true.  With a policy, only its rules
+ * count. */
 int auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
     const char *name, char *why, size_t whylen);
 

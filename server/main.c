@@ -1,3 +1,166 @@
-/* main.c: placeholder; the daemon lands next. */
-int main(void);
-int main(void) { return 0; }
+/*
+ * main.c: start-up, the development mode, signals, shutdown.
+ *
+ * Signals are blocked in every thread and taken synchronously here with
+ * sigwait: SIGTERM/SIGINT drain and exit 0, SIGHUP reloads keys and policy.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "srv.h"
+
+static void
+die(const char *what, const char *why)
+{
+	fprintf(stderr, "lockgate: %s: %s\n", what, why);
+	exit(2);
+}
+
+/* Development mode (design section 4): no key configured, so make a random
+ * secret, print a token, and stay on loopback.  Still closed. */
+static auth_ctx *
+dev_mode(srv_config *cfg, char *secret, size_t len)
+{
+	unsigned char raw[32];
+	char host[256], err[256], *token;
+	auth_ctx *auth;
+	int port;
+	size_t i;
+
+	if (srv_parse_listen(cfg->listen, host, sizeof(host), &port) != 0 ||
+	    !srv_host_is_loopback(host))
+		die("no JWT key is configured",
+		    "set LOCKGATE_JWT_SECRET (or public keys / a JWKS URL), or "
+		    "listen on a loopback address for the development mode");
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		die("development mode", "no randomness for a secret");
+	for (i = 0; i < sizeof(raw) && 2 * i + 2 < len; i++)
+		snprintf(secret + 2 * i, 3, "%02x", raw[i]);
+	explicit_bzero(raw, sizeof(raw));
+	cfg->auth.jwt_secret = secret;
+	cfg->dev_mode = true;
+	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL)
+		die("development mode", err);
+	token = auth_mint_hs256(secret, strlen(secret), "dev",
+	    SRV_DEV_TOKEN_TTL, true);
+	if (token == NULL)
+		die("development mode", "cannot mint a token");
+	fprintf(stderr,
+	    "\nlockgate: development mode: no JWT key configured, so a random "
+	    "secret was made\nfor this run and only loopback is served.  An "
+	    "admin token for 12 hours:\n\n  export LOCKGATE_TOKEN=%s\n\n"
+	    "Try:\n  curl -sS -X POST -H \"Authorization: Bearer "
+	    "$LOCKGATE_TOKEN\" \\\n    'http://%s/v1/locks/demo:acquire?"
+	    "ttl=60&holder=me&purpose=try'\n\n"
+	    "The dashboard is at http://%s/ (paste the token).\n\n", token,
+	    cfg->listen, cfg->listen);
+	explicit_bzero(token, strlen(token));
+	free(token);
+	return auth;
+}
+
+static int
+check(srv_config *cfg, gcs_store *store)
+{
+	char err[256];
+	gcs_err ge;
+	auth_ctx *auth;
+
+	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "lockgate: %s\n", err);
+		return 2;
+	}
+	if (gcs_check(store, &ge) != GCS_OK) {
+		fprintf(stderr, "lockgate: the store %s does not answer: %s\n",
+		    cfg->store, ge.msg);
+		auth_free(auth);
+		return 1;
+	}
+	printf("lockgate: configuration OK (store %s, %s)\n", cfg->store,
+	    auth_configured(auth) ? "JWT keys configured" :
+	    "no JWT key: development mode on loopback only");
+	auth_free(auth);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	char err[512], secret[80];
+	srv_config cfg;
+	gcs_store *store;
+	gcs_err ge;
+	auth_ctx *auth;
+	srv_server *srv;
+	api_service *svc;
+	sigset_t set;
+	int sig, rc;
+
+	if (argc > 1 && strcmp(argv[1], "token") == 0)
+		return auth_token_main(argc - 1, argv + 1);
+
+	/* Before any thread starts, so all of them inherit the mask. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = srv_config_load(&cfg, argc, argv, err, sizeof(err));
+	if (rc == 1)
+		return 0;
+	if (rc != 0)
+		die("bad configuration", err);
+	if ((store = gcs_open(cfg.store, &ge)) == NULL)
+		die("cannot open the store", ge.msg);
+	if (cfg.check_only) {
+		rc = check(&cfg, store);
+		gcs_store_free(store);
+		srv_config_free(&cfg);
+		return rc;
+	}
+	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL)
+		die("bad configuration", err);
+	if (!auth_configured(auth)) {
+		auth_free(auth);
+		auth = dev_mode(&cfg, secret, sizeof(secret));
+	}
+	if ((srv = srv_new(&cfg)) == NULL ||
+	    (svc = api_new(store, srv_on_event, srv)) == NULL)
+		die("start-up", "out of memory");
+	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0)
+		die("cannot serve", err);
+	srv_log("INFO", "listening", json_pack("{s:s, s:i, s:s, s:s, s:b}",
+	    "listen", cfg.listen, "port", srv_port(srv), "store",
+	    cfg.store, "version", LOCKGATE_VERSION, "dev_mode",
+	    cfg.dev_mode));
+
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			if (auth_reload(auth, err, sizeof(err)) != 0)
+				srv_logf("ERROR", "reload failed, keeping the "
+				    "old keys and policy: %s", err);
+			else
+				srv_log("INFO", "reloaded keys and policy",
+				    NULL);
+			continue;
+		}
+		break;
+	}
+	srv_log("INFO", "shutting down", json_pack("{s:s}", "signal",
+	    sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+	srv_free(srv);
+	api_free(svc);
+	gcs_store_free(store);
+	auth_free(auth);
+	explicit_bzero(secret, sizeof(secret));
+	srv_config_free(&cfg);
+	srv_log("INFO", "stopped", NULL);
+	return 0;
+}

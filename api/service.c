@@ -1,0 +1,495 @@
+/*
+ * service.c: the lock algorithm of design.md section 1 over the store
+ * contract.
+ *
+ * Every write carries a precondition: insert-if-absent for a grant, both
+ * generation and metageneration for refresh, release and takeover.  Expiry
+ * is judged on the store's clock (the now_ms of the answer that carried the
+ * object), never on ours.  Every loop is bounded.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "api.h"
+#include "lease.h"
+
+struct api_service {
+	gcs_store *store;
+	lease_cache *cache;
+	api_event_fn on_event;
+	void *ctx;
+};
+
+api_service *
+api_new(gcs_store *store, api_event_fn on_event, void *ctx)
+{
+	api_service *svc = calloc(1, sizeof(*svc));
+
+	if (svc == NULL)
+		return NULL;
+	svc->store = store;
+	svc->on_event = on_event;
+	svc->ctx = ctx;
+	if ((svc->cache = lease_cache_new()) == NULL) {
+		free(svc);
+		return NULL;
+	}
+	return svc;
+}
+
+void
+api_free(api_service *svc)
+{
+	if (svc == NULL)
+		return;
+	lease_cache_free(svc->cache);
+	free(svc);
+}
+
+gcs_store *
+api_store(api_service *svc)
+{
+	return svc->store;
+}
+
+static void
+emit(api_service *svc, api_event_kind kind, const char *name,
+    const char *owner, const char *holder, const char *actor, int64_t token,
+    int64_t at)
+{
+	api_event ev;
+
+	if (svc->on_event == NULL)
+		return;
+	ev.kind = kind;
+	ev.name = name;
+	ev.owner = owner;
+	ev.holder = holder;
+	ev.actor = actor;
+	ev.fencing_token = token;
+	ev.at_ms = at;
+	svc->on_event(svc->ctx, &ev);
+}
+
+/* Translate a store failure into the API's terms. */
+static int
+store_fail(api_err *err, const gcs_err *ge)
+{
+	switch (ge->status) {
+	case GCS_BUSY:
+		err->retry_after = 1;
+		return api_fail(err, API_BUSY,
+		    "the storage is rate-limiting this lock; retry shortly");
+	case GCS_UNAVAILABLE:
+	case GCS_DENIED:
+		err->retry_after = 2;
+		return api_fail(err, API_UNAVAILABLE,
+		    "the lock storage is unavailable (%s); retry shortly",
+		    ge->msg);
+	case GCS_NOMEM:
+		return api_fail(err, API_INTERNAL, "out of memory");
+	default:
+		return api_fail(err, API_INTERNAL,
+		    "unexpected storage answer (%s)",
+		    gcs_status_str(ge->status));
+	}
+}
+
+static void
+new_lease_id(char *buf, size_t len)
+{
+	unsigned char r[16];
+	size_t i;
+	ssize_t got = getrandom(r, sizeof(r), 0);
+
+	if (got != (ssize_t)sizeof(r))
+		abort(); /* no entropy: never hand out guessable leases */
+	for (i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
+		snprintf(buf + 2 * i, 3, "%02x", r[i]);
+}
+
+static void
+remember(api_service *svc, const char *name, const char *lease_id,
+    const char *owner, const gcs_object *o)
+{
+	lease_ref ref;
+
+	memset(&ref, 0, sizeof(ref));
+	snprintf(ref.lease_id, sizeof(ref.lease_id), "%s", lease_id);
+	snprintf(ref.owner, sizeof(ref.owner), "%s", owner);
+	ref.generation = o->generation;
+	ref.metageneration = o->metageneration;
+	lease_cache_put(svc->cache, name, &ref);
+}
+
+/* Seconds a refused acquirer should wait before asking again. */
+static int
+retry_after_of(const gcs_object *o, const api_lock *held)
+{
+	int64_t left = held->expires_at_ms + API_EXPIRY_MARGIN_MS - o->now_ms;
+	int64_t s = (left + 999) / 1000;
+
+	if (s < 1)
+		s = 1;
+	if (s > 60)
+		s = 60;
+	return (int)s;
+}
+
+int
+api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
+    api_err *err)
+{
+	char lease_id[API_LEASE_ID_MAX + 1];
+	gcs_object obj, cur;
+	gcs_err ge;
+	json_t *meta;
+	int rc, i;
+
+	memset(out, 0, sizeof(*out));
+	memset(err, 0, sizeof(*err));
+	if (req->lease_id[0] != '\0')
+		snprintf(lease_id, sizeof(lease_id), "%s", req->lease_id);
+	else
+		new_lease_id(lease_id, sizeof(lease_id));
+	if ((meta = lease_metadata(req, lease_id)) == NULL)
+		return api_fail(err, API_INTERNAL, "out of memory");
+
+	for (i = 0; i < API_ACQUIRE_LOOPS; i++) {
+		rc = gcs_insert(svc->store, req->name, meta, &obj, &ge);
+		if (rc == GCS_OK) {
+			lease_read(req->name, &obj, true, out);
+			remember(svc, req->name, lease_id, req->owner, &obj);
+			emit(svc, API_EV_GRANTED, req->name, req->owner,
+			    req->holder, req->owner, obj.generation,
+			    obj.updated_ms);
+			gcs_object_clear(&obj);
+			json_decref(meta);
+			return API_OK;
+		}
+		if (rc != GCS_PRECONDITION) {
+			json_decref(meta);
+			return store_fail(err, &ge);
+		}
+		/* Someone holds it, or did a moment ago: look. */
+		rc = gcs_get(svc->store, req->name, &cur, &ge);
+		if (rc == GCS_NOT_FOUND)
+			continue;
+		if (rc != GCS_OK) {
+			json_decref(meta);
+			return store_fail(err, &ge);
+		}
+		if (strcmp(lease_id_of(&cur), lease_id) == 0 &&
+		    strcmp(lease_owner_of(&cur), req->owner) == 0 &&
+		    !lease_expired(&cur)) {
+			/* Ours: a retried insert that had succeeded, or a
+			 * client re-acquiring with its own key. */
+			lease_read(req->name, &cur, true, out);
+			remember(svc, req->name, lease_id, req->owner, &cur);
+			gcs_object_clear(&cur);
+			json_decref(meta);
+			return API_OK;
+		}
+		if (lease_expired(&cur)) {
+			/* Both preconditions: a re-created object restarts
+			 * metageneration at 1, so metageneration alone could
+			 * delete someone else's new lease. */
+			rc = gcs_remove(svc->store, req->name, cur.generation,
+			    cur.metageneration, &ge);
+			if (rc == GCS_OK) {
+				emit(svc, API_EV_TAKEOVER, req->name,
+				    lease_owner_of(&cur),
+				    json_string_value(json_object_get(
+					cur.metadata, LEASE_KEY_HOLDER)),
+				    req->owner, cur.generation, cur.now_ms);
+			} else if (rc != GCS_NOT_FOUND &&
+			    rc != GCS_PRECONDITION) {
+				gcs_object_clear(&cur);
+				json_decref(meta);
+				return store_fail(err, &ge);
+			}
+			/* 404/412: someone else moved first; start over. */
+			gcs_object_clear(&cur);
+			continue;
+		}
+		lease_read(req->name, &cur, false, out);
+		err->retry_after = retry_after_of(&cur, out);
+		gcs_object_clear(&cur);
+		json_decref(meta);
+		return api_fail(err, API_LOCKED,
+		    "the lock is held by %.180s until %s", out->owner,
+		    "its lease expires or is released");
+	}
+	json_decref(meta);
+	err->retry_after = 1;
+	return api_fail(err, API_BUSY,
+	    "the lock changed hands too often while acquiring; retry shortly");
+}
+
+/*
+ * Find the live object of the lease named in REQ: from the cache when this
+ * instance wrote it last, else by reading it.  On API_OK *ref holds the
+ * generations to write against.  Owner mismatches are refused here.
+ */
+static int
+lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
+    lease_ref *ref, api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc;
+
+	if (use_cache && lease_cache_get(svc->cache, req->name, req->lease_id,
+	    ref)) {
+		if (!req->admin && strcmp(ref->owner, req->owner) != 0)
+			return api_fail(err, API_FORBIDDEN,
+			    "this lease belongs to another owner");
+		return API_OK;
+	}
+	rc = gcs_get(svc->store, req->name, &cur, &ge);
+	if (rc == GCS_NOT_FOUND) {
+		lease_cache_del(svc->cache, req->name);
+		return api_fail(err, API_LEASE_NOT_FOUND,
+		    "no lease holds this lock any more: it was released or "
+		    "expired and taken over; stop the work it protected");
+	}
+	if (rc != GCS_OK)
+		return store_fail(err, &ge);
+	if (strcmp(lease_id_of(&cur), req->lease_id) != 0) {
+		gcs_object_clear(&cur);
+		return api_fail(err, API_LEASE_LOST,
+		    "the lock is now held by another lease; stop the work it "
+		    "protected");
+	}
+	if (!req->admin && strcmp(lease_owner_of(&cur), req->owner) != 0) {
+		gcs_object_clear(&cur);
+		return api_fail(err, API_FORBIDDEN,
+		    "this lease belongs to another owner");
+	}
+	memset(ref, 0, sizeof(*ref));
+	snprintf(ref->lease_id, sizeof(ref->lease_id), "%s", req->lease_id);
+	snprintf(ref->owner, sizeof(ref->owner), "%s", lease_owner_of(&cur));
+	ref->generation = cur.generation;
+	ref->metageneration = cur.metageneration;
+	lease_cache_put(svc->cache, req->name, ref);
+	gcs_object_clear(&cur);
+	return API_OK;
+}
+
+/*
+ * A lease whose TTL has passed but that nobody took over yet can still be
+ * refreshed or released: the object never stopped existing, so nobody else
+ * was granted the lock in between, and a concurrent takeover's delete
+ * carries the old metageneration and fails.
+ */
+int
+api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
+    api_err *err)
+{
+	lease_ref ref;
+	gcs_object obj;
+	gcs_err ge;
+	json_t *patch;
+	char seq[32];
+	int rc, i;
+
+	memset(out, 0, sizeof(*out));
+	memset(err, 0, sizeof(*err));
+	for (i = 0; i < API_WRITE_LOOPS; i++) {
+		rc = lease_lookup(svc, req, i == 0, &ref, err);
+		if (rc != API_OK) {
+			if (rc == API_LEASE_LOST || rc == API_LEASE_NOT_FOUND)
+				emit(svc, API_EV_LOST, req->name, req->owner,
+				    NULL, req->owner, 0, 0);
+			return rc;
+		}
+		snprintf(seq, sizeof(seq), "%" PRId64, ref.metageneration + 1);
+		patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
+		if (patch == NULL)
+			return api_fail(err, API_INTERNAL, "out of memory");
+		if (req->ttl > 0) {
+			char ttl[16];
+			snprintf(ttl, sizeof(ttl), "%d", req->ttl);
+			json_object_set_new(patch, LEASE_KEY_TTL,
+			    json_string(ttl));
+		}
+		rc = gcs_patch(svc->store, req->name, ref.generation,
+		    ref.metageneration, patch, &obj, &ge);
+		json_decref(patch);
+		if (rc == GCS_OK) {
+			lease_read(req->name, &obj, true, out);
+			remember(svc, req->name, req->lease_id, ref.owner, &obj);
+			emit(svc, API_EV_REFRESHED, req->name, ref.owner,
+			    out->holder, req->owner, obj.generation,
+			    obj.updated_ms);
+			gcs_object_clear(&obj);
+			return API_OK;
+		}
+		if (rc == GCS_PRECONDITION)
+			continue; /* moved under us: re-read and decide */
+		if (rc == GCS_NOT_FOUND) {
+			lease_cache_del(svc->cache, req->name);
+			emit(svc, API_EV_LOST, req->name, ref.owner, NULL,
+			    req->owner, ref.generation, 0);
+			return api_fail(err, API_LEASE_NOT_FOUND,
+			    "no lease holds this lock any more: it was "
+			    "released or expired and taken over; stop the "
+			    "work it protected");
+		}
+		return store_fail(err, &ge);
+	}
+	err->retry_after = 1;
+	return api_fail(err, API_BUSY,
+	    "the lease kept changing while refreshing; retry shortly");
+}
+
+int
+api_release(api_service *svc, const api_lease_req *req, api_err *err)
+{
+	lease_ref ref;
+	gcs_err ge;
+	int rc, i;
+
+	memset(err, 0, sizeof(*err));
+	for (i = 0; i < API_WRITE_LOOPS; i++) {
+		rc = lease_lookup(svc, req, i == 0, &ref, err);
+		if (rc != API_OK)
+			return rc;
+		rc = gcs_remove(svc->store, req->name, ref.generation,
+		    ref.metageneration, &ge);
+		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
+			/* A 404 after a retried delete: the first attempt
+			 * went through and its answer was lost. */
+			lease_cache_del(svc->cache, req->name);
+			emit(svc, API_EV_RELEASED, req->name, ref.owner, NULL,
+			    req->owner, ref.generation, 0);
+			return API_OK;
+		}
+		if (rc == GCS_PRECONDITION)
+			continue;
+		if (rc == GCS_NOT_FOUND) {
+			lease_cache_del(svc->cache, req->name);
+			return api_fail(err, API_LEASE_NOT_FOUND,
+			    "no lease holds this lock any more: it was "
+			    "released or expired and taken over");
+		}
+		return store_fail(err, &ge);
+	}
+	err->retry_after = 1;
+	return api_fail(err, API_BUSY,
+	    "the lease kept changing while releasing; retry shortly");
+}
+
+int
+api_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(err, 0, sizeof(*err));
+	rc = gcs_get(svc->store, name, &cur, &ge);
+	if (rc == GCS_NOT_FOUND)
+		return api_fail(err, API_NOT_HELD, "nobody holds this lock");
+	if (rc != GCS_OK)
+		return store_fail(err, &ge);
+	lease_read(name, &cur, false, out);
+	gcs_object_clear(&cur);
+	if (out->expired)
+		return api_fail(err, API_NOT_HELD,
+		    "nobody holds this lock: its last lease expired");
+	return API_OK;
+}
+
+void
+api_list_res_clear(api_list_res *res)
+{
+	size_t i;
+
+	if (res == NULL)
+		return;
+	for (i = 0; i < res->n; i++)
+		api_lock_clear(&res->locks[i]);
+	free(res->locks);
+	free(res->next_page_token);
+	memset(res, 0, sizeof(*res));
+}
+
+int
+api_list(api_service *svc, const api_list_req *req, api_list_res *out,
+    api_err *err)
+{
+	gcs_page page;
+	gcs_err ge;
+	size_t i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(err, 0, sizeof(*err));
+	rc = gcs_list(svc->store, req->prefix, req->page_size,
+	    req->page_token[0] ? req->page_token : NULL, &page, &ge);
+	if (rc == GCS_INVALID)
+		return api_fail(err, API_BAD_REQUEST,
+		    "the page_token is not one this server handed out");
+	if (rc != GCS_OK)
+		return store_fail(err, &ge);
+	out->locks = calloc(page.n ? page.n : 1, sizeof(*out->locks));
+	if (out->locks == NULL) {
+		gcs_page_clear(&page);
+		return api_fail(err, API_INTERNAL, "out of memory");
+	}
+	for (i = 0; i < page.n; i++) {
+		api_lock *l = &out->locks[out->n];
+		lease_read(page.items[i].name, &page.items[i].obj, false, l);
+		if (l->expired && !req->include_expired) {
+			api_lock_clear(l);
+			continue;
+		}
+		out->n++;
+	}
+	out->next_page_token = page.next_token;
+	page.next_token = NULL;
+	gcs_page_clear(&page);
+	return API_OK;
+}
+
+int
+api_force_release(api_service *svc, const char *name, const char *actor,
+    api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc, i;
+
+	memset(err, 0, sizeof(*err));
+	for (i = 0; i < API_WRITE_LOOPS; i++) {
+		rc = gcs_get(svc->store, name, &cur, &ge);
+		if (rc == GCS_NOT_FOUND)
+			return api_fail(err, API_NOT_HELD,
+			    "nobody holds this lock");
+		if (rc != GCS_OK)
+			return store_fail(err, &ge);
+		rc = gcs_remove(svc->store, name, cur.generation,
+		    cur.metageneration, &ge);
+		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
+			lease_cache_del(svc->cache, name);
+			emit(svc, API_EV_FORCED, name, lease_owner_of(&cur),
+			    json_string_value(json_object_get(cur.metadata,
+				LEASE_KEY_HOLDER)),
+			    actor, cur.generation, cur.now_ms);
+			gcs_object_clear(&cur);
+			return API_OK;
+		}
+		gcs_object_clear(&cur);
+		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
+			continue;
+		return store_fail(err, &ge);
+	}
+	err->retry_after = 1;
+	return api_fail(err, API_BUSY,
+	    "the lock kept changing while force-releasing; retry shortly");
+}

@@ -1,0 +1,143 @@
+/*
+ * auth_int.h: the insides of the identity module, shared by its files and
+ * its tests.  Nothing outside server/auth*.c and tests/ should include it.
+ *
+ * Grouped by file, as the prototypes of OpenBSD httpd's httpd.h are.
+ */
+#ifndef LOCKGATE_AUTH_INT_H
+#define LOCKGATE_AUTH_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+#include <jwt.h>
+
+#include "server/auth.h"
+
+#define AUTH_SECRET_MIN 32        /* bytes: RFC 7518 3.2, HS256 >= 256 bits */
+#define AUTH_SECRET_MAX 4096      /* bytes of a secret file */
+#define AUTH_PEM_MAX 16384        /* bytes of a PEM public key file */
+#define AUTH_KEYS_MAX 64          /* keys in one key set */
+#define AUTH_KID_MAX 256          /* bytes of a kid */
+#define AUTH_CLAIM_MAX 1024       /* bytes of a claim read as a string */
+#define AUTH_ISSUERS_MAX 4        /* accepted spellings of one issuer */
+#define AUTH_POLICY_MAX 262144    /* bytes of a policy file */
+#define AUTH_POLICY_RULES_MAX 256 /* rules in a policy */
+#define AUTH_GLOB_MAX 512         /* bytes of one glob */
+#define AUTH_TTL_MAX (366L * 86400) /* s: the longest token `token` mints */
+#define AUTH_TTL_DEFAULT 3600     /* s: `lockgate token` without --ttl */
+#define AUTH_JWKS_BODY_MAX 262144 /* bytes of a JWKS document */
+#define AUTH_JWKS_TIMEOUT_MS 5000 /* one JWKS fetch, all included */
+#define AUTH_JWKS_WAIT_MS 2000    /* a request waits this long for a
+				     re-fetch on an unknown kid */
+#define AUTH_JWKS_MIN_INTERVAL 60 /* s between re-fetches on unknown kids */
+#define AUTH_JWKS_AGE_DEFAULT 300 /* s to cache without Cache-Control */
+#define AUTH_JWKS_AGE_MIN 60      /* s: clamp of max-age */
+#define AUTH_JWKS_AGE_MAX 86400   /* s */
+#define AUTH_JWKS_RETRY 30        /* s between tries after a failure */
+
+/* Which configured source a key came from: each has its own iss/aud. */
+typedef enum auth_source {
+	AUTH_SRC_SECRET, /* the HS256 secret */
+	AUTH_SRC_PUBLIC, /* PEM files and the JWKS URL */
+	AUTH_SRC_COUNT,
+} auth_source;
+
+/* One verification key, bound to one algorithm. */
+typedef struct auth_key {
+	jwt_alg_t alg;           /* HS256, RS256 or ES256 */
+	char *kid;               /* NULL: the key matches any kid */
+	unsigned char *material; /* HS256: the secret; else a PEM */
+	size_t len;
+	auth_source source;
+} auth_key;
+
+/* An immutable, reference-counted set of keys.  Requests take a reference
+ * under a short lock and verify without holding it. */
+typedef struct auth_keyset {
+	int refs; /* atomic */
+	size_t n;
+	auth_key keys[AUTH_KEYS_MAX];
+} auth_keyset;
+
+/* auth_jwt.c */
+
+/* Strict base64url (RFC 4648 5, no padding, no stray bits) of SRC[0..LEN)
+ * into a new buffer (free()) of *OUTLEN bytes plus a NUL; NULL when SRC is
+ * not strict base64url or on allocation failure. */
+unsigned char *auth_b64url_decode(const char *src, size_t len, size_t *outlen);
+/* base64url without padding of SRC[0..LEN): a new string (free()). */
+char *auth_b64url_encode(const unsigned char *src, size_t len);
+
+/* A signed token "b64(HEADER).b64(PAYLOAD).b64(sig)" over the JSON texts
+ * HEADER and PAYLOAD taken byte for byte (so tests can sign odd headers),
+ * signed with ALG (HS256: KEY is the secret; RS256/ES256: KEY is a private
+ * key PEM).  New string (free()), NULL on failure. */
+char *auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
+    const unsigned char *key, size_t keylen);
+
+/* A claim as a string, the way CI systems mean it: strings as they are,
+ * integers in decimal, booleans as true/false.  0 and BUF filled, -1 for
+ * other types or when it does not fit. */
+int auth_claim_string(const json_t *v, char *buf, size_t buflen);
+
+/* auth_keys.c */
+
+auth_keyset *auth_keyset_new(void);
+auth_keyset *auth_keyset_ref(auth_keyset *ks);
+/* Drops a reference; the last one wipes and frees every key. */
+void auth_keyset_unref(auth_keyset *ks);
+/* Appends a key (copies KID and MATERIAL).  0, or -1 with ERR. */
+int auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
+    const unsigned char *material, size_t len, auth_source source, char *err,
+    size_t errlen);
+/* Reads a public key PEM file and adds it with the algorithm its type
+ * allows: RSA (>= 2048 bits) -> RS256, EC P-256 -> ES256.  0 or -1, ERR. */
+int auth_keyset_add_pem_file(auth_keyset *ks, const char *path,
+    const char *kid, char *err, size_t errlen);
+/* A JWKS document (JSON text) into a new key set of AUTH_SRC_PUBLIC keys:
+ * RSA keys (n, e) as RS256, EC P-256 keys (x, y) as ES256; keys with
+ * "use" other than "sig", or an "alg" that disagrees, are skipped.  NULL and
+ * ERR when the document is not a JWKS or holds no usable key. */
+auth_keyset *auth_jwks_parse(const char *json, size_t len, char *err,
+    size_t errlen);
+
+/* auth_jwks.c */
+
+typedef struct auth_jwks auth_jwks;
+/* A JWKS cache for URL, fetched now (a failure is not fatal: ERR says
+ * why) and refreshed by a background thread.  MIN_INTERVAL: s between
+ * re-fetches asked for by unknown kids (<0: AUTH_JWKS_MIN_INTERVAL). */
+auth_jwks *auth_jwks_new(const char *url, int min_interval, char *err,
+    size_t errlen);
+void auth_jwks_free(auth_jwks *j);
+/* The current keys (a reference: auth_keyset_unref), or NULL when none
+ * were ever fetched. */
+auth_keyset *auth_jwks_keys(auth_jwks *j);
+/* A token named a kid we do not have: ask for a re-fetch (at most once per
+ * min_interval) and wait up to AUTH_JWKS_WAIT_MS for it.  Returns the keys
+ * then current (a reference, or NULL). */
+auth_keyset *auth_jwks_refetch(auth_jwks *j);
+/* Number of completed fetches, successful or not (tests). */
+unsigned long auth_jwks_fetches(auth_jwks *j);
+
+/* auth_policy.c */
+
+typedef struct auth_policy auth_policy;
+/* Parses a policy (JSON text).  NULL with a message naming the rule and
+ * field in ERR when it is wrong. */
+auth_policy *auth_policy_parse(const char *json, size_t len, char *err,
+    size_t errlen);
+/* Reads and parses a policy file. */
+auth_policy *auth_policy_load(const char *path, char *err, size_t errlen);
+void auth_policy_free(auth_policy *p);
+/* 1 when a rule whose matchers all match CLAIMS grants ACTION on NAME
+ * (NULL: on some lock), else 0 with a sentence in WHY. */
+int auth_policy_allows(const auth_policy *p, const json_t *claims,
+    const char *owner, auth_action action, const char *name, char *why,
+    size_t whylen);
+/* Glob: '*' any run without '/', '**' any run, '?' one byte but '/'. */
+bool auth_glob_match(const char *glob, const char *s);
+
+#endif

@@ -1,0 +1,333 @@
+/*
+ * auth_keys.c: key sets.  A key set is immutable once published and shared
+ * by reference count, so a reload or a JWKS refresh swaps a pointer while
+ * requests in flight finish with the keys they started with.  Each key is
+ * bound to one algorithm here, from configuration or the key's own type,
+ * never from a token.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
+
+#include "server/auth_int.h"
+
+#define RSA_BITS_MIN 2048
+#define EC_COORD_BYTES 32 /* P-256 */
+#define JWK_FIELD_MAX 1024 /* bytes of a decoded n, e, x or y */
+
+auth_keyset *
+auth_keyset_new(void)
+{
+	auth_keyset *ks = calloc(1, sizeof(*ks));
+
+	if (ks != NULL)
+		ks->refs = 1;
+	return ks;
+}
+
+auth_keyset *
+auth_keyset_ref(auth_keyset *ks)
+{
+	if (ks != NULL)
+		__atomic_add_fetch(&ks->refs, 1, __ATOMIC_SEQ_CST);
+	return ks;
+}
+
+void
+auth_keyset_unref(auth_keyset *ks)
+{
+	size_t i;
+
+	if (ks == NULL || __atomic_sub_fetch(&ks->refs, 1, __ATOMIC_SEQ_CST) > 0)
+		return;
+	for (i = 0; i < ks->n; i++) {
+		OPENSSL_cleanse(ks->keys[i].material, ks->keys[i].len);
+		free(ks->keys[i].material);
+		free(ks->keys[i].kid);
+	}
+	free(ks);
+}
+
+int
+auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
+    const unsigned char *material, size_t len, auth_source source, char *err,
+    size_t errlen)
+{
+	auth_key *k;
+
+	if (ks->n >= AUTH_KEYS_MAX) {
+		snprintf(err, errlen, "more than %d keys", AUTH_KEYS_MAX);
+		return -1;
+	}
+	if (kid != NULL && strlen(kid) > AUTH_KID_MAX) {
+		snprintf(err, errlen, "a kid is longer than %d bytes",
+		    AUTH_KID_MAX);
+		return -1;
+	}
+	k = &ks->keys[ks->n];
+	memset(k, 0, sizeof(*k));
+	k->material = malloc(len + 1);
+	k->kid = kid != NULL ? strdup(kid) : NULL;
+	if (k->material == NULL || (kid != NULL && k->kid == NULL)) {
+		free(k->material);
+		free(k->kid);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(k->material, material, len);
+	k->material[len] = '\0';
+	k->len = len;
+	k->alg = alg;
+	k->source = source;
+	ks->n++;
+	return 0;
+}
+
+/* The algorithm a public key may verify, by its type.  JWT_ALG_INVAL and
+ * ERR for anything else. */
+static jwt_alg_t
+pkey_alg(EVP_PKEY *pkey, char *err, size_t errlen)
+{
+	char group[64];
+	size_t glen = 0;
+
+	switch (EVP_PKEY_get_base_id(pkey)) {
+	case EVP_PKEY_RSA:
+		if (EVP_PKEY_get_bits(pkey) < RSA_BITS_MIN) {
+			snprintf(err, errlen, "RSA keys need at least %d bits",
+			    RSA_BITS_MIN);
+			return JWT_ALG_INVAL;
+		}
+		return JWT_ALG_RS256;
+	case EVP_PKEY_EC:
+		if (EVP_PKEY_get_utf8_string_param(pkey,
+			OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
+			&glen) != 1 ||
+		    strcmp(group, "prime256v1") != 0) {
+			snprintf(err, errlen, "EC keys must be on P-256 (ES256)");
+			return JWT_ALG_INVAL;
+		}
+		return JWT_ALG_ES256;
+	default:
+		snprintf(err, errlen, "only RSA and EC P-256 keys are supported");
+		return JWT_ALG_INVAL;
+	}
+}
+
+/* PKEY as a SubjectPublicKeyInfo PEM, added to KS. */
+static int
+add_pkey(auth_keyset *ks, EVP_PKEY *pkey, const char *kid, char *err,
+    size_t errlen)
+{
+	BIO *bio = NULL;
+	char *pem = NULL;
+	long len;
+	jwt_alg_t alg = pkey_alg(pkey, err, errlen);
+	int rc = -1;
+
+	if (alg == JWT_ALG_INVAL)
+		return -1;
+	bio = BIO_new(BIO_s_mem());
+	if (bio == NULL || PEM_write_bio_PUBKEY(bio, pkey) != 1) {
+		snprintf(err, errlen, "cannot encode a public key");
+		goto out;
+	}
+	len = BIO_get_mem_data(bio, &pem);
+	if (len <= 0)
+		goto out;
+	rc = auth_keyset_add(ks, alg, kid, (const unsigned char *)pem,
+	    (size_t)len, AUTH_SRC_PUBLIC, err, errlen);
+out:
+	BIO_free(bio);
+	return rc;
+}
+
+int
+auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
+    char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	EVP_PKEY *pkey = NULL;
+	char why[160];
+	int rc = -1;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot open public key %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);
+	if (pkey == NULL) {
+		snprintf(err, errlen,
+		    "%s is not a PEM public key (BEGIN PUBLIC KEY)", path);
+		goto out;
+	}
+	if (add_pkey(ks, pkey, kid, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		goto out;
+	}
+	rc = 0;
+out:
+	EVP_PKEY_free(pkey);
+	fclose(f);
+	return rc;
+}
+
+/* The base64url field NAME of JWK as a new BIGNUM, or NULL. */
+static BIGNUM *
+jwk_bn(const json_t *jwk, const char *name, size_t *len)
+{
+	const json_t *v = json_object_get(jwk, name);
+	unsigned char *raw;
+	size_t rawlen = 0;
+	BIGNUM *bn;
+
+	if (!json_is_string(v))
+		return NULL;
+	raw = auth_b64url_decode(json_string_value(v), json_string_length(v),
+	    &rawlen);
+	if (raw == NULL || rawlen == 0 || rawlen > JWK_FIELD_MAX) {
+		free(raw);
+		return NULL;
+	}
+	bn = BN_bin2bn(raw, (int)rawlen, NULL);
+	if (len != NULL)
+		*len = rawlen;
+	free(raw);
+	return bn;
+}
+
+static EVP_PKEY *
+pkey_from_params(const char *type, OSSL_PARAM_BLD *bld)
+{
+	OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(bld);
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+	EVP_PKEY *pkey = NULL;
+
+	if (params == NULL || ctx == NULL || EVP_PKEY_fromdata_init(ctx) != 1 ||
+	    EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) != 1)
+		pkey = NULL;
+	EVP_PKEY_CTX_free(ctx);
+	OSSL_PARAM_free(params);
+	return pkey;
+}
+
+static EVP_PKEY *
+jwk_rsa(const json_t *jwk)
+{
+	BIGNUM *n = jwk_bn(jwk, "n", NULL), *e = jwk_bn(jwk, "e", NULL);
+	OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+	EVP_PKEY *pkey = NULL;
+
+	if (n == NULL || e == NULL || bld == NULL ||
+	    OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, n) != 1 ||
+	    OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, e) != 1)
+		goto out;
+	pkey = pkey_from_params("RSA", bld);
+out:
+	OSSL_PARAM_BLD_free(bld);
+	BN_free(n);
+	BN_free(e);
+	return pkey;
+}
+
+static EVP_PKEY *
+jwk_ec(const json_t *jwk)
+{
+	unsigned char point[1 + 2 * EC_COORD_BYTES];
+	const json_t *crv = json_object_get(jwk, "crv");
+	BIGNUM *x = NULL, *y = NULL;
+	OSSL_PARAM_BLD *bld = NULL;
+	EVP_PKEY *pkey = NULL;
+	size_t xl = 0, yl = 0;
+
+	if (!json_is_string(crv) || strcmp(json_string_value(crv), "P-256"))
+		return NULL;
+	x = jwk_bn(jwk, "x", &xl);
+	y = jwk_bn(jwk, "y", &yl);
+	/* RFC 7518 6.2.1.2: the coordinates are full-length. */
+	if (x == NULL || y == NULL || xl != EC_COORD_BYTES ||
+	    yl != EC_COORD_BYTES)
+		goto out;
+	point[0] = 0x04; /* uncompressed */
+	if (BN_bn2binpad(x, point + 1, EC_COORD_BYTES) != EC_COORD_BYTES ||
+	    BN_bn2binpad(y, point + 1 + EC_COORD_BYTES, EC_COORD_BYTES) !=
+		EC_COORD_BYTES)
+		goto out;
+	bld = OSSL_PARAM_BLD_new();
+	if (bld == NULL ||
+	    OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
+		"prime256v1", 0) != 1 ||
+	    OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point,
+		sizeof(point)) != 1)
+		goto out;
+	pkey = pkey_from_params("EC", bld);
+out:
+	OSSL_PARAM_BLD_free(bld);
+	BN_free(x);
+	BN_free(y);
+	return pkey;
+}
+
+auth_keyset *
+auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	const json_t *keys = json_object_get(doc, "keys");
+	auth_keyset *ks = NULL;
+	char why[160];
+	size_t i;
+
+	if (!json_is_array(keys)) {
+		snprintf(err, errlen, "the JWKS is not an object with \"keys\"");
+		goto fail;
+	}
+	ks = auth_keyset_new();
+	if (ks == NULL)
+		goto fail;
+	for (i = 0; i < json_array_size(keys) && ks->n < AUTH_KEYS_MAX; i++) {
+		const json_t *jwk = json_array_get(keys, i);
+		const char *kty = json_string_value(json_object_get(jwk, "kty"));
+		const char *use = json_string_value(json_object_get(jwk, "use"));
+		const char *alg = json_string_value(json_object_get(jwk, "alg"));
+		const char *kid = json_string_value(json_object_get(jwk, "kid"));
+		const char *want;
+		EVP_PKEY *pkey;
+
+		if (kty == NULL || (use != NULL && strcmp(use, "sig") != 0))
+			continue;
+		if (strcmp(kty, "RSA") == 0) {
+			want = "RS256";
+			pkey = jwk_rsa(jwk);
+		} else if (strcmp(kty, "EC") == 0) {
+			want = "ES256";
+			pkey = jwk_ec(jwk);
+		} else {
+			continue;
+		}
+		/* A key published for another algorithm stays unused. */
+		if (pkey != NULL && (alg == NULL || strcmp(alg, want) == 0))
+			(void)add_pkey(ks, pkey, kid, why, sizeof(why));
+		EVP_PKEY_free(pkey);
+	}
+	if (ks->n == 0) {
+		snprintf(err, errlen, "the JWKS holds no usable RS256 or ES256 key");
+		goto fail;
+	}
+	json_decref(doc);
+	return ks;
+fail:
+	auth_keyset_unref(ks);
+	json_decref(doc);
+	return NULL;
+}

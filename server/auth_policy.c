@@ -1,0 +1,378 @@
+/*
+ * auth_policy.c: which identities may do what to which locks.
+ *
+ *   {"rules": [
+ *     {"name": "acme main deploys",
+ *      "match": {"repository_owner": "acme", "ref": "refs/heads/main"},
+ *      "locks": ["deploy", "prod-*"],
+ *      "actions": ["acquire"]}
+ *   ]}
+ *
+ * A rule applies when every matcher matches the token's claim of that name
+ * (read as a string; a glob, or an array of globs of which one must
+ * match).  It grants its actions on the locks its globs match.  "admin"
+ * implies "acquire", which implies "read".  Globs: "*" any run of bytes
+ * but "/", two stars any run at all, "?" one byte but "/".  What no rule
+ * grants is refused.  The file is validated whole: unknown fields are errors, so a
+ * typo cannot silently open or close a door.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/auth_int.h"
+
+#define MATCHERS_MAX 16     /* claim matchers in a rule */
+#define MATCH_VALUES_MAX 32 /* globs in one matcher */
+#define LOCK_GLOBS_MAX 64   /* lock globs in a rule */
+#define RULE_NAME_MAX 128
+
+typedef struct matcher {
+	char *claim;
+	size_t n;
+	char *globs[MATCH_VALUES_MAX];
+} matcher;
+
+typedef struct rule {
+	char name[RULE_NAME_MAX + 1];
+	size_t nmatch;
+	matcher match[MATCHERS_MAX];
+	size_t nlocks;
+	char *locks[LOCK_GLOBS_MAX];
+	unsigned actions; /* bit per auth_action, implications applied */
+} rule;
+
+struct auth_policy {
+	size_t n;
+	rule *rules;
+};
+
+bool
+auth_glob_match(const char *glob, const char *s)
+{
+	bool a[AUTH_CLAIM_MAX + 1], b[AUTH_CLAIM_MAX + 1];
+	bool *dp = a, *nd = b, *t;
+	size_t n = strlen(s), j;
+	const char *g = glob;
+
+	if (n > AUTH_CLAIM_MAX)
+		return false;
+	/* dp[j]: the glob so far matches s[0..j).  O(glob * s), no
+	 * backtracking, whatever the stars. */
+	memset(dp, 0, (n + 1) * sizeof(bool));
+	dp[0] = true;
+	while (*g != '\0') {
+		if (g[0] == '*' && g[1] == '*') {
+			nd[0] = dp[0];
+			for (j = 1; j <= n; j++)
+				nd[j] = dp[j] || nd[j - 1];
+			g += 2;
+		} else if (*g == '*') {
+			nd[0] = dp[0];
+			for (j = 1; j <= n; j++)
+				nd[j] = dp[j] || (nd[j - 1] && s[j - 1] != '/');
+			g++;
+		} else {
+			nd[0] = false;
+			for (j = 1; j <= n; j++)
+				nd[j] = dp[j - 1] && (*g == '?' ?
+				    s[j - 1] != '/' : s[j - 1] == *g);
+			g++;
+		}
+		t = dp;
+		dp = nd;
+		nd = t;
+	}
+	return dp[n];
+}
+
+static void
+rule_clear(rule *r)
+{
+	size_t i, k;
+
+	for (i = 0; i < r->nmatch; i++) {
+		free(r->match[i].claim);
+		for (k = 0; k < r->match[i].n; k++)
+			free(r->match[i].globs[k]);
+	}
+	for (i = 0; i < r->nlocks; i++)
+		free(r->locks[i]);
+}
+
+void
+auth_policy_free(auth_policy *p)
+{
+	size_t i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < p->n; i++)
+		rule_clear(&p->rules[i]);
+	free(p->rules);
+	free(p);
+}
+
+/* A glob from V (a string, or for claims also an integer or boolean). */
+static char *
+glob_of(const json_t *v)
+{
+	char buf[AUTH_GLOB_MAX + 1];
+
+	if (auth_claim_string(v, buf, sizeof(buf)) != 0 || buf[0] == '\0')
+		return NULL;
+	return strdup(buf);
+}
+
+static int
+parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
+{
+	const char *key;
+	const json_t *v, *e;
+	size_t i;
+
+	snprintf(r->name, sizeof(r->name), "rule %zu", idx + 1);
+	if (!json_is_object(jr)) {
+		snprintf(err, errlen, "policy rule %zu is not an object", idx + 1);
+		return -1;
+	}
+	v = json_object_get(jr, "name");
+	if (v != NULL) {
+		if (!json_is_string(v) || json_string_length(v) > RULE_NAME_MAX) {
+			snprintf(err, errlen, "policy %s: name must be a string "
+			    "of at most %d bytes", r->name, RULE_NAME_MAX);
+			return -1;
+		}
+		snprintf(r->name, sizeof(r->name), "%s", json_string_value(v));
+	}
+	json_object_foreach((json_t *)jr, key, v) {
+		if (strcmp(key, "name") && strcmp(key, "match") &&
+		    strcmp(key, "locks") && strcmp(key, "actions")) {
+			snprintf(err, errlen, "policy %s: unknown field \"%.40s\" "
+			    "(name, match, locks, actions)", r->name, key);
+			return -1;
+		}
+	}
+	v = json_object_get(jr, "match");
+	if (v != NULL && !json_is_object(v)) {
+		snprintf(err, errlen, "policy %s: match must be an object of "
+		    "claim: glob", r->name);
+		return -1;
+	}
+	json_object_foreach((json_t *)v, key, e) {
+		matcher *m;
+
+		if (r->nmatch >= MATCHERS_MAX) {
+			snprintf(err, errlen, "policy %s: over %d matchers",
+			    r->name, MATCHERS_MAX);
+			return -1;
+		}
+		m = &r->match[r->nmatch++];
+		m->claim = strdup(key);
+		if (m->claim == NULL)
+			goto oom;
+		if (json_is_array(e)) {
+			if (json_array_size(e) == 0 ||
+			    json_array_size(e) > MATCH_VALUES_MAX) {
+				snprintf(err, errlen, "policy %s: match.%.40s "
+				    "needs 1..%d values", r->name, key,
+				    MATCH_VALUES_MAX);
+				return -1;
+			}
+			for (i = 0; i < json_array_size(e); i++) {
+				m->globs[m->n] = glob_of(json_array_get(e, i));
+				if (m->globs[m->n] == NULL)
+					goto badval;
+				m->n++;
+			}
+		} else {
+			m->globs[0] = glob_of(e);
+			if (m->globs[0] == NULL)
+				goto badval;
+			m->n = 1;
+		}
+		continue;
+badval:
+		snprintf(err, errlen, "policy %s: match.%.40s must be a "
+		    "non-empty string (glob), number, boolean or an array of "
+		    "them", r->name, key);
+		return -1;
+	}
+	v = json_object_get(jr, "locks");
+	if (!json_is_array(v) || json_array_size(v) == 0 ||
+	    json_array_size(v) > LOCK_GLOBS_MAX) {
+		snprintf(err, errlen, "policy %s: locks must be an array of 1..%d "
+		    "lock-name globs (\"**\" for all)", r->name, LOCK_GLOBS_MAX);
+		return -1;
+	}
+	for (i = 0; i < json_array_size(v); i++) {
+		e = json_array_get(v, i);
+		if (!json_is_string(e) || json_string_length(e) == 0 ||
+		    json_string_length(e) > AUTH_GLOB_MAX) {
+			snprintf(err, errlen, "policy %s: locks[%zu] is not a "
+			    "glob string", r->name, i);
+			return -1;
+		}
+		r->locks[r->nlocks] = strdup(json_string_value(e));
+		if (r->locks[r->nlocks] == NULL)
+			goto oom;
+		r->nlocks++;
+	}
+	v = json_object_get(jr, "actions");
+	if (!json_is_array(v) || json_array_size(v) == 0) {
+		snprintf(err, errlen, "policy %s: actions must be a non-empty "
+		    "array of \"read\", \"acquire\", \"admin\"", r->name);
+		return -1;
+	}
+	for (i = 0; i < json_array_size(v); i++) {
+		const char *s = json_string_value(json_array_get(v, i));
+
+		if (s != NULL && strcmp(s, "read") == 0) {
+			r->actions |= 1u << AUTH_READ;
+		} else if (s != NULL && strcmp(s, "acquire") == 0) {
+			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE;
+		} else if (s != NULL && strcmp(s, "admin") == 0) {
+			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE |
+			    1u << AUTH_ADMIN;
+		} else {
+			snprintf(err, errlen, "policy %s: actions[%zu] is not "
+			    "\"read\", \"acquire\" or \"admin\"", r->name, i);
+			return -1;
+		}
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+auth_policy *
+auth_policy_parse(const char *json, size_t len, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	const json_t *rules = json_object_get(doc, "rules");
+	const char *key;
+	json_t *v;
+	auth_policy *p = NULL;
+	size_t i;
+
+	if (doc == NULL) {
+		snprintf(err, errlen, "policy: line %d: %s", jerr.line, jerr.text);
+		return NULL;
+	}
+	json_object_foreach(doc, key, v) {
+		if (strcmp(key, "rules") != 0) {
+			snprintf(err, errlen, "policy: unknown field \"%.40s\" "
+			    "(only \"rules\")", key);
+			goto fail;
+		}
+	}
+	if (!json_is_array(rules) || json_array_size(rules) > AUTH_POLICY_RULES_MAX) {
+		snprintf(err, errlen, "policy: \"rules\" must be an array of at "
+		    "most %d rules", AUTH_POLICY_RULES_MAX);
+		goto fail;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL ||
+	    (p->rules = calloc(json_array_size(rules) + 1, sizeof(rule))) ==
+		NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < json_array_size(rules); i++) {
+		p->n++;
+		if (parse_rule(json_array_get(rules, i), &p->rules[i], i, err,
+			errlen) != 0)
+			goto fail;
+	}
+	json_decref(doc);
+	return p;
+fail:
+	auth_policy_free(p);
+	json_decref(doc);
+	return NULL;
+}
+
+auth_policy *
+auth_policy_load(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n;
+	auth_policy *p = NULL;
+	char why[200];
+
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot open the policy %s: %s", path,
+		    strerror(errno));
+		return NULL;
+	}
+	buf = malloc(AUTH_POLICY_MAX + 1);
+	if (buf == NULL)
+		goto out;
+	n = fread(buf, 1, AUTH_POLICY_MAX + 1, f);
+	if (ferror(f) || n > AUTH_POLICY_MAX) {
+		snprintf(err, errlen, "the policy %s is unreadable or over %d "
+		    "bytes", path, AUTH_POLICY_MAX);
+		goto out;
+	}
+	p = auth_policy_parse(buf, n, why, sizeof(why));
+	if (p == NULL)
+		snprintf(err, errlen, "%s: %s", path, why);
+out:
+	free(buf);
+	fclose(f);
+	return p;
+}
+
+static bool
+rule_applies(const rule *r, const json_t *claims)
+{
+	char val[AUTH_CLAIM_MAX];
+	size_t i, k;
+
+	for (i = 0; i < r->nmatch; i++) {
+		const matcher *m = &r->match[i];
+		bool any = false;
+
+		if (auth_claim_string(json_object_get(claims, m->claim), val,
+			sizeof(val)) != 0)
+			return false;
+		for (k = 0; k < m->n && !any; k++)
+			any = auth_glob_match(m->globs[k], val);
+		if (!any)
+			return false;
+	}
+	return true;
+}
+
+int
+auth_policy_allows(const auth_policy *p, const json_t *claims,
+    const char *owner, auth_action action, const char *name, char *why,
+    size_t whylen)
+{
+	static const char *const words[] = {"read", "acquire",
+	    "force-release (admin)"};
+	size_t i, k;
+
+	for (i = 0; i < p->n; i++) {
+		const rule *r = &p->rules[i];
+
+		if (!(r->actions & (1u << action)) || !rule_applies(r, claims))
+			continue;
+		if (name == NULL)
+			return 1;
+		for (k = 0; k < r->nlocks; k++)
+			if (auth_glob_match(r->locks[k], name))
+				return 1;
+	}
+	if (name != NULL)
+		snprintf(why, whylen, "No policy rule lets \"%.100s\" %s the lock "
+		    "\"%.100s\".", owner, words[action], name);
+	else
+		snprintf(why, whylen, "No policy rule lets \"%.100s\" %s any "
+		    "lock.", owner, words[action]);
+	return 0;
+}

@@ -1,0 +1,343 @@
+/*
+ * config.c: every option is a flag and a LOCKGATE_* variable (flags win),
+ * described once in the table below, which also writes --help.  Numbers
+ * are parsed whole and bounded; a bad value names the option and why.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+enum opt_type { T_STR, T_INT, T_BOOL, T_FLAG };
+
+typedef struct opt {
+	const char *flag;      /* without the leading "--" */
+	const char *env;       /* NULL: flag only */
+	enum opt_type type;
+	size_t off;            /* into srv_config */
+	long min, max;         /* T_INT bounds */
+	const char *def;       /* default shown in --help */
+	const char *help;
+} opt;
+
+#define OFF(f) offsetof(srv_config, f)
+
+static const opt opts[] = {
+	{"listen", "LOCKGATE_LISTEN", T_STR, OFF(listen), 0, 0,
+	    "127.0.0.1:8080 (0.0.0.0:$PORT when PORT is set)",
+	    "address and port to serve HTTP on"},
+	{"store", "LOCKGATE_STORE", T_STR, OFF(store), 0, 0,
+	    "file://./lockgate-data",
+	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://"},
+	{"threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
+	    SRV_THREADS_MAX, "16",
+	    "HTTP worker threads (each may wait on one storage call)"},
+	{"max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
+	    "290", "longest wait= a request may ask for, in seconds; keep it "
+	    "under the platform's request timeout"},
+	{"max-connections", "LOCKGATE_MAX_CONNECTIONS", T_INT,
+	    OFF(max_connections), 16, 100000, "4000",
+	    "open connections, waiters included"},
+	{"connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
+	    OFF(connection_timeout), 1, 3600, "60",
+	    "seconds an idle keep-alive connection is kept"},
+	{"public-read", "LOCKGATE_PUBLIC_READ", T_BOOL, OFF(public_read), 0,
+	    0, "false", "anyone may read lock state (never a lease_id)"},
+	{"metrics-public", "LOCKGATE_METRICS_PUBLIC", T_BOOL,
+	    OFF(metrics_public), 0, 0, "false",
+	    "anyone may read /metrics"},
+	{"jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
+	    0, "none", "HS256 secret (prefer the variable or a file: flags "
+	    "show in process lists)"},
+	{"jwt-secret-file", "LOCKGATE_JWT_SECRET_FILE", T_STR,
+	    OFF(auth.jwt_secret_file), 0, 0, "none",
+	    "file holding the HS256 secret"},
+	{"jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
+	    OFF(auth.public_keys), 0, 0, "none",
+	    "comma-separated RS256/ES256 public key PEM files"},
+	{"jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
+	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)"},
+	{"jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,
+	    "none", "required iss claim"},
+	{"jwt-audience", "LOCKGATE_JWT_AUDIENCE", T_STR, OFF(auth.audience),
+	    0, 0, "none", "required aud claim"},
+	{"policy", "LOCKGATE_POLICY", T_STR, OFF(auth.policy_file), 0, 0,
+	    "none", "JSON policy file: who may read, acquire, administer"},
+	{"owner-claim", "LOCKGATE_OWNER_CLAIM", T_STR, OFF(auth.owner_claim),
+	    0, 0, "sub", "claim that names a lease's owner"},
+	{"display-claims", "LOCKGATE_DISPLAY_CLAIMS", T_STR,
+	    OFF(auth.display_claims), 0, 0, "none",
+	    "comma-separated claims stored on a lease for the dashboard"},
+	{"jwt-leeway", "LOCKGATE_JWT_LEEWAY", T_INT, OFF(auth.leeway), 0,
+	    3600, "60", "seconds of clock leeway on exp, nbf, iat"},
+	{"jwt-max-age", "LOCKGATE_JWT_MAX_AGE", T_INT, OFF(auth.max_token_age),
+	    0, 31536000, "0", "refuse tokens issued longer ago (0: no limit)"},
+	{"check", NULL, T_FLAG, OFF(check_only), 0, 0, "",
+	    "validate the configuration (and reach the store), then exit"},
+};
+
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static void
+usage(void)
+{
+	size_t i;
+
+	printf("usage: lockgate [options]\n"
+	    "       lockgate token --secret-file F --sub NAME [--ttl 1h] "
+	    "[--claim k=v] [--admin]\n\n"
+	    "lockgate %s: named locks over HTTP, leases in an object store.\n"
+	    "Every option is also an environment variable; flags win.\n\n",
+	    LOCKGATE_VERSION);
+	for (i = 0; i < NOPTS; i++) {
+		printf("  --%-20s %s\n", opts[i].flag, opts[i].help);
+		if (opts[i].env)
+			printf("  %-22s $%s, default %s\n", "", opts[i].env,
+			    opts[i].def);
+	}
+	printf("  --%-20s this text\n  --%-20s print the version\n", "help",
+	    "version");
+	printf("\nAlso read: PORT (Cloud Run), STORAGE_EMULATOR_HOST, "
+	    "GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST.\n");
+}
+
+static char *
+keep(srv_config *cfg, const char *s)
+{
+	char *d;
+
+	if (cfg->nowned >= (int)(sizeof(cfg->owned) / sizeof(cfg->owned[0])))
+		return NULL;
+	if ((d = strdup(s)) == NULL)
+		return NULL;
+	cfg->owned[cfg->nowned++] = d;
+	return d;
+}
+
+static int
+parse_bool(const char *v, bool *out)
+{
+	if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") ||
+	    !strcmp(v, "on")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") ||
+	    !strcmp(v, "off")) {
+		*out = false;
+		return 0;
+	}
+	return -1;
+}
+
+/* Set option O from VALUE; WHERE names the source for messages. */
+static int
+set(srv_config *cfg, const opt *o, const char *value, const char *where,
+    char *err, size_t errlen)
+{
+	char *base = (char *)cfg, *end;
+	long v;
+
+	switch (o->type) {
+	case T_STR:
+		if (value[0] == '\0') {
+			snprintf(err, errlen, "%s is empty", where);
+			return -1;
+		}
+		if ((*(char **)(base + o->off) = keep(cfg, value)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		return 0;
+	case T_INT:
+		errno = 0;
+		v = strtol(value, &end, 10);
+		if (value[0] == '\0' || *end != '\0' || errno != 0 ||
+		    v < o->min || v > o->max) {
+			snprintf(err, errlen,
+			    "%s must be a whole number from %ld to %ld, not "
+			    "'%.40s'", where, o->min, o->max, value);
+			return -1;
+		}
+		*(int *)(base + o->off) = (int)v;
+		return 0;
+	case T_BOOL:
+	case T_FLAG:
+		if (parse_bool(value, (bool *)(base + o->off)) != 0) {
+			snprintf(err, errlen,
+			    "%s must be true or false, not '%.40s'", where,
+			    value);
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static void
+defaults(srv_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->threads = SRV_THREADS_DEFAULT;
+	cfg->max_wait = API_WAIT_MAX_DEFAULT;
+	cfg->max_connections = SRV_CONN_LIMIT_DEFAULT;
+	cfg->connection_timeout = SRV_CONN_TIMEOUT_DEFAULT;
+	cfg->auth.leeway = -1;
+}
+
+int
+srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
+    size_t errlen)
+{
+	char where[96], host[256], lbuf[300];
+	const char *v, *port;
+	size_t i;
+	int a, p;
+
+	defaults(cfg);
+	for (i = 0; i < NOPTS; i++) {
+		if (opts[i].env == NULL || (v = getenv(opts[i].env)) == NULL)
+			continue;
+		snprintf(where, sizeof(where), "%s", opts[i].env);
+		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+			return -1;
+	}
+	for (a = 1; a < argc; a++) {
+		const char *arg = argv[a], *eq;
+		size_t nlen;
+
+		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+			usage();
+			return 1;
+		}
+		if (!strcmp(arg, "--version")) {
+			printf("lockgate %s\n", LOCKGATE_VERSION);
+			return 1;
+		}
+		if (strncmp(arg, "--", 2) != 0) {
+			snprintf(err, errlen,
+			    "unexpected argument '%.60s' (see --help)", arg);
+			return -1;
+		}
+		arg += 2;
+		eq = strchr(arg, '=');
+		nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+		for (i = 0; i < NOPTS; i++)
+			if (strlen(opts[i].flag) == nlen &&
+			    !strncmp(opts[i].flag, arg, nlen))
+				break;
+		if (i == NOPTS) {
+			snprintf(err, errlen,
+			    "unknown option '--%.*s' (see --help)", (int)nlen,
+			    arg);
+			return -1;
+		}
+		snprintf(where, sizeof(where), "--%s", opts[i].flag);
+		if (eq)
+			v = eq + 1;
+		else if (opts[i].type == T_FLAG || opts[i].type == T_BOOL)
+			v = "true";
+		else if (a + 1 < argc)
+			v = argv[++a];
+		else {
+			snprintf(err, errlen, "%s needs a value", where);
+			return -1;
+		}
+		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+			return -1;
+	}
+	if (cfg->listen == NULL) {
+		port = getenv("PORT");
+		if (port != NULL && port[0] != '\0')
+			snprintf(lbuf, sizeof(lbuf), "0.0.0.0:%s", port);
+		else
+			snprintf(lbuf, sizeof(lbuf), "127.0.0.1:8080");
+		if ((cfg->listen = keep(cfg, lbuf)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	if (srv_parse_listen(cfg->listen, host, sizeof(host), &p) != 0) {
+		snprintf(err, errlen,
+		    "--listen/LOCKGATE_LISTEN (or PORT) must be host:port with "
+		    "a port from 0 to 65535, not '%.60s'", cfg->listen);
+		return -1;
+	}
+	if (cfg->store == NULL &&
+	    (cfg->store = keep(cfg, "file://./lockgate-data")) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (strncmp(cfg->store, "file://", 7) != 0 &&
+	    strncmp(cfg->store, "gs://", 5) != 0 &&
+	    strcmp(cfg->store, "mem://") != 0) {
+		snprintf(err, errlen,
+		    "--store/LOCKGATE_STORE must start with file://, gs:// or "
+		    "be mem://, not '%.60s'", cfg->store);
+		return -1;
+	}
+	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
+		snprintf(err, errlen,
+		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "
+		    "both");
+		return -1;
+	}
+	return 0;
+}
+
+void
+srv_config_free(srv_config *cfg)
+{
+	int i;
+
+	for (i = 0; i < cfg->nowned; i++) {
+		/* Secrets among them: wipe before freeing. */
+		explicit_bzero(cfg->owned[i], strlen(cfg->owned[i]));
+		free(cfg->owned[i]);
+	}
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int
+srv_parse_listen(const char *listen, char *host, size_t hostlen, int *port)
+{
+	const char *colon, *h = listen, *end;
+	size_t n;
+	char *pe;
+	long p;
+
+	if (listen[0] == '[') {
+		end = strchr(listen, ']');
+		if (end == NULL || end[1] != ':')
+			return -1;
+		h = listen + 1;
+		n = (size_t)(end - h);
+		colon = end + 1;
+	} else {
+		colon = strrchr(listen, ':');
+		if (colon == NULL)
+			return -1;
+		n = (size_t)(colon - listen);
+	}
+	if (n == 0 || n >= hostlen)
+		return -1;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	errno = 0;
+	p = strtol(colon + 1, &pe, 10);
+	if (colon[1] == '\0' || *pe != '\0' || errno || p < 0 || p > 65535)
+		return -1;
+	*port = (int)p;
+	return 0;
+}
+
+int
+srv_host_is_loopback(const char *host)
+{
+	return !strcmp(host, "localhost") || !strcmp(host, "::1") ||
+	    !strncmp(host, "127.", 4);
+}

@@ -1,0 +1,478 @@
+/*
+ * http.c: libmicrohttpd plumbing: the daemon and its limits, reading a
+ * request body incrementally under a cap, answers, the per-request log
+ * line, graceful shutdown.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_int.h"
+#include "metrics.h"
+
+static int64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static enum MHD_Result
+queue(srv_req *r, int status, struct MHD_Response *resp)
+{
+	enum MHD_Result rc;
+
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	r->status = status;
+	rc = MHD_queue_response(r->conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+enum MHD_Result
+http_text(srv_req *r, int status, const char *ctype, const void *data,
+    size_t len, bool copy)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(len, (void *)data,
+	    copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL)
+		return MHD_NO;
+	if (ctype != NULL)
+		MHD_add_response_header(resp, "Content-Type", ctype);
+	return queue(r, status, resp);
+}
+
+enum MHD_Result
+http_json(srv_req *r, int status, json_t *body)
+{
+	struct MHD_Response *resp;
+	char *text = NULL;
+	size_t len = 0;
+
+	if (body != NULL) {
+		text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		if (text == NULL)
+			return MHD_NO;
+		len = strlen(text);
+		text[len] = '\n';
+		len++;
+	}
+	resp = MHD_create_response_from_buffer(len, text ? text : (void *)"",
+	    text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	if (body != NULL)
+		MHD_add_response_header(resp, "Content-Type",
+		    "application/json");
+	return queue(r, status, resp);
+}
+
+enum MHD_Result
+http_error(srv_req *r, const api_err *err, const api_lock *lock)
+{
+	struct MHD_Response *resp;
+	json_t *body, *e;
+	char *text, ra[16];
+	int status = api_code_status(err->code);
+	size_t len;
+
+	e = json_pack("{s:s, s:s}", "code",
+	    err->reason ? err->reason : api_code_reason(err->code), "message",
+	    err->message);
+	if (e != NULL && lock != NULL && lock->name[0] != '\0')
+		json_object_set_new(e, "lock", api_lock_json(lock, false));
+	body = json_pack("{s:o}", "error", e);
+	if (body == NULL)
+		return MHD_NO;
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	len = strlen(text);
+	text[len++] = '\n';
+	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	if (status == 409 || status == 503) {
+		snprintf(ra, sizeof(ra), "%d",
+		    err->retry_after > 0 ? err->retry_after : 1);
+		MHD_add_response_header(resp, "Retry-After", ra);
+	}
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	return queue(r, status, resp);
+}
+
+enum MHD_Result
+http_fail(srv_req *r, api_code code, const char *reason, const char *fmt, ...)
+{
+	api_err err;
+	va_list ap;
+
+	memset(&err, 0, sizeof(err));
+	err.code = code;
+	err.reason = reason;
+	if (code == API_BUSY || code == API_UNAVAILABLE ||
+	    code == API_SHUTTING_DOWN || code == API_LOCKED)
+		err.retry_after = 1;
+	va_start(ap, fmt);
+	vsnprintf(err.message, sizeof(err.message), fmt, ap);
+	va_end(ap);
+	return http_error(r, &err, NULL);
+}
+
+/*
+ * Cloud Logging groups a request's lines by trace: take TRACE_ID from
+ * "X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1" and the project from the
+ * environment.
+ */
+static void
+trace_of(struct MHD_Connection *conn, char *out, size_t len)
+{
+	const char *h, *project;
+	size_t n;
+
+	out[0] = '\0';
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    "X-Cloud-Trace-Context");
+	if (h == NULL)
+		return;
+	n = strspn(h, "0123456789abcdefABCDEF");
+	if (n == 0 || n > 64)
+		return;
+	project = getenv("GOOGLE_CLOUD_PROJECT");
+	if (project != NULL && project[0] != '\0' && strlen(project) < 64)
+		snprintf(out, len, "projects/%s/traces/%.*s", project, (int)n,
+		    h);
+	else
+		snprintf(out, len, "%.*s", (int)n, h);
+}
+
+static enum MHD_Result
+access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **con_cls)
+{
+	srv_server *s = cls;
+	srv_req *r = *con_cls;
+	const char *cl;
+	char *end;
+	unsigned long long n;
+
+	(void)version;
+	if (r == NULL) {
+		r = calloc(1, sizeof(*r));
+		if (r == NULL)
+			return MHD_NO;
+		r->srv = s;
+		r->conn = conn;
+		r->method = method;
+		r->start_us = now_us();
+		r->route = "other";
+		r->waiter.fd = -1;
+		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+		*con_cls = r;
+		trace_of(conn, r->trace, sizeof(r->trace));
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl != NULL) {
+			errno = 0;
+			n = strtoull(cl, &end, 10);
+			if (errno == 0 && *end == '\0' && n > SRV_BODY_MAX) {
+				/* Refuse before reading it; MHD closes the
+				 * connection after this answer. */
+				r->too_large = true;
+				return http_fail(r, API_TOO_LARGE, NULL,
+				    "the request body is larger than %d bytes",
+				    SRV_BODY_MAX);
+			}
+		}
+		return MHD_YES;
+	}
+	if (r->waiting)
+		return routes_finish_wait(r);
+	if (*upload_data_size > 0) {
+		size_t add = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (r->too_large || r->len + add > SRV_BODY_MAX) {
+			r->too_large = true;
+			return MHD_YES; /* read and drop the rest */
+		}
+		if (r->len + add + 1 > r->cap) {
+			size_t ncap = r->cap ? r->cap : 1024;
+			char *nb;
+			while (ncap < r->len + add + 1)
+				ncap *= 2;
+			if ((nb = realloc(r->body, ncap)) == NULL)
+				return MHD_NO;
+			r->body = nb;
+			r->cap = ncap;
+		}
+		memcpy(r->body + r->len, upload_data, add);
+		r->len += add;
+		r->body[r->len] = '\0';
+		return MHD_YES;
+	}
+	if (r->too_large)
+		return http_fail(r, API_TOO_LARGE, NULL,
+		    "the request body is larger than %d bytes", SRV_BODY_MAX);
+	return routes_dispatch(r, url);
+}
+
+static void
+completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	srv_server *s = cls;
+	srv_req *r = *con_cls;
+	json_t *f;
+	double secs;
+
+	(void)conn;
+	if (r == NULL)
+		return;
+	secs = (double)(now_us() - r->start_us) / 1e6;
+	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		r->status = 499; /* the client left before an answer */
+	f = json_pack("{s:s, s:s, s:i, s:f}", "method", r->method, "route",
+	    r->route, "status", r->status, "latency_ms", secs * 1000.0);
+	if (f != NULL) {
+		if (r->lock[0])
+			json_object_set_new(f, "lock", json_string(r->lock));
+		if (r->owner[0])
+			json_object_set_new(f, "owner", json_string(r->owner));
+		if (r->trace[0])
+			json_object_set_new(f, "logging.googleapis.com/trace",
+			    json_string(r->trace));
+	}
+	srv_log(r->status >= 500 ? "ERROR" : "INFO", "request", f);
+	metrics_http(r->route, r->status, secs);
+	json_decref(r->params);
+	json_decref(r->acq.labels);
+	json_decref(r->acq.claims);
+	api_lock_clear(&r->waiter.lock);
+	if (r->have_id)
+		auth_identity_clear(&r->id);
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+	__atomic_sub_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+}
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	srv_log("WARNING", msg, json_pack("{s:s}", "component", "http"));
+}
+
+srv_server *
+srv_new(const srv_config *cfg)
+{
+	srv_server *s = calloc(1, sizeof(*s));
+
+	if (s != NULL)
+		s->cfg = cfg;
+	return s;
+}
+
+/* Raise the open-file limit so the connection limit can be met. */
+static unsigned
+fd_budget(unsigned want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return want;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* Keep room for store connections, files and the listen socket. */
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want + 128)
+		return rl.rlim_cur > 256 ? (unsigned)rl.rlim_cur - 128 : 64;
+	return want;
+}
+
+int
+srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
+    size_t errlen)
+{
+	const srv_config *cfg = s->cfg;
+	struct sockaddr_storage ss;
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	const union MHD_DaemonInfo *info;
+	char host[256];
+	unsigned flags, conns;
+	int port;
+
+	s->svc = svc;
+	s->auth = auth;
+	if (srv_parse_listen(cfg->listen, host, sizeof(host), &port) != 0) {
+		snprintf(err, errlen, "bad listen address '%s'", cfg->listen);
+		return -1;
+	}
+	memset(&ss, 0, sizeof(ss));
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		flags = 0;
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		flags = MHD_USE_IPv6;
+	} else {
+		snprintf(err, errlen,
+		    "--listen host '%s' must be an IPv4 or IPv6 address", host);
+		return -1;
+	}
+	if ((s->waits = srv_waits_new(svc)) == NULL) {
+		snprintf(err, errlen, "cannot start the waiter threads");
+		return -1;
+	}
+	conns = fd_budget((unsigned)cfg->max_connections);
+	/*
+	 * epoll with a pool of polling threads; suspend/resume for waiters
+	 * (it brings the inter-thread channel that quiesce needs).  Limits
+	 * are set on purpose, not left at MHD's defaults (facts.md 6): the
+	 * default has no idle timeout and a 1020-connection cap.  No per-IP
+	 * limit: behind Cloud Run every caller arrives from a few proxy
+	 * addresses.
+	 */
+	flags |= MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+	    MHD_USE_ERROR_LOG;
+	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL,
+	    access_handler, s,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+	    MHD_OPTION_CONNECTION_LIMIT, conns,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+	    MHD_OPTION_END);
+	if (s->daemon == NULL) {
+		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen,
+		    errno ? strerror(errno) : "libmicrohttpd refused");
+		srv_waits_free(s->waits);
+		s->waits = NULL;
+		return -1;
+	}
+	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : port;
+	return 0;
+}
+
+int
+srv_port(const srv_server *s)
+{
+	return s->port;
+}
+
+bool
+srv_draining(const srv_server *s)
+{
+	return s->draining != 0;
+}
+
+void
+srv_stop(srv_server *s)
+{
+	int64_t deadline = srv_mono_ms() + SRV_DRAIN_MAX_MS;
+	MHD_socket ls;
+
+	if (s->daemon == NULL)
+		return;
+	s->draining = 1;
+	/* Stop accepting: new connections are refused at once. */
+	ls = MHD_quiesce_daemon(s->daemon);
+	if (ls != MHD_INVALID_SOCKET)
+		close(ls);
+	/* Every waiter answered 503 + Retry-After (resumes them all: MHD
+	 * must not be stopped with suspended connections). */
+	srv_waits_shutdown(s->waits);
+	/* In-flight requests finish, within the drain budget. */
+	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) > 0 &&
+	    srv_mono_ms() < deadline)
+		usleep(5000);
+	MHD_stop_daemon(s->daemon);
+	s->daemon = NULL;
+	srv_waits_free(s->waits);
+	s->waits = NULL;
+}
+
+void
+srv_free(srv_server *s)
+{
+	if (s == NULL)
+		return;
+	srv_stop(s);
+	free(s);
+}
+
+static const char *
+event_name(api_event_kind k)
+{
+	switch (k) {
+	case API_EV_GRANTED: return "granted";
+	case API_EV_TAKEOVER: return "expired_takeover";
+	case API_EV_REFRESHED: return "refreshed";
+	case API_EV_RELEASED: return "released";
+	case API_EV_FORCED: return "forced";
+	case API_EV_LOST: return "lost";
+	}
+	return "other";
+}
+
+void
+srv_on_event(void *ctx, const api_event *ev)
+{
+	srv_server *s = ctx;
+	const char *what = event_name(ev->kind);
+	json_t *f;
+
+	metrics_lock_outcome(what);
+	if (ev->kind != API_EV_REFRESHED) {
+		f = json_pack("{s:s, s:s, s:s?, s:s?, s:s?}", "event", what,
+		    "lock", ev->name, "owner", ev->owner, "holder", ev->holder,
+		    "actor", ev->actor);
+		if (f != NULL && ev->fencing_token > 0)
+			json_object_set_new(f, "fencing_token",
+			    json_integer(ev->fencing_token));
+		srv_log(ev->kind == API_EV_FORCED || ev->kind == API_EV_LOST ?
+		    "NOTICE" : "INFO", "lock event", f);
+	}
+	if ((ev->kind == API_EV_RELEASED || ev->kind == API_EV_FORCED) &&
+	    s != NULL && s->waits != NULL)
+		srv_waits_wake(s->waits, ev->name);
+}

@@ -1,0 +1,82 @@
+/*
+ * http_int.h: internal to the HTTP layer (http.c, routes.c, params.c).
+ */
+#ifndef LOCKGATE_HTTP_INT_H
+#define LOCKGATE_HTTP_INT_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+
+#include "srv.h"
+
+struct srv_server {
+	const srv_config *cfg;
+	api_service *svc;
+	auth_ctx *auth;
+	srv_waits *waits;
+	struct MHD_Daemon *daemon;
+	int port;
+	volatile int draining;
+	int active;           /* requests between first call and completion */
+};
+
+/* One request, from the first call of the access handler to completion. */
+typedef struct srv_req {
+	srv_server *srv;
+	struct MHD_Connection *conn;
+	const char *method;
+	int64_t start_us;
+	char *body;           /* NUL-terminated */
+	size_t len, cap;
+	bool too_large;
+	json_t *params;       /* parsed body: an object, or NULL */
+	/* For the log line and metrics: */
+	const char *route;
+	char lock[API_NAME_MAX + 1];
+	char owner[API_OWNER_MAX + 1];
+	int status;
+	char trace[160];      /* logging.googleapis.com/trace */
+	bool env_format;      /* answer as KEY='value' lines */
+	/* Identity, when the route needed one. */
+	auth_identity id;
+	bool have_id;
+	/* Waiting (acquire with wait > 0). */
+	bool waiting;
+	bool wait_done;
+	api_acquire_req acq;
+	srv_waiter waiter;
+} srv_req;
+
+/* --- http.c --- */
+/* Queue a JSON answer (BODY stolen, may be NULL for no body). */
+enum MHD_Result http_json(srv_req *r, int status, json_t *body);
+/* Queue an API error; LOCK (may be NULL) is shown as the current holder. */
+enum MHD_Result http_error(srv_req *r, const api_err *err,
+    const api_lock *lock);
+/* Queue an error from a code, reason and message. */
+enum MHD_Result http_fail(srv_req *r, api_code code, const char *reason,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
+    const void *data, size_t len, bool copy);
+
+/* --- params.c --- */
+/* Parse the body and check that every parameter (body key or query
+ * argument) is one of ALLOWED (NULL-terminated).  0, or -1 with ERR. */
+int params_prepare(srv_req *r, const char *const *allowed, api_err *err);
+/* A string parameter into OUT (at most OUTLEN-1 bytes, no control
+ * characters).  0 = absent (OUT ""), 1 = present, -1 = bad (ERR). */
+int params_str(srv_req *r, const char *key, char *out, size_t outlen,
+    api_err *err);
+/* An integer in [MIN, MAX]; DEF when absent.  0 or -1 (ERR). */
+int params_int(srv_req *r, const char *key, long min, long max, long def,
+    long *out, api_err *err);
+int params_bool(srv_req *r, const char *key, bool def, bool *out,
+    api_err *err);
+/* The labels object (new reference) or NULL when absent; -1 on error. */
+int params_labels(srv_req *r, json_t **out, api_err *err);
+
+/* --- routes.c --- */
+enum MHD_Result routes_dispatch(srv_req *r, const char *url);
+enum MHD_Result routes_finish_wait(srv_req *r);
+
+#endif

@@ -1,0 +1,298 @@
+/*
+ * params.c: request parameters, from a JSON body or the query string
+ * (design section 2: every parameter may come either way), turned into
+ * bounded, typed values.  Unknown or repeated parameters are refused, so
+ * a typo ("tll=600") is an error rather than a silent default.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+
+typedef struct scan {
+	srv_req *r;
+	const char *const *allowed;
+	api_err *err;
+	int bad;
+	const char *seen[32];
+	int nseen;
+} scan;
+
+static int
+allowed_key(const char *const *allowed, const char *key)
+{
+	for (; *allowed != NULL; allowed++)
+		if (strcmp(*allowed, key) == 0)
+			return 1;
+	return 0;
+}
+
+static enum MHD_Result
+scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	scan *s = cls;
+	int i;
+
+	(void)kind;
+	if (s->bad)
+		return MHD_NO;
+	if (!allowed_key(s->allowed, key)) {
+		api_fail(s->err, API_BAD_REQUEST,
+		    "unknown parameter '%.40s' for this request", key);
+		s->err->reason = "unknown_parameter";
+		s->bad = 1;
+		return MHD_NO;
+	}
+	for (i = 0; i < s->nseen; i++)
+		if (strcmp(s->seen[i], key) == 0) {
+			api_fail(s->err, API_BAD_REQUEST,
+			    "parameter '%.40s' is given more than once", key);
+			s->bad = 1;
+			return MHD_NO;
+		}
+	if (s->nseen < (int)(sizeof(s->seen) / sizeof(s->seen[0])))
+		s->seen[s->nseen++] = key;
+	if (value != NULL && strlen(value) > SRV_QUERY_VALUE_MAX) {
+		api_fail(s->err, API_BAD_REQUEST,
+		    "parameter '%.40s' is too long", key);
+		s->bad = 1;
+		return MHD_NO;
+	}
+	if (s->r->params != NULL && json_object_get(s->r->params, key)) {
+		api_fail(s->err, API_BAD_REQUEST,
+		    "parameter '%.40s' is given both in the body and the query",
+		    key);
+		s->bad = 1;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+int
+params_prepare(srv_req *r, const char *const *allowed, api_err *err)
+{
+	json_error_t je;
+	const char *k;
+	json_t *v;
+	scan s;
+
+	if (r->len > 0) {
+		r->params = json_loadb(r->body, r->len,
+		    JSON_REJECT_DUPLICATES, &je);
+		if (r->params == NULL) {
+			api_fail(err, API_BAD_REQUEST,
+			    "the body is not valid JSON: %.80s (line %d)",
+			    je.text, je.line);
+			err->reason = "bad_json";
+			return -1;
+		}
+		if (!json_is_object(r->params)) {
+			api_fail(err, API_BAD_REQUEST,
+			    "the body must be a JSON object");
+			err->reason = "bad_json";
+			return -1;
+		}
+		json_object_foreach(r->params, k, v) {
+			if (!allowed_key(allowed, k)) {
+				api_fail(err, API_BAD_REQUEST,
+				    "unknown parameter '%.40s' for this request",
+				    k);
+				err->reason = "unknown_parameter";
+				return -1;
+			}
+		}
+	}
+	memset(&s, 0, sizeof(s));
+	s.r = r;
+	s.allowed = allowed;
+	s.err = err;
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_arg, &s);
+	return s.bad ? -1 : 0;
+}
+
+/* The query value of KEY ("" for a bare "?key"), or NULL when absent. */
+static const char *
+query(srv_req *r, const char *key)
+{
+	const char *v;
+
+	if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, key,
+	    strlen(key), &v, NULL) != MHD_YES)
+		return NULL;
+	return v ? v : "";
+}
+
+/* 1 when S is valid UTF-8 without control characters. */
+static int
+clean_text(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	int n, i;
+
+	while (*p) {
+		if (*p < 0x20 || *p == 0x7f)
+			return 0;
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		if ((*p & 0xe0) == 0xc0 && *p >= 0xc2)
+			n = 1;
+		else if ((*p & 0xf0) == 0xe0)
+			n = 2;
+		else if ((*p & 0xf8) == 0xf0 && *p <= 0xf4)
+			n = 3;
+		else
+			return 0;
+		for (i = 1; i <= n; i++)
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+		p += n + 1;
+	}
+	return 1;
+}
+
+int
+params_str(srv_req *r, const char *key, char *out, size_t outlen,
+    api_err *err)
+{
+	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	const char *v;
+	size_t len;
+
+	out[0] = '\0';
+	if (j != NULL) {
+		if (!json_is_string(j)) {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter '%s' must be a string", key);
+			return -1;
+		}
+		v = json_string_value(j);
+		if (strlen(v) != json_string_length(j)) {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter '%s' contains a NUL byte", key);
+			return -1;
+		}
+	} else if ((v = query(r, key)) == NULL) {
+		return 0;
+	}
+	len = strlen(v);
+	if (len >= outlen) {
+		api_fail(err, API_BAD_REQUEST,
+		    "parameter '%s' is longer than %zu bytes", key, outlen - 1);
+		return -1;
+	}
+	if (!clean_text(v)) {
+		api_fail(err, API_BAD_REQUEST,
+		    "parameter '%s' must be UTF-8 text without control "
+		    "characters", key);
+		return -1;
+	}
+	memcpy(out, v, len + 1);
+	return 1;
+}
+
+int
+params_int(srv_req *r, const char *key, long min, long max, long def,
+    long *out, api_err *err)
+{
+	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	const char *v;
+	char *end;
+	long long n;
+
+	*out = def;
+	if (j != NULL) {
+		if (!json_is_integer(j)) {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter '%s' must be a whole number from %ld to "
+			    "%ld", key, min, max);
+			return -1;
+		}
+		n = json_integer_value(j);
+	} else if ((v = query(r, key)) != NULL) {
+		errno = 0;
+		n = strtoll(v, &end, 10);
+		if (v[0] == '\0' || *end != '\0' || errno != 0 ||
+		    v[0] == ' ' || v[0] == '+') {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter '%s' must be a whole number from %ld to "
+			    "%ld", key, min, max);
+			return -1;
+		}
+	} else {
+		return 0;
+	}
+	if (n < min || n > max) {
+		api_fail(err, API_BAD_REQUEST,
+		    "parameter '%s' must be from %ld to %ld", key, min, max);
+		return -1;
+	}
+	*out = (long)n;
+	return 0;
+}
+
+int
+params_bool(srv_req *r, const char *key, bool def, bool *out, api_err *err)
+{
+	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	const char *v;
+
+	*out = def;
+	if (j != NULL) {
+		if (!json_is_boolean(j)) {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter '%s' must be true or false", key);
+			return -1;
+		}
+		*out = json_is_true(j);
+		return 0;
+	}
+	if ((v = query(r, key)) == NULL)
+		return 0;
+	if (!strcmp(v, "true") || !strcmp(v, "1") || v[0] == '\0')
+		*out = true;
+	else if (!strcmp(v, "false") || !strcmp(v, "0"))
+		*out = false;
+	else {
+		api_fail(err, API_BAD_REQUEST,
+		    "parameter '%s' must be true or false", key);
+		return -1;
+	}
+	return 0;
+}
+
+int
+params_labels(srv_req *r, json_t **out, api_err *err)
+{
+	json_t *j = r->params ? json_object_get(r->params, "labels") : NULL;
+	const char *v;
+	char why[128];
+
+	*out = NULL;
+	if (j != NULL) {
+		json_incref(j);
+	} else if ((v = query(r, "labels")) != NULL) {
+		/* In a query string, labels are JSON text:
+		 * labels={"env":"prod"} (URL-encoded). */
+		j = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
+		if (j == NULL) {
+			api_fail(err, API_BAD_REQUEST,
+			    "parameter 'labels' must be a JSON object of "
+			    "strings, e.g. {\"env\":\"prod\"}");
+			return -1;
+		}
+	} else {
+		return 0;
+	}
+	if (!api_labels_valid(j, why, sizeof(why))) {
+		json_decref(j);
+		api_fail(err, API_BAD_REQUEST, "%s", why);
+		return -1;
+	}
+	*out = j;
+	return 0;
+}

@@ -1,0 +1,613 @@
+/*
+ * routes.c: the routes of design section 2.  Each handler authenticates,
+ * turns the request into a typed, validated api_* struct, calls the lock
+ * service and answers.  No lease_id ever leaves here except in the answer
+ * to the caller that holds it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+#include "metrics.h"
+#include "web.h"
+
+static const char *const acquire_params[] = {"ttl", "wait", "holder",
+	"purpose", "expected_duration", "labels", "lease_id", "format", NULL};
+static const char *const refresh_params[] = {"lease_id", "ttl", "format",
+	NULL};
+static const char *const release_params[] = {"lease_id", "format", NULL};
+static const char *const list_params[] = {"prefix", "page_size",
+	"page_token", "include_expired", "format", NULL};
+static const char *const plain_params[] = {"format", NULL};
+
+static bool
+is_get(const srv_req *r)
+{
+	return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+}
+
+static bool
+is_post(const srv_req *r)
+{
+	return !strcmp(r->method, "POST");
+}
+
+static enum MHD_Result
+bad_method(srv_req *r, const char *allowed)
+{
+	return http_fail(r, API_METHOD, NULL,
+	    "use %s for this route, not %.10s", allowed, r->method);
+}
+
+/*
+ * Authenticate for ACTION on NAME.  0 when the request may go on (with
+ * r->id set, or anonymous for a public read); -1 when an answer was
+ * queued, its result in *MR.
+ */
+static int
+authenticate(srv_req *r, auth_action action, const char *name,
+    enum MHD_Result *mr)
+{
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_AUTHORIZATION);
+	auth_refusal why;
+	char msg[256];
+
+	if (h == NULL && action == AUTH_READ && r->srv->cfg->public_read)
+		return 0;
+	memset(&why, 0, sizeof(why));
+	if (auth_verify(r->srv->auth, h, &r->id, &why) != 0) {
+		*mr = http_fail(r, API_UNAUTHORIZED,
+		    why.reason ? why.reason : "unauthorized", "%s",
+		    why.message[0] ? why.message : "a valid bearer token is "
+		    "required");
+		return -1;
+	}
+	r->have_id = true;
+	snprintf(r->owner, sizeof(r->owner), "%s", r->id.owner);
+	msg[0] = '\0';
+	if (!auth_allowed(r->srv->auth, &r->id, action, name, msg,
+	    sizeof(msg))) {
+		*mr = http_fail(r, API_FORBIDDEN, "forbidden", "%s",
+		    msg[0] ? msg : "this token may not do that");
+		return -1;
+	}
+	return 0;
+}
+
+/* Answer with a lock (a lease when WITH_LEASE) as JSON. */
+static enum MHD_Result
+answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
+{
+	json_t *j = api_lock_json(l, with_lease);
+
+	if (j == NULL)
+		return MHD_NO;
+	return http_json(r, status, j);
+}
+
+static int
+prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
+{
+	api_err err;
+
+	memset(&err, 0, sizeof(err));
+	if (params_prepare(r, allowed, &err) != 0) {
+		*mr = http_error(r, &err, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+wait_done(srv_waiter *w, void *ctx)
+{
+	srv_req *r = ctx;
+
+	(void)w;
+	__atomic_store_n(&r->wait_done, true, __ATOMIC_SEQ_CST);
+	MHD_resume_connection(r->conn);
+}
+
+enum MHD_Result
+routes_finish_wait(srv_req *r)
+{
+	srv_waiter *w = &r->waiter;
+
+	if (!__atomic_load_n(&r->wait_done, __ATOMIC_SEQ_CST))
+		return MHD_YES;
+	r->waiting = false;
+	if (w->hung_up) {
+		r->status = 499;
+		return MHD_NO; /* nobody to answer */
+	}
+	if (w->rc == API_OK)
+		return answer_lock(r, 200, &w->lock, true);
+	if (w->rc == API_SHUTTING_DOWN)
+		return http_fail(r, API_SHUTTING_DOWN, NULL,
+		    "this instance is shutting down; retry and another "
+		    "instance will answer");
+	if (w->err.code == API_OK)
+		w->err.code = (api_code)w->rc;
+	return http_error(r, &w->err, w->rc == API_LOCKED ? &w->lock : NULL);
+}
+
+/* Suspend R until the lock is granted, the wait runs out or we stop. */
+static enum MHD_Result
+start_wait(srv_req *r, int wait, api_lock *holder, const api_err *err)
+{
+	const union MHD_ConnectionInfo *ci;
+	srv_waiter *w = &r->waiter;
+
+	w->req = &r->acq;
+	w->done = wait_done;
+	w->ctx = r;
+	ci = MHD_get_connection_info(r->conn,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	w->fd = ci ? ci->connect_fd : -1;
+	w->start_ms = srv_mono_ms();
+	w->deadline_ms = w->start_ms + (int64_t)wait * 1000;
+	w->rc = API_LOCKED;
+	w->err = *err;
+	if (holder != NULL) {
+		w->lock = *holder;
+		memset(holder, 0, sizeof(*holder));
+	}
+	r->waiting = true;
+	/* Suspend before queueing: a waiter granted at once resumes a
+	 * connection that is already suspended. */
+	MHD_suspend_connection(r->conn);
+	if (srv_waits_add(r->srv->waits, w) != 0) {
+		w->rc = API_SHUTTING_DOWN;
+		wait_done(w, r);
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result
+do_acquire(srv_req *r, const char *name)
+{
+	api_acquire_req *q = &r->acq;
+	enum MHD_Result mr;
+	api_lock lock;
+	api_err err;
+	long ttl, wait, expected;
+	int rc;
+
+	r->route = "acquire";
+	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    prepare(r, acquire_params, &mr) != 0)
+		return mr;
+	memset(&err, 0, sizeof(err));
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
+	if (params_int(r, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
+	    &ttl, &err) || params_int(r, "wait", 0, r->srv->cfg->max_wait, 0,
+	    &wait, &err) || params_int(r, "expected_duration", 0,
+	    API_EXPECTED_MAX, 0, &expected, &err) ||
+	    params_str(r, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
+	    params_str(r, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
+	    params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
+	    &err) < 0 || params_labels(r, &q->labels, &err))
+		return http_error(r, &err, NULL);
+	if (q->lease_id[0] && !api_lease_id_valid(q->lease_id))
+		return http_fail(r, API_BAD_REQUEST, "bad_lease_id",
+		    "a client lease_id must be 8 to 64 characters of "
+		    "A-Z a-z 0-9 - _");
+	q->ttl = (int)ttl;
+	q->wait = (int)wait;
+	q->expected_duration = (int)expected;
+	if (r->id.display != NULL)
+		q->claims = json_incref(r->id.display);
+
+	/* First come, first served: behind waiters already queued here. */
+	if (wait > 0 && srv_waits_has(r->srv->waits, name) &&
+	    !srv_draining(r->srv)) {
+		err.code = API_LOCKED;
+		snprintf(err.message, sizeof(err.message),
+		    "the lock is still held: the wait ran out");
+		err.retry_after = 1;
+		return start_wait(r, (int)wait, NULL, &err);
+	}
+	rc = api_acquire(r->srv->svc, q, &lock, &err);
+	if (rc == API_OK) {
+		mr = answer_lock(r, 200, &lock, true);
+		api_lock_clear(&lock);
+		return mr;
+	}
+	if (rc == API_LOCKED && wait > 0 && !srv_draining(r->srv))
+		return start_wait(r, (int)wait, &lock, &err);
+	if (rc == API_LOCKED)
+		metrics_lock_outcome("conflict");
+	mr = http_error(r, &err, rc == API_LOCKED ? &lock : NULL);
+	api_lock_clear(&lock);
+	return mr;
+}
+
+/* The lease_id and ttl of a refresh or release. */
+static int
+lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
+    enum MHD_Result *mr)
+{
+	api_err err;
+	long ttl = 0;
+	int have;
+
+	memset(q, 0, sizeof(*q));
+	memset(&err, 0, sizeof(err));
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
+	q->admin = r->id.admin;
+	have = params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
+	    &err);
+	if (have < 0 || (with_ttl && params_int(r, "ttl", API_TTL_MIN,
+	    API_TTL_MAX, 0, &ttl, &err))) {
+		*mr = http_error(r, &err, NULL);
+		return -1;
+	}
+	if (have == 0) {
+		*mr = http_fail(r, API_BAD_REQUEST, "missing_lease_id",
+		    "this request needs the lease_id that acquire returned");
+		return -1;
+	}
+	if (!api_lease_id_valid(q->lease_id)) {
+		*mr = http_fail(r, API_BAD_REQUEST, "bad_lease_id",
+		    "a lease_id is 8 to 64 characters of A-Z a-z 0-9 - _");
+		return -1;
+	}
+	q->ttl = (int)ttl;
+	return 0;
+}
+
+static enum MHD_Result
+do_refresh(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_lease_req q;
+	api_lock lock;
+	api_err err;
+
+	r->route = "refresh";
+	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    prepare(r, refresh_params, &mr) != 0 ||
+	    lease_params(r, name, true, &q, &mr) != 0)
+		return mr;
+	if (api_refresh(r->srv->svc, &q, &lock, &err) != API_OK)
+		return http_error(r, &err, NULL);
+	mr = answer_lock(r, 200, &lock, true);
+	api_lock_clear(&lock);
+	return mr;
+}
+
+static enum MHD_Result
+do_release(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_lease_req q;
+	api_err err;
+
+	r->route = "release";
+	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    prepare(r, release_params, &mr) != 0 ||
+	    lease_params(r, name, false, &q, &mr) != 0)
+		return mr;
+	if (api_release(r->srv->svc, &q, &err) != API_OK)
+		return http_error(r, &err, NULL);
+	return http_json(r, 204, NULL);
+}
+
+static enum MHD_Result
+do_force(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_err err;
+
+	r->route = "forceRelease";
+	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
+	    prepare(r, plain_params, &mr) != 0)
+		return mr;
+	if (api_force_release(r->srv->svc, name, r->id.owner, &err) != API_OK)
+		return http_error(r, &err, NULL);
+	return http_json(r, 204, NULL);
+}
+
+static enum MHD_Result
+do_inspect(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_lock lock;
+	api_err err;
+
+	r->route = "inspect";
+	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
+	    prepare(r, plain_params, &mr) != 0)
+		return mr;
+	if (api_inspect(r->srv->svc, name, &lock, &err) != API_OK) {
+		api_lock_clear(&lock);
+		return http_error(r, &err, NULL);
+	}
+	mr = answer_lock(r, 200, &lock, false);
+	api_lock_clear(&lock);
+	return mr;
+}
+
+static int
+prefix_valid(const char *p)
+{
+	for (; *p; p++) {
+		int c = (unsigned char)*p;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		    c == '-' || c == '/'))
+			return 0;
+	}
+	return 1;
+}
+
+/* A weak validator of the page's content, "now" excluded. */
+static void
+etag_of(const char *text, char *out, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *text; text++)
+		h = (h ^ (unsigned char)*text) * 1099511628211ULL;
+	snprintf(out, len, "W/\"%016" PRIx64 "\"", h);
+}
+
+static enum MHD_Result
+do_list(srv_req *r)
+{
+	enum MHD_Result mr;
+	api_list_req q;
+	api_list_res res;
+	api_err err;
+	json_t *locks, *body;
+	char *text, etag[40], now[40];
+	const char *inm;
+	struct MHD_Response *resp;
+	size_t i;
+	long size;
+
+	r->route = "list";
+	memset(&q, 0, sizeof(q));
+	memset(&err, 0, sizeof(err));
+	if (prepare(r, list_params, &mr) != 0)
+		return mr;
+	if (params_str(r, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
+	    params_str(r, "page_token", q.page_token, sizeof(q.page_token),
+	    &err) < 0 || params_int(r, "page_size", 1, API_PAGE_SIZE_MAX,
+	    API_PAGE_SIZE_DEFAULT, &size, &err) ||
+	    params_bool(r, "include_expired", false, &q.include_expired, &err))
+		return http_error(r, &err, NULL);
+	if (!prefix_valid(q.prefix))
+		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
+		    "a prefix may only hold A-Z a-z 0-9 . _ - /");
+	q.page_size = (int)size;
+	if (authenticate(r, AUTH_READ, q.prefix, &mr) != 0)
+		return mr;
+	if (api_list(r->srv->svc, &q, &res, &err) != API_OK)
+		return http_error(r, &err, NULL);
+	locks = json_array();
+	for (i = 0; locks != NULL && i < res.n; i++)
+		json_array_append_new(locks, api_lock_json(&res.locks[i],
+		    false));
+	body = json_pack("{s:o, s:s?}", "locks", locks, "next_page_token",
+	    res.next_page_token);
+	if (body != NULL && res.next_page_token == NULL)
+		json_object_set_new(body, "next_page_token", json_null());
+	/* Expiry states are part of the content; "now" is not. */
+	text = body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (text == NULL) {
+		json_decref(body);
+		api_list_res_clear(&res);
+		return MHD_NO;
+	}
+	etag_of(text, etag, sizeof(etag));
+	free(text);
+	api_time_str(res.n ? res.locks[0].now_ms : 0, now, sizeof(now));
+	api_list_res_clear(&res);
+	inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_IF_NONE_MATCH);
+	if (inm != NULL && strcmp(inm, etag) == 0) {
+		json_decref(body);
+		resp = MHD_create_response_from_buffer(0, (void *)"",
+		    MHD_RESPMEM_PERSISTENT);
+		if (resp == NULL)
+			return MHD_NO;
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+		MHD_add_response_header(resp, "Cache-Control", "no-store");
+		r->status = 304;
+		mr = MHD_queue_response(r->conn, 304, resp);
+		MHD_destroy_response(resp);
+		return mr;
+	}
+	json_object_set_new(body, "now", json_string(now));
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	r->status = 200;
+	mr = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	return mr;
+}
+
+static enum MHD_Result
+do_whoami(srv_req *r)
+{
+	enum MHD_Result mr;
+	const char *h;
+
+	r->route = "whoami";
+	if (prepare(r, plain_params, &mr) != 0)
+		return mr;
+	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_AUTHORIZATION);
+	if (h == NULL && r->srv->cfg->public_read)
+		return http_json(r, 200, json_pack("{s:n, s:b, s:b}", "owner",
+		    "admin", 0, "public_read", 1));
+	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
+		return mr;
+	return http_json(r, 200, json_pack("{s:s, s:b, s:b}", "owner",
+	    r->id.owner, "admin", r->id.admin, "public_read",
+	    r->srv->cfg->public_read));
+}
+
+static enum MHD_Result
+v1(srv_req *r, const char *path)
+{
+	char name[API_NAME_MAX + 1], why[128];
+	const char *rest, *colon, *verb;
+	size_t nlen;
+
+	if (!strcmp(path, "/whoami"))
+		return is_get(r) ? do_whoami(r) : bad_method(r, "GET");
+	if (!strcmp(path, "/locks") || !strcmp(path, "/locks/"))
+		return is_get(r) ? do_list(r) : bad_method(r, "GET");
+	if (strncmp(path, "/locks/", 7) != 0)
+		return http_fail(r, API_NOT_FOUND, NULL,
+		    "no such route; see /v1/locks");
+	rest = path + 7;
+	colon = strchr(rest, ':');
+	nlen = colon ? (size_t)(colon - rest) : strlen(rest);
+	verb = colon ? colon + 1 : NULL;
+	if (nlen > API_NAME_MAX)
+		return http_fail(r, API_BAD_REQUEST, "bad_name",
+		    "the lock name is longer than 256 bytes");
+	memcpy(name, rest, nlen);
+	name[nlen] = '\0';
+	if (!api_name_valid(name, why, sizeof(why)))
+		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
+	snprintf(r->lock, sizeof(r->lock), "%s", name);
+	if (verb == NULL)
+		return is_get(r) ? do_inspect(r, name) : bad_method(r, "GET");
+	if (!strcmp(verb, "acquire"))
+		return is_post(r) ? do_acquire(r, name) : bad_method(r, "POST");
+	if (!strcmp(verb, "refresh"))
+		return is_post(r) ? do_refresh(r, name) : bad_method(r, "POST");
+	if (!strcmp(verb, "release"))
+		return is_post(r) ? do_release(r, name) : bad_method(r, "POST");
+	if (!strcmp(verb, "forceRelease"))
+		return is_post(r) ? do_force(r, name) : bad_method(r, "POST");
+	return http_fail(r, API_NOT_FOUND, "unknown_verb",
+	    "unknown verb ':%.32s' (use acquire, refresh, release or "
+	    "forceRelease)", verb);
+}
+
+static enum MHD_Result
+do_readyz(srv_req *r)
+{
+	gcs_err ge;
+
+	r->route = "readyz";
+	if (srv_draining(r->srv))
+		return http_fail(r, API_SHUTTING_DOWN, NULL,
+		    "this instance is shutting down");
+	if (gcs_check(api_store(r->srv->svc), &ge) != GCS_OK)
+		return http_fail(r, API_UNAVAILABLE, NULL,
+		    "the lock storage does not answer: %s", ge.msg);
+	return http_json(r, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static enum MHD_Result
+do_metrics(srv_req *r)
+{
+	enum MHD_Result mr;
+	char *text;
+	size_t len;
+
+	r->route = "metrics";
+	if (!r->srv->cfg->metrics_public && !r->srv->cfg->public_read &&
+	    authenticate(r, AUTH_READ, NULL, &mr) != 0)
+		return mr;
+	if ((text = metrics_render(&len)) == NULL)
+		return MHD_NO;
+	mr = http_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+	    text, len, true);
+	free(text);
+	return mr;
+}
+
+static const char *
+content_type(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+
+	if (dot == NULL)
+		return "text/x-shellscript; charset=utf-8"; /* /lockctl */
+	if (!strcmp(dot, ".html"))
+		return "text/html; charset=utf-8";
+	if (!strcmp(dot, ".js"))
+		return "text/javascript; charset=utf-8";
+	if (!strcmp(dot, ".css"))
+		return "text/css; charset=utf-8";
+	if (!strcmp(dot, ".svg"))
+		return "image/svg+xml";
+	return "application/octet-stream";
+}
+
+static enum MHD_Result
+do_asset(srv_req *r, const char *url)
+{
+	const srv_asset *a;
+	struct MHD_Response *resp;
+	enum MHD_Result mr;
+
+	r->route = "asset";
+	if (!strcmp(url, "/"))
+		url = "/index.html";
+	for (a = srv_assets; a->path != NULL; a++)
+		if (!strcmp(a->path, url))
+			break;
+	if (a->path == NULL)
+		return http_fail(r, API_NOT_FOUND, NULL, "no such page");
+	if (!is_get(r))
+		return bad_method(r, "GET");
+	resp = MHD_create_response_from_buffer(a->len, (void *)a->data,
+	    MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", content_type(a->path));
+	MHD_add_response_header(resp, "Content-Security-Policy",
+	    "default-src 'self'; script-src 'self'; style-src 'self'; "
+	    "img-src 'self' data:; connect-src 'self'; object-src 'none'; "
+	    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	r->status = 200;
+	mr = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	return mr;
+}
+
+enum MHD_Result
+routes_dispatch(srv_req *r, const char *url)
+{
+	if (!strncmp(url, "/v1/", 4))
+		return v1(r, url + 3);
+	if (!strcmp(url, "/healthz")) {
+		r->route = "healthz";
+		return is_get(r) ? http_json(r, 200, json_pack("{s:s}",
+		    "status", "ok")) : bad_method(r, "GET");
+	}
+	if (!strcmp(url, "/readyz"))
+		return is_get(r) ? do_readyz(r) : bad_method(r, "GET");
+	if (!strcmp(url, "/metrics"))
+		return is_get(r) ? do_metrics(r) : bad_method(r, "GET");
+	return do_asset(r, url);
+}

@@ -1,0 +1,134 @@
+/*
+ * srv.h: the daemon: configuration, HTTP, waiting, logs.  The only module
+ * that knows libmicrohttpd.  Shared structs, limits and prototypes, grouped
+ * by the file that defines them.
+ */
+#ifndef LOCKGATE_SRV_H
+#define LOCKGATE_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "api/api.h"
+#include "auth.h"
+
+#define LOCKGATE_VERSION "0.1.0"
+
+/* Limits of the HTTP layer. */
+#define SRV_BODY_MAX (64 * 1024)          /* bytes of a request body */
+#define SRV_QUERY_VALUE_MAX 4096          /* bytes of one query value */
+#define SRV_CONN_MEMORY (64 * 1024)       /* MHD pool per connection */
+#define SRV_CONN_LIMIT_DEFAULT 4000
+#define SRV_CONN_TIMEOUT_DEFAULT 60       /* s an idle connection lives */
+#define SRV_THREADS_DEFAULT 16
+#define SRV_THREADS_MAX 256
+#define SRV_DRAIN_MAX_MS 7000             /* SIGTERM: exit within 8 s */
+#define SRV_DEV_TOKEN_TTL (12 * 3600)     /* s, the dev mode's token */
+
+/* Limits of waiting (design section 3). */
+#define SRV_WAIT_THREADS 4                /* store pollers for waiters */
+#define SRV_POLL_MIN_MS 100               /* first re-poll after a refusal */
+#define SRV_POLL_MAX_MS 1000              /* cap: the cross-instance bound */
+#define SRV_HANGUP_CHECK_MS 250           /* how often hang-ups are noticed */
+
+/* --- config.c --- */
+
+typedef struct srv_config {
+	char *listen;            /* "host:port" */
+	char *store;             /* store URL */
+	int threads;
+	int max_wait;
+	int max_connections;
+	int connection_timeout;
+	bool public_read;
+	bool metrics_public;
+	bool check_only;         /* --check */
+	bool dev_mode;           /* set by main when no key is configured */
+	auth_config auth;        /* strings point into this struct's storage */
+	char *owned[32];         /* strings to free */
+	int nowned;
+} srv_config;
+
+/* Parse ARGV and the LOCKGATE_* environment into CFG (flags win).  0 on
+ * success; -1 with a message naming the option and why in ERR; 1 when
+ * --help or --version printed and the process should exit 0. */
+int srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
+    size_t errlen);
+void srv_config_free(srv_config *cfg);
+/* Split "host:port" ("[v6]:port" too).  0 or -1. */
+int srv_parse_listen(const char *listen, char *host, size_t hostlen,
+    int *port);
+int srv_host_is_loopback(const char *host);
+
+/* --- log.c --- */
+
+/* One JSON object per line on stdout: severity, message, time, then
+ * FIELDS (stolen, may be NULL).  Never pass a token or a lease_id. */
+void srv_log(const char *severity, const char *message, json_t *fields);
+void srv_logf(const char *severity, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* --- http.c --- */
+
+typedef struct srv_server srv_server;
+
+/* A server for CFG (borrowed, outlives it); not serving yet.  Create it
+ * first so that it can be the api's event context. */
+srv_server *srv_new(const srv_config *cfg);
+/* Serve with SVC and AUTH (both borrowed).  0, or -1 with ERR. */
+int srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
+    size_t errlen);
+/* The port actually bound (useful with port 0). */
+int srv_port(const srv_server *s);
+/* Graceful stop: refuse new work, answer every waiter 503, let in-flight
+ * requests finish, stop.  Bounded by SRV_DRAIN_MAX_MS. */
+void srv_stop(srv_server *s);
+void srv_free(srv_server *s);
+/* The api event hook: logs, metrics, timeline, waking waiters. */
+void srv_on_event(void *ctx, const api_event *ev);
+bool srv_draining(const srv_server *s);
+
+/* --- wait.c --- */
+
+typedef struct srv_waits srv_waits;
+typedef struct srv_waiter srv_waiter;
+
+/* What a waiter is told when its wait ends. */
+typedef void (*srv_wait_done_fn)(srv_waiter *w, void *ctx);
+
+struct srv_waiter {
+	srv_waiter *next;            /* queue of its lock, FIFO */
+	const api_acquire_req *req;  /* borrowed from the request */
+	srv_wait_done_fn done;       /* called once, no lock held */
+	void *ctx;
+	int fd;                      /* the client's socket, for hang-ups */
+	int64_t start_ms;            /* monotonic */
+	int64_t deadline_ms;         /* monotonic */
+	/* The outcome, set before done(): */
+	int rc;                      /* api_code */
+	api_lock lock;               /* lease (API_OK) or holder */
+	api_err err;
+	bool hung_up;                /* the client went away */
+	bool cancelled;              /* removed without an answer */
+};
+
+srv_waits *srv_waits_new(api_service *svc);
+/* Stop the pollers; every remaining waiter is answered 503. */
+void srv_waits_free(srv_waits *w);
+/* Queue W behind the earlier waiters of its lock.  -1 when shutting
+ * down (W untouched). */
+int srv_waits_add(srv_waits *ws, srv_waiter *w);
+/* 1 when this instance has waiters queued for NAME. */
+int srv_waits_has(srv_waits *ws, const char *name);
+/* A lease on NAME ended on this instance: poll it now. */
+void srv_waits_wake(srv_waits *ws, const char *name);
+/* Answer every waiter 503 shutting_down and refuse new ones. */
+void srv_waits_shutdown(srv_waits *ws);
+size_t srv_waits_count(srv_waits *ws);
+
+int64_t srv_mono_ms(void);
+
+#endif

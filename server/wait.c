@@ -1,0 +1,455 @@
+/*
+ * wait.c: long-poll waiters without a thread per waiter.
+ *
+ * A request with wait=N that finds its lock held is suspended (http.c) and
+ * queued here behind the earlier waiters of the same lock on this instance.
+ * A few poller threads share the work: for each lock with waiters, one
+ * store read per poll interval decides whether the head of the queue may
+ * try to take it.  The interval backs off (capped, jittered) while the lock
+ * stays held, and is cut short by the lease's expiry or by a release
+ * handled on this instance (srv_waits_wake), which tries the head at once.
+ * Only the head ever tries, so waiters on one instance are served first
+ * come, first served.
+ *
+ * Every wait has a deadline; a client that hangs up is noticed within
+ * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
+ * libmicrohttpd); on shutdown every waiter is answered 503.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "metrics.h"
+#include "srv.h"
+
+typedef struct wlock {
+	struct wlock *next;
+	srv_waiter *head, *tail;
+	int64_t next_poll;  /* monotonic ms */
+	int backoff;        /* ms */
+	bool busy;          /* a poller is working on it, head included */
+	bool woken;         /* a lease ended here: try the head at once */
+	char name[];
+} wlock;
+
+struct srv_waits {
+	api_service *svc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	wlock *locks;
+	size_t nwaiters;
+	bool refusing;      /* shutdown began: no new waiters */
+	bool stopping;      /* pollers must exit */
+	int64_t next_sweep;
+	int nthreads;
+	pthread_t threads[SRV_WAIT_THREADS];
+};
+
+int64_t
+srv_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+jitter(int ms, unsigned *seed)
+{
+	/* Uniform in [ms/2, ms]: spreads instances that poll one lock. */
+	return ms / 2 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
+}
+
+static wlock *
+find(srv_waits *ws, const char *name)
+{
+	wlock *l;
+
+	for (l = ws->locks; l != NULL; l = l->next)
+		if (strcmp(l->name, name) == 0)
+			return l;
+	return NULL;
+}
+
+static void
+unlink_lock(srv_waits *ws, wlock *dead)
+{
+	wlock **p;
+
+	for (p = &ws->locks; *p != NULL; p = &(*p)->next)
+		if (*p == dead) {
+			*p = dead->next;
+			free(dead);
+			return;
+		}
+}
+
+/* Take W out of L's queue. */
+static void
+dequeue(wlock *l, srv_waiter *w)
+{
+	srv_waiter **p, *prev = NULL;
+
+	for (p = &l->head; *p != NULL; prev = *p, p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			if (l->tail == w)
+				l->tail = prev;
+			w->next = NULL;
+			return;
+		}
+}
+
+static int
+hung_up(int fd)
+{
+	char c;
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR);
+}
+
+/* Answer the waiters on the FINISHED list; called without the mutex. */
+static void
+deliver(srv_waiter *finished)
+{
+	srv_waiter *w, *next;
+
+	for (w = finished; w != NULL; w = next) {
+		next = w->next;
+		w->next = NULL;
+		metrics_wait_observe((double)(srv_mono_ms() - w->start_ms) /
+		    1000.0);
+		metrics_waiters_add(-1);
+		w->done(w, w->ctx);
+	}
+}
+
+/* Move waiters past their deadline, or whose client left, to *FIN. */
+static void
+sweep(srv_waits *ws, int64_t now, srv_waiter **fin)
+{
+	wlock *l, *lnext;
+	srv_waiter *w, *wnext;
+
+	for (l = ws->locks; l != NULL; l = lnext) {
+		lnext = l->next;
+		for (w = l->head; w != NULL; w = wnext) {
+			wnext = w->next;
+			if (l->busy && w == l->head)
+				continue; /* its poller decides */
+			if (now < w->deadline_ms && !hung_up(w->fd))
+				continue;
+			dequeue(l, w);
+			ws->nwaiters--;
+			if (now < w->deadline_ms)
+				w->hung_up = true;
+			/* else: answered with the last holder seen */
+			w->next = *fin;
+			*fin = w;
+		}
+		if (l->head == NULL && !l->busy)
+			unlink_lock(ws, l);
+	}
+}
+
+static wlock *
+due(srv_waits *ws, int64_t now, int64_t *next)
+{
+	wlock *l;
+
+	for (l = ws->locks; l != NULL; l = l->next) {
+		if (l->busy || l->head == NULL)
+			continue;
+		if (l->woken || l->next_poll <= now)
+			return l;
+		if (l->next_poll < *next)
+			*next = l->next_poll;
+	}
+	return NULL;
+}
+
+/* Replace the holder a waiter will be shown if its wait runs out. */
+static void
+note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
+{
+	api_lock_clear(&w->lock);
+	w->lock = *holder;
+	memset(holder, 0, sizeof(*holder));
+	w->err = *err;
+	w->rc = rc;
+}
+
+/*
+ * One poll of lock L for its head waiter W, made without the mutex.
+ * Returns the api code: API_OK = W was granted (w->lock is the lease).
+ */
+static int
+poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken,
+    int64_t *hint_ms)
+{
+	api_lock seen;
+	api_err err;
+	int rc;
+
+	*hint_ms = -1;
+	if (!woken) {
+		/* One read tells whether anyone may try at all. */
+		rc = api_inspect(ws->svc, l->name, &seen, &err);
+		if (rc == API_OK) {
+			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
+			    seen.now_ms;
+			err.code = API_LOCKED;
+			err.retry_after = (int)(*hint_ms / 1000 + 1);
+			snprintf(err.message, sizeof(err.message),
+			    "the lock is still held by %.180s: the wait ran out",
+			    seen.owner);
+			note_holder(w, &seen, &err, API_LOCKED);
+			return API_LOCKED;
+		}
+		api_lock_clear(&seen);
+		if (rc != API_NOT_HELD)
+			return rc; /* storage trouble: try again later */
+	}
+	if (hung_up(w->fd))
+		return -1; /* do not take a lock nobody will be told of */
+	rc = api_acquire(ws->svc, w->req, &seen, &err);
+	if (rc == API_OK || rc == API_LOCKED) {
+		if (rc == API_LOCKED)
+			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
+			    seen.now_ms;
+		note_holder(w, &seen, &err, rc);
+	} else {
+		api_lock_clear(&seen);
+	}
+	return rc;
+}
+
+static void *
+poller(void *arg)
+{
+	srv_waits *ws = arg;
+	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)srv_mono_ms();
+	srv_waiter *fin;
+	struct timespec ts;
+	int64_t now, next, hint;
+	wlock *l;
+	srv_waiter *w;
+	bool woken;
+	int rc, ms;
+
+	pthread_mutex_lock(&ws->mu);
+	while (!ws->stopping) {
+		fin = NULL;
+		now = srv_mono_ms();
+		if (now >= ws->next_sweep) {
+			ws->next_sweep = now + SRV_HANGUP_CHECK_MS;
+			sweep(ws, now, &fin);
+		}
+		next = ws->next_sweep;
+		l = due(ws, now, &next);
+		if (l != NULL) {
+			l->busy = true;
+			woken = l->woken;
+			l->woken = false;
+			w = l->head;
+			pthread_mutex_unlock(&ws->mu);
+			rc = poll_once(ws, l, w, woken, &hint);
+			pthread_mutex_lock(&ws->mu);
+			l->busy = false;
+			now = srv_mono_ms();
+			if (rc == API_OK || rc == -1 || ws->refusing) {
+				dequeue(l, w);
+				ws->nwaiters--;
+				if (rc == -1)
+					w->hung_up = true;
+				else if (rc != API_OK)
+					w->rc = API_SHUTTING_DOWN;
+				w->next = fin;
+				fin = w;
+				l->backoff = SRV_POLL_MIN_MS;
+			} else {
+				l->backoff = l->backoff * 2;
+				if (l->backoff > SRV_POLL_MAX_MS)
+					l->backoff = SRV_POLL_MAX_MS;
+			}
+			ms = jitter(l->backoff, &seed);
+			if (hint >= 0 && hint < ms)
+				ms = (int)hint;
+			l->next_poll = now + ms;
+			if (l->head == NULL)
+				unlink_lock(ws, l);
+		}
+		if (fin != NULL) {
+			pthread_mutex_unlock(&ws->mu);
+			deliver(fin);
+			pthread_mutex_lock(&ws->mu);
+			continue;
+		}
+		if (l != NULL)
+			continue;
+		ts.tv_sec = next / 1000;
+		ts.tv_nsec = (next % 1000) * 1000000;
+		pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
+	}
+	pthread_mutex_unlock(&ws->mu);
+	return NULL;
+}
+
+srv_waits *
+srv_waits_new(api_service *svc)
+{
+	srv_waits *ws = calloc(1, sizeof(*ws));
+	pthread_condattr_t ca;
+	int i;
+
+	if (ws == NULL)
+		return NULL;
+	ws->svc = svc;
+	pthread_mutex_init(&ws->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ws->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	for (i = 0; i < SRV_WAIT_THREADS; i++) {
+		if (pthread_create(&ws->threads[i], NULL, poller, ws) != 0)
+			break;
+		ws->nthreads++;
+	}
+	if (ws->nthreads == 0) {
+		pthread_cond_destroy(&ws->cv);
+		pthread_mutex_destroy(&ws->mu);
+		free(ws);
+		return NULL;
+	}
+	return ws;
+}
+
+int
+srv_waits_add(srv_waits *ws, srv_waiter *w)
+{
+	size_t len = strlen(w->req->name);
+	wlock *l;
+
+	pthread_mutex_lock(&ws->mu);
+	if (ws->refusing) {
+		pthread_mutex_unlock(&ws->mu);
+		return -1;
+	}
+	l = find(ws, w->req->name);
+	if (l == NULL) {
+		l = calloc(1, sizeof(*l) + len + 1);
+		if (l == NULL) {
+			pthread_mutex_unlock(&ws->mu);
+			return -1;
+		}
+		memcpy(l->name, w->req->name, len + 1);
+		l->backoff = SRV_POLL_MIN_MS;
+		l->next_poll = srv_mono_ms() + SRV_POLL_MIN_MS;
+		l->next = ws->locks;
+		ws->locks = l;
+	}
+	w->next = NULL;
+	if (l->tail)
+		l->tail->next = w;
+	else
+		l->head = w;
+	l->tail = w;
+	ws->nwaiters++;
+	metrics_waiters_add(1);
+	pthread_cond_signal(&ws->cv);
+	pthread_mutex_unlock(&ws->mu);
+	return 0;
+}
+
+int
+srv_waits_has(srv_waits *ws, const char *name)
+{
+	int has;
+
+	pthread_mutex_lock(&ws->mu);
+	has = find(ws, name) != NULL;
+	pthread_mutex_unlock(&ws->mu);
+	return has;
+}
+
+void
+srv_waits_wake(srv_waits *ws, const char *name)
+{
+	wlock *l;
+
+	pthread_mutex_lock(&ws->mu);
+	if ((l = find(ws, name)) != NULL) {
+		l->woken = true;
+		pthread_cond_signal(&ws->cv);
+	}
+	pthread_mutex_unlock(&ws->mu);
+}
+
+size_t
+srv_waits_count(srv_waits *ws)
+{
+	size_t n;
+
+	pthread_mutex_lock(&ws->mu);
+	n = ws->nwaiters;
+	pthread_mutex_unlock(&ws->mu);
+	return n;
+}
+
+void
+srv_waits_shutdown(srv_waits *ws)
+{
+	srv_waiter *fin = NULL, *w, *wnext;
+	wlock *l, *lnext;
+
+	pthread_mutex_lock(&ws->mu);
+	ws->refusing = true;
+	for (l = ws->locks; l != NULL; l = lnext) {
+		lnext = l->next;
+		for (w = l->head; w != NULL; w = wnext) {
+			wnext = w->next;
+			if (l->busy && w == l->head)
+				continue; /* its poller answers it */
+			dequeue(l, w);
+			ws->nwaiters--;
+			w->rc = API_SHUTTING_DOWN;
+			w->next = fin;
+			fin = w;
+		}
+		if (l->head == NULL && !l->busy)
+			unlink_lock(ws, l);
+	}
+	pthread_cond_broadcast(&ws->cv);
+	pthread_mutex_unlock(&ws->mu);
+	deliver(fin);
+}
+
+void
+srv_waits_free(srv_waits *ws)
+{
+	int i;
+
+	if (ws == NULL)
+		return;
+	srv_waits_shutdown(ws);
+	pthread_mutex_lock(&ws->mu);
+	ws->stopping = true;
+	pthread_cond_broadcast(&ws->cv);
+	pthread_mutex_unlock(&ws->mu);
+	for (i = 0; i < ws->nthreads; i++)
+		pthread_join(ws->threads[i], NULL);
+	/* A poller that was busy at shutdown answered its waiter. */
+	srv_waits_shutdown(ws);
+	pthread_cond_destroy(&ws->cv);
+	pthread_mutex_destroy(&ws->mu);
+	free(ws);
+}
