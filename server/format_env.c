@@ -144,9 +144,10 @@ add_value(env_buf *b, const char *key, const json_t *v)
 	}
 }
 
-/* A lock or lease: every member under PREFIX, then its state when
- * WITH_STATE. */
-static void
+/* A lock or lease: every member under PREFIX, then, when WITH_STATE, its
+ * state if the object did not carry one.  Returns 1 when a state line was
+ * written. */
+static int
 add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
 {
 	char key[SRV_ENV_KEY_MAX + 1];
@@ -157,13 +158,16 @@ add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
 		make_key(key, prefix, name);
 		add_value(b, key, v);
 	}
-	if (with_state && json_object_get(lock, "fencing_token") != NULL) {
-		make_key(key, prefix, "state");
-		if (json_is_true(json_object_get(lock, "expired")))
-			add_line(b, key, "expired", 7);
-		else
-			add_line(b, key, "held", 4);
-	}
+	if (json_object_get(lock, "state") != NULL)
+		return 1;
+	if (!with_state || json_object_get(lock, "fencing_token") == NULL)
+		return 0;
+	make_key(key, prefix, "state");
+	if (json_is_true(json_object_get(lock, "expired")))
+		add_line(b, key, "expired", 7);
+	else
+		add_line(b, key, "held", 4);
+	return 1;
 }
 
 static void
@@ -171,19 +175,22 @@ add_error(env_buf *b, const json_t *err)
 {
 	char key[SRV_ENV_KEY_MAX + 1];
 	const char *name, *code;
+	int has_state = 0;
 	json_t *v;
 
 	json_object_foreach((json_t *)err, name, v) {
 		if (strcmp(name, "code") == 0)
 			add_value(b, SRV_ENV_PREFIX "ERROR", v);
 		else if (json_is_object(v))
-			add_lock(b, SRV_ENV_PREFIX, v, 0);
+			has_state |= add_lock(b, SRV_ENV_PREFIX, v, 0);
 		else {
 			make_key(key, SRV_ENV_PREFIX "ERROR_", name);
 			add_value(b, key, v);
 		}
 	}
 	code = json_string_value(json_object_get(err, "code"));
+	if (has_state || code == NULL)
+		return;
 	if (code != NULL && strcmp(code, "not_held") == 0)
 		add_line(b, SRV_ENV_PREFIX "STATE", "free", 4);
 	else if (code != NULL && strcmp(code, "locked") == 0)
@@ -203,7 +210,7 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 	json_array_foreach(locks, i, v) {
 		snprintf(prefix, sizeof prefix, SRV_ENV_PREFIX "%zu_", i);
 		if (json_is_object(v))
-			add_lock(b, prefix, v, 1);
+			(void)add_lock(b, prefix, v, 1);
 		else {
 			make_key(key, prefix, "value");
 			add_value(b, key, v);
@@ -237,7 +244,7 @@ srv_env_format(const json_t *answer)
 	else if (json_is_array(locks))
 		add_list(&b, answer, locks);
 	else
-		add_lock(&b, SRV_ENV_PREFIX, answer, 1);
+		(void)add_lock(&b, SRV_ENV_PREFIX, answer, 1);
 done:
 	if (b.oom) {
 		free(b.p);

@@ -7,12 +7,13 @@ set -u
 . tests/e2e/lib.sh
 
 LC="dash $PWD/client/lockctl"
-T=$(mktemp -d /tmp/lockctl-e2e.XXXXXX)
-cleanup_t() { rm -rf "$T"; }
-# lockctl's own temporary directories land here, to check it removes them.
-mkdir "$T/tmp"
-export TMPDIR="$T/tmp"
 
+# Files of this test live in the harness's temporary directory (removed on
+# exit); lockctl's own temporary directories land in $T/tmp, to check that
+# it removes them.
+T=$LG_TMP/lockctl
+mkdir "$T" "$T/tmp"
+export TMPDIR="$T/tmp"
 lg_start
 export LOCKGATE_URL="$LG_URL"
 LOCKGATE_TOKEN=$(lg_token ci-basic)
@@ -74,8 +75,9 @@ lg_eq "$rc" 75 "refresh after release"
 unset LOCKGATE_LOCK LOCKGATE_LEASE_ID LOCKGATE_FENCING_TOKEN
 
 # --- hostile holder and purpose come back byte for byte and run nothing
-hostile="it's \$(touch $T/pwned) \`touch $T/pwned\` '\\'' \"q\" \$HOME
-LOCKGATE_LEASE_ID='stolen'"
+# (the server refuses control characters such as newlines in them; the
+# unit test of srv_env_format covers those)
+hostile="it's \$(touch $T/pwned) \`touch $T/pwned\` '\\'' \"q\" \$HOME; LOCKGATE_LEASE_ID='stolen' \\"
 st $LC run e2e/hostile --ttl 5 --holder "$hostile" --purpose "$hostile" -- \
     sh -c 'dash "$0" status e2e/hostile >"$1"' "$PWD/client/lockctl" "$T/hostile"
 lg_eq "$rc" 0 "run with a hostile holder"
@@ -152,5 +154,4 @@ st env PATH="$T/bin" "$T/bin/sh" "$PWD/client/lockctl" status e2e/nojq
 lg_eq "$rc" 1 "released under the restricted PATH"
 
 [ -z "$(ls -A "$T/tmp")" ] || lg_fail "lockctl left files behind: $(ls -A "$T/tmp")"
-cleanup_t
 echo ok

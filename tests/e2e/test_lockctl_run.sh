@@ -8,10 +8,13 @@ set -u
 . tests/e2e/lib.sh
 
 LC="dash $PWD/client/lockctl"
-T=$(mktemp -d /tmp/lockctl-e2e.XXXXXX)
-mkdir "$T/tmp"
-export TMPDIR="$T/tmp"
 
+# Files of this test live in the harness's temporary directory (removed on
+# exit); lockctl's own temporary directories land in $T/tmp, to check that
+# it removes them.
+T=$LG_TMP/lockctl
+mkdir "$T" "$T/tmp"
+export TMPDIR="$T/tmp"
 lg_start
 export LOCKGATE_URL="$LG_URL"
 LOCKGATE_TOKEN=$(lg_token ci-run)
@@ -142,5 +145,4 @@ lg_eq "$?" 0 "free lock with wait 0"
 unset LOCKGATE_LOCK LOCKGATE_LEASE_ID LOCKGATE_FENCING_TOKEN
 
 [ -z "$(ls -A "$T/tmp")" ] || lg_fail "lockctl left files behind: $(ls -A "$T/tmp")"
-rm -rf "$T"
 echo ok

@@ -320,6 +320,33 @@ test_error_locked(void **state)
 	json_decref(e);
 }
 
+/* The server's own "state" member wins: one LOCKGATE_STATE line only. */
+static void
+test_state_member_not_doubled(void **state)
+{
+	json_t *lock = json_pack("{s:s, s:s, s:s}", "name", "a",
+	    "fencing_token", "3", "state", "expired");
+	json_t *e = json_pack("{s:{s:s, s:s, s:O}}", "error", "code", "locked",
+	    "message", "m", "lock", lock);
+	char *env;
+
+	(void)state;
+	env = srv_env_format(lock);
+	assert_string_equal(env, "LOCKGATE_LOCK='a'\n"
+	    "LOCKGATE_FENCING_TOKEN='3'\n"
+	    "LOCKGATE_STATE='expired'\n");
+	free(env);
+	env = srv_env_format(e);
+	assert_string_equal(env, "LOCKGATE_ERROR='locked'\n"
+	    "LOCKGATE_ERROR_MESSAGE='m'\n"
+	    "LOCKGATE_LOCK='a'\n"
+	    "LOCKGATE_FENCING_TOKEN='3'\n"
+	    "LOCKGATE_STATE='expired'\n");
+	free(env);
+	json_decref(e);
+	json_decref(lock);
+}
+
 static void
 test_error_not_held(void **state)
 {
@@ -422,6 +449,7 @@ main(void)
 		cmocka_unit_test(test_expired_state),
 		cmocka_unit_test(test_error_locked),
 		cmocka_unit_test(test_error_not_held),
+		cmocka_unit_test(test_state_member_not_doubled),
 		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_null_and_non_object),
