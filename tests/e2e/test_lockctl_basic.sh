@@ -27,6 +27,15 @@ st() { # run lockctl, print nothing, leave its status in $rc
 	rc=$?
 }
 
+# --- GET /lockctl serves this very script, without a token, and it runs
+code=$(curl -sS --max-time 10 -o "$T/served" -w '%{http_code}' "$LG_URL/lockctl")
+lg_eq "$code" 200 "GET /lockctl without a token"
+cmp -s "$T/served" client/lockctl || lg_fail "GET /lockctl is not client/lockctl"
+sed -n 2p "$T/served" | grep -q '^# lockctl [0-9][0-9.]*:' ||
+	lg_fail "no version comment on line 2 of the served script"
+dash "$T/served" run e2e/served --ttl 3 -- true
+lg_eq "$?" 0 "the served script runs"
+
 # --- exit status passed through, lease exported, lock free afterwards
 st $LC run e2e/basic --ttl 5 -- sh -c 'exit 7'
 lg_eq "$rc" 7 "run passes CMD's status 7"
