@@ -114,6 +114,10 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "token") == 0)
 		return auth_token_main(argc - 1, argv + 1);
+	if (argc == 2 && strcmp(argv[1], "--routes") == 0) {
+		srv_routes_print();
+		return 0;
+	}
 
 	/* Before any thread starts, so all of them inherit the mask. */
 	sigemptyset(&set);

@@ -30,12 +30,6 @@ is_get(const srv_req *r)
 	return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
 }
 
-static bool
-is_post(const srv_req *r)
-{
-	return !strcmp(r->method, "POST");
-}
-
 static enum MHD_Result
 bad_method(srv_req *r, const char *allowed)
 {
@@ -490,49 +484,6 @@ do_whoami(srv_req *r)
 }
 
 static enum MHD_Result
-v1(srv_req *r, const char *path)
-{
-	char name[API_NAME_MAX + 1], why[128];
-	const char *rest, *colon, *verb;
-	size_t nlen;
-
-	if (!strcmp(path, "/whoami"))
-		return is_get(r) ? do_whoami(r) : bad_method(r, "GET");
-	if (!strcmp(path, "/locks") || !strcmp(path, "/locks/"))
-		return is_get(r) ? do_list(r) : bad_method(r, "GET");
-	if (strncmp(path, "/locks/", 7) != 0)
-		return http_fail(r, API_NOT_FOUND, NULL,
-		    "no such route; see /v1/locks");
-	rest = path + 7;
-	colon = strchr(rest, ':');
-	nlen = colon ? (size_t)(colon - rest) : strlen(rest);
-	verb = colon ? colon + 1 : NULL;
-	if (nlen > API_NAME_MAX)
-		return http_fail(r, API_BAD_REQUEST, "bad_name",
-		    "the lock name is longer than 256 bytes");
-	memcpy(name, rest, nlen);
-	name[nlen] = '\0';
-	if (!api_name_valid(name, why, sizeof(why)))
-		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
-	snprintf(r->lock, sizeof(r->lock), "%s", name);
-	if (verb == NULL)
-		return is_get(r) ? do_inspect(r, name) : bad_method(r, "GET");
-	if (!strcmp(verb, "acquire"))
-		return is_post(r) ? do_acquire(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "refresh"))
-		return is_post(r) ? do_refresh(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "release"))
-		return is_post(r) ? do_release(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "forceRelease"))
-		return is_post(r) ? do_force(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "events"))
-		return is_get(r) ? do_events(r, name) : bad_method(r, "GET");
-	return http_fail(r, API_NOT_FOUND, "unknown_verb",
-	    "unknown verb ':%.32s' (use acquire, refresh, release or "
-	    "forceRelease)", verb);
-}
-
-static enum MHD_Result
 do_readyz(srv_req *r)
 {
 	gcs_err ge;
@@ -621,24 +572,119 @@ negotiate(srv_req *r, enum MHD_Result *mr)
 	return 0;
 }
 
+typedef enum MHD_Result (*fixed_fn)(srv_req *r);
+typedef enum MHD_Result (*lock_fn)(srv_req *r, const char *name);
+
+static enum MHD_Result
+do_healthz(srv_req *r)
+{
+	r->route = "healthz";
+	return http_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* The routing table: what is served is exactly what is listed here, and
+ * `lockgate --routes` prints it for the OpenAPI test. */
+static const struct fixed_route {
+	const char *path;
+	const char *method;
+	fixed_fn fn;
+} fixed_routes[] = {
+	{"/v1/locks", "GET", do_list},
+	{"/v1/whoami", "GET", do_whoami},
+	{"/healthz", "GET", do_healthz},
+	{"/readyz", "GET", do_readyz},
+	{"/metrics", "GET", do_metrics},
+};
+
+static const struct lock_route {
+	const char *verb;   /* after "/v1/locks/{name}:"; NULL = none */
+	const char *method;
+	lock_fn fn;
+} lock_routes[] = {
+	{NULL, "GET", do_inspect},
+	{"acquire", "POST", do_acquire},
+	{"refresh", "POST", do_refresh},
+	{"release", "POST", do_release},
+	{"forceRelease", "POST", do_force},
+	{"events", "GET", do_events},
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static bool
+method_is(const srv_req *r, const char *method)
+{
+	return !strcmp(method, "GET") ? is_get(r) : !strcmp(r->method, method);
+}
+
+static enum MHD_Result
+lock_route(srv_req *r, const char *rest)
+{
+	char name[API_NAME_MAX + 1], why[128];
+	const char *colon, *verb;
+	size_t nlen, i;
+
+	colon = strchr(rest, ':');
+	nlen = colon ? (size_t)(colon - rest) : strlen(rest);
+	verb = colon ? colon + 1 : NULL;
+	if (nlen > API_NAME_MAX)
+		return http_fail(r, API_BAD_REQUEST, "bad_name",
+		    "the lock name is longer than 256 bytes");
+	memcpy(name, rest, nlen);
+	name[nlen] = '\0';
+	if (!api_name_valid(name, why, sizeof(why)))
+		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
+	snprintf(r->lock, sizeof(r->lock), "%s", name);
+	for (i = 0; i < NELEM(lock_routes); i++) {
+		const struct lock_route *lr = &lock_routes[i];
+		if (verb == NULL ? lr->verb != NULL :
+		    lr->verb == NULL || strcmp(lr->verb, verb) != 0)
+			continue;
+		if (!method_is(r, lr->method))
+			return bad_method(r, lr->method);
+		return lr->fn(r, name);
+	}
+	return http_fail(r, API_NOT_FOUND, "unknown_verb",
+	    "unknown verb ':%.32s' (use acquire, refresh, release, "
+	    "forceRelease or events)", verb);
+}
+
 enum MHD_Result
 routes_dispatch(srv_req *r, const char *url)
 {
 	enum MHD_Result mr;
+	size_t i;
 
-	if (!strncmp(url, "/v1/", 4)) {
-		if (negotiate(r, &mr) != 0)
-			return mr;
-		return v1(r, url + 3);
+	if (!strncmp(url, "/v1/", 4) && negotiate(r, &mr) != 0)
+		return mr;
+	for (i = 0; i < NELEM(fixed_routes); i++) {
+		if (strcmp(url, fixed_routes[i].path) != 0)
+			continue;
+		if (!method_is(r, fixed_routes[i].method))
+			return bad_method(r, fixed_routes[i].method);
+		return fixed_routes[i].fn(r);
 	}
-	if (!strcmp(url, "/healthz")) {
-		r->route = "healthz";
-		return is_get(r) ? http_json(r, 200, json_pack("{s:s}",
-		    "status", "ok")) : bad_method(r, "GET");
-	}
-	if (!strcmp(url, "/readyz"))
-		return is_get(r) ? do_readyz(r) : bad_method(r, "GET");
-	if (!strcmp(url, "/metrics"))
-		return is_get(r) ? do_metrics(r) : bad_method(r, "GET");
+	if (!strncmp(url, "/v1/locks/", 10))
+		return lock_route(r, url + 10);
+	if (!strncmp(url, "/v1/", 4))
+		return http_fail(r, API_NOT_FOUND, NULL,
+		    "no such route; see /v1/locks");
 	return do_asset(r, url);
+}
+
+void
+srv_routes_print(void)
+{
+	const srv_asset *a;
+	size_t i;
+
+	for (i = 0; i < NELEM(fixed_routes); i++)
+		printf("%s %s\n", fixed_routes[i].method, fixed_routes[i].path);
+	for (i = 0; i < NELEM(lock_routes); i++)
+		printf("%s /v1/locks/{name}%s%s\n", lock_routes[i].method,
+		    lock_routes[i].verb ? ":" : "",
+		    lock_routes[i].verb ? lock_routes[i].verb : "");
+	printf("GET /\n");
+	for (a = srv_assets; a->path != NULL; a++)
+		printf("GET %s\n", a->path);
 }
