@@ -288,6 +288,7 @@ await run('dashboard', [
 		await page.click('#tokencancel');
 		await within(3000, async () => /Not signed in|refused/i.test(await page.textContent('#banner')), '401 banner');
 		eq(await page.$$eval('#rows tr', (r) => r.length), 0, 'rows without a valid token');
+		eq(await page.textContent('#empty'), 'Sign in to see the locks.', 'empty table says why');
 	}],
 
 	['a server that stops answering is reported', async () => {
