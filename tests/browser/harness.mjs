@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, firefox } from 'playwright-core';
+import { chromium } from 'playwright-core';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 export const ARTIFACTS = path.join(ROOT, 'test-artifacts');
@@ -30,6 +30,11 @@ function lgBin() {
 			return p;
 	}
 	throw new Error('no lockgate binary: run make build/lockgate build/asan/lockgate');
+}
+
+// Run FN on the way out (before the temp dirs are removed).
+export function onCleanup(fn) {
+	cleanups.unshift(fn);
 }
 
 export function tmpdir(tag) {
@@ -164,23 +169,8 @@ export async function release(lg, tok, name, leaseId) {
 }
 
 // Chromium with a fresh profile, headless, nothing phoning home.
-// LG_BROWSER=firefox runs Debian's firefox-esr over WebDriver BiDi instead
-// (a manual check; make test runs chromium).
 export async function browser(opts = {}) {
 	const dir = tmpdir('profile');
-	if (process.env.LG_BROWSER === 'firefox') {
-		const ctx = await firefox.launchPersistentContext(dir, {
-			channel: 'moz-firefox',
-			executablePath: process.env.LG_FIREFOX || '/usr/bin/firefox-esr',
-			headless: true,
-			viewport: { width: 1280, height: 800 },
-			colorScheme: 'no-override', reducedMotion: 'no-override',
-			forcedColors: 'no-override', contrast: 'no-override',
-			...opts,
-		});
-		cleanups.unshift(() => ctx.close().catch(() => {}));
-		return ctx;
-	}
 	const ctx = await chromium.launchPersistentContext(dir, {
 		executablePath: process.env.LG_CHROMIUM || '/usr/bin/chromium',
 		headless: true,
