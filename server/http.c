@@ -472,6 +472,7 @@ srv_free(srv_server *s)
 	if (s == NULL)
 		return;
 	srv_stop(s);
+	srv_events_reset();
 	free(s);
 }
 

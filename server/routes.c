@@ -424,7 +424,7 @@ do_list(srv_req *r)
 	}
 	etag_of(text, etag, sizeof(etag));
 	free(text);
-	api_time_str(res.n ? res.locks[0].now_ms : 0, now, sizeof(now));
+	api_time_str(res.now_ms, now, sizeof(now));
 	api_list_res_clear(&res);
 	inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_IF_NONE_MATCH);
