@@ -98,7 +98,7 @@ lg_stop() {
 	wait "$pid"
 	st=$?
 	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
-	for f in "$LG_TMP"/lockgate.*.log; do lg_sanitizer_clean "$f"; done
+	for f in "$LG_TMP"/*.log; do [ -f "$f" ] && lg_sanitizer_clean "$f"; done
 	[ "$st" -eq 0 ] || lg_fail "instance $pid exited $st"
 }
 
