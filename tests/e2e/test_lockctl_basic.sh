@@ -51,6 +51,12 @@ IFS='|' read -r e_lock e_id e_tok <"$T/lease"
 lg_eq "$e_lock" e2e/basic "LOCKGATE_LOCK"
 [ -n "$e_id" ] || lg_fail "LOCKGATE_LEASE_ID is empty"
 case $e_tok in '' | *[!0-9]*) lg_fail "LOCKGATE_FENCING_TOKEN '$e_tok' is not decimal" ;; esac
+got=$(printf 'line1\nline2\n' | $LC run e2e/basic --ttl 5 -- cat)
+lg_eq "$got" "line1
+line2" "CMD reads lockctl's stdin"
+st $LC run e2e/basic --ttl 5 -- sh -c 'read -r x || exit 0; exit 1' <&-
+lg_eq "$rc" 0 "run with stdin closed"
+[ -s "$T/err" ] && lg_fail "stderr with stdin closed: $(cat "$T/err")"
 st $LC status e2e/basic
 lg_eq "$rc" 1 "status after run: released"
 grep -q "^LOCKGATE_STATE='free'" "$T/out" || lg_fail "status says free: $(cat "$T/out")"
