@@ -121,21 +121,27 @@ lg_eq "$rc" 77 "no token"
 st env "LOCKGATE_URL=$LG_URL/lockctl?x=" $LC status e2e/x
 lg_eq "$rc" 76 "not lockgate's answer is never evaluated"
 
-# --- the token comes from LOCKGATE_TOKEN_FILE, and never shows in ps
+# --- the token comes from LOCKGATE_TOKEN_FILE, and never shows in ps:
+# while lockctl long-polls for a held lock, its curl is in the process list
 printf '%s\n' "$LOCKGATE_TOKEN" >"$T/token"
+eval "$($LC acquire e2e/ps --ttl 10)"
 env -u LOCKGATE_TOKEN LOCKGATE_TOKEN_FILE="$T/token" \
-    $LC run e2e/ps --ttl 4 -- sh -c 'sleep 2' &
+    $LC run e2e/ps --ttl 4 --wait 20 -- true 2>"$T/ps.err" &
 runner=$!
-leak=0
 i=0
-while [ $i -lt 15 ] && kill -0 $runner 2>/dev/null; do
-	ps -A -o args= | grep -F -- "$LOCKGATE_TOKEN" | grep -v grep && leak=1
+while [ $i -lt 50 ]; do
+	ps -A -o args= >"$T/ps"
+	grep -q 'e2e/ps:acquire' "$T/ps" && break
 	sleep 0.1
 	i=$((i + 1))
 done
+grep -q 'e2e/ps:acquire' "$T/ps" || lg_fail "never saw the waiting curl in ps"
+grep -qF -- "$LOCKGATE_TOKEN" "$T/ps" && lg_fail "the token shows in the process list"
+st $LC release
+lg_eq "$rc" 0 "release for the waiting run"
 wait $runner
-lg_eq "$?" 0 "run with LOCKGATE_TOKEN_FILE"
-lg_eq "$leak" 0 "token visible in the process list"
+lg_eq "$?" 0 "run with LOCKGATE_TOKEN_FILE after a wait: $(cat "$T/ps.err")"
+unset LOCKGATE_LOCK LOCKGATE_LEASE_ID LOCKGATE_FENCING_TOKEN
 
 # --- GitHub Actions OIDC: the token comes from the request URL's "value"
 printf '{"count":1,"value":"%s"}' "$LOCKGATE_TOKEN" >"$T/oidc.json"
