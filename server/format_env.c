@@ -191,9 +191,9 @@ add_error(env_buf *b, const json_t *err)
 	code = json_string_value(json_object_get(err, "code"));
 	if (has_state || code == NULL)
 		return;
-	if (code != NULL && strcmp(code, "not_held") == 0)
+	if (strcmp(code, "not_held") == 0)
 		add_line(b, SRV_ENV_PREFIX "STATE", "free", 4);
-	else if (code != NULL && strcmp(code, "locked") == 0)
+	else if (strcmp(code, "locked") == 0)
 		add_line(b, SRV_ENV_PREFIX "STATE", "held", 4);
 }
 
