@@ -372,6 +372,7 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	    MHD_USE_ERROR_LOG;
 	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL,
 	    access_handler, s,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
 	    MHD_OPTION_CONNECTION_LIMIT, conns,
@@ -379,7 +380,6 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen,

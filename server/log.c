@@ -34,7 +34,7 @@ srv_log(const char *severity, const char *message, json_t *fields)
 	if (json_is_object(fields))
 		json_object_update_missing(line, fields);
 	json_decref(fields);
-	text = json_dumps(line, JSON_COMPACT);
+	text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	json_decref(line);
 	if (text == NULL)
 		return;
