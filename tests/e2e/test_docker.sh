@@ -212,6 +212,11 @@ for pkg in sorted(set(l.strip() for l in open(direct_path) if l.strip())):
     if pkg != "libc6" and pkg not in installed:
         fail("%s provides a DT_NEEDED library: name it in the runtime "
              "stage's apt-get install" % pkg)
+loaded = set(l.split()[0] for l in open(pkgs_path))
+for pkg in installed:
+    if pkg != "ca-certificates" and pkg not in loaded:
+        fail("runtime stage installs %s, which build/lockgate does not load "
+             "(only the libraries it needs, plus CA certificates)" % pkg)
 for pkg in installed:
     if pkg not in db:
         fail("runtime package %s is not a bookworm package installed here "
