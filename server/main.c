@@ -10,12 +10,25 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "metrics.h"
 #include "srv.h"
+
+/* A refusal to start: one JSON line on stdout (the log stream Cloud
+ * Logging reads) and a plain one on stderr for people. */
+static void
+refuse(const char *what, const char *why)
+{
+	char msg[700];
+
+	snprintf(msg, sizeof(msg), "%s: %s", what, why);
+	srv_log("CRITICAL", msg, json_pack("{s:s}", "event", "refused"));
+	fprintf(stderr, "lockgate: %s\n", msg);
+}
 
 static void
 die(const char *what, const char *why)
 {
-	fprintf(stderr, "lockgate: %s: %s\n", what, why);
+	refuse(what, why);
 	exit(2);
 }
 
@@ -70,7 +83,7 @@ check(srv_config *cfg, gcs_store *store)
 	auth_ctx *auth;
 
 	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL) {
-		fprintf(stderr, "lockgate: %s\n", err);
+		refuse("bad configuration", err);
 		return 2;
 	}
 	if (gcs_check(store, &ge) != GCS_OK) {
@@ -111,20 +124,33 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = srv_config_load(&cfg, argc, argv, err, sizeof(err));
-	if (rc == 1)
-		return 0;
-	if (rc != 0)
-		die("bad configuration", err);
-	if ((store = gcs_open(cfg.store, &ge)) == NULL)
-		die("cannot open the store", ge.msg);
+	if (rc != 0) {
+		srv_config_free(&cfg);
+		if (rc == 1)
+			return 0; /* --help, --version */
+		refuse("bad configuration", err);
+		return 2;
+	}
+	if ((store = gcs_open(cfg.store, &ge)) == NULL) {
+		refuse("cannot open the store", ge.msg);
+		srv_config_free(&cfg);
+		return 2;
+	}
+	/* Every store call counted and timed for /metrics. */
+	if ((store = srv_store_instrument(store)) == NULL)
+		die("start-up", "out of memory");
 	if (cfg.check_only) {
 		rc = check(&cfg, store);
 		gcs_store_free(store);
 		srv_config_free(&cfg);
 		return rc;
 	}
-	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL)
-		die("bad configuration", err);
+	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL) {
+		refuse("bad configuration", err);
+		gcs_store_free(store);
+		srv_config_free(&cfg);
+		return 2;
+	}
 	if (!auth_configured(auth)) {
 		auth_free(auth);
 		auth = dev_mode(&cfg, secret, sizeof(secret));
@@ -132,8 +158,15 @@ main(int argc, char **argv)
 	if ((srv = srv_new(&cfg)) == NULL ||
 	    (svc = api_new(store, srv_on_event, srv)) == NULL)
 		die("start-up", "out of memory");
-	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0)
-		die("cannot serve", err);
+	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0) {
+		refuse("cannot serve", err);
+		srv_free(srv);
+		api_free(svc);
+		gcs_store_free(store);
+		auth_free(auth);
+		srv_config_free(&cfg);
+		return 2;
+	}
 	srv_log("INFO", "listening", json_pack("{s:s, s:i, s:s, s:s, s:b}",
 	    "listen", cfg.listen, "port", srv_port(srv), "store",
 	    cfg.store, "version", LOCKGATE_VERSION, "dev_mode",

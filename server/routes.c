@@ -11,6 +11,7 @@
 
 #include "http_int.h"
 #include "metrics.h"
+#include "events.h"
 #include "web.h"
 
 static const char *const acquire_params[] = {"ttl", "wait", "holder",
@@ -21,6 +22,7 @@ static const char *const release_params[] = {"lease_id", "format", NULL};
 static const char *const list_params[] = {"prefix", "page_size",
 	"page_token", "include_expired", "format", NULL};
 static const char *const plain_params[] = {"format", NULL};
+static const char *const events_params[] = {"max", "format", NULL};
 
 static bool
 is_get(const srv_req *r)
@@ -131,6 +133,8 @@ routes_finish_wait(srv_req *r)
 		    "instance will answer");
 	if (w->err.code == API_OK)
 		w->err.code = (api_code)w->rc;
+	if (w->rc == API_LOCKED)
+		metrics_lock_outcome("conflict");
 	return http_error(r, &w->err, w->rc == API_LOCKED ? &w->lock : NULL);
 }
 
@@ -333,6 +337,25 @@ do_inspect(srv_req *r, const char *name)
 	return mr;
 }
 
+/* The timeline of recent events this instance saw for NAME. */
+static enum MHD_Result
+do_events(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_err err;
+	long limit;
+
+	r->route = "events";
+	memset(&err, 0, sizeof(err));
+	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
+	    prepare(r, events_params, &mr) != 0)
+		return mr;
+	if (params_int(r, "max", 1, SRV_EVENTS_ANSWER_MAX,
+	    SRV_EVENTS_ANSWER_MAX, &limit, &err))
+		return http_error(r, &err, NULL);
+	return http_json(r, 200, srv_events_json(name, (size_t)limit));
+}
+
 static int
 prefix_valid(const char *p)
 {
@@ -502,6 +525,8 @@ v1(srv_req *r, const char *path)
 		return is_post(r) ? do_release(r, name) : bad_method(r, "POST");
 	if (!strcmp(verb, "forceRelease"))
 		return is_post(r) ? do_force(r, name) : bad_method(r, "POST");
+	if (!strcmp(verb, "events"))
+		return is_get(r) ? do_events(r, name) : bad_method(r, "GET");
 	return http_fail(r, API_NOT_FOUND, "unknown_verb",
 	    "unknown verb ':%.32s' (use acquire, refresh, release or "
 	    "forceRelease)", verb);
@@ -541,38 +566,17 @@ do_metrics(srv_req *r)
 	return mr;
 }
 
-static const char *
-content_type(const char *path)
-{
-	const char *dot = strrchr(path, '.');
-
-	if (dot == NULL)
-		return "text/x-shellscript; charset=utf-8"; /* /lockctl */
-	if (!strcmp(dot, ".html"))
-		return "text/html; charset=utf-8";
-	if (!strcmp(dot, ".js"))
-		return "text/javascript; charset=utf-8";
-	if (!strcmp(dot, ".css"))
-		return "text/css; charset=utf-8";
-	if (!strcmp(dot, ".svg"))
-		return "image/svg+xml";
-	return "application/octet-stream";
-}
-
 static enum MHD_Result
 do_asset(srv_req *r, const char *url)
 {
 	const srv_asset *a;
+	const char *ctype;
 	struct MHD_Response *resp;
 	enum MHD_Result mr;
+	size_t i;
 
 	r->route = "asset";
-	if (!strcmp(url, "/"))
-		url = "/index.html";
-	for (a = srv_assets; a->path != NULL; a++)
-		if (!strcmp(a->path, url))
-			break;
-	if (a->path == NULL)
+	if ((a = srv_web_find(url, &ctype)) == NULL)
 		return http_fail(r, API_NOT_FOUND, NULL, "no such page");
 	if (!is_get(r))
 		return bad_method(r, "GET");
@@ -580,26 +584,53 @@ do_asset(srv_req *r, const char *url)
 	    MHD_RESPMEM_PERSISTENT);
 	if (resp == NULL)
 		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", content_type(a->path));
-	MHD_add_response_header(resp, "Content-Security-Policy",
-	    "default-src 'self'; script-src 'self'; style-src 'self'; "
-	    "img-src 'self' data:; connect-src 'self'; object-src 'none'; "
-	    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
-	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	for (i = 0; srv_web_headers[i][0] != NULL; i++)
+		MHD_add_response_header(resp, srv_web_headers[i][0],
+		    srv_web_headers[i][1]);
 	r->status = 200;
 	mr = MHD_queue_response(r->conn, 200, resp);
 	MHD_destroy_response(resp);
 	return mr;
 }
 
+/*
+ * Shell clients without jq ask for KEY='value' lines: Accept: text/plain,
+ * or format=env.  -1 when the format parameter is bad (answered).
+ */
+static int
+negotiate(srv_req *r, enum MHD_Result *mr)
+{
+	const char *f, *accept;
+
+	f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
+	    "format");
+	if (f != NULL) {
+		if (strcmp(f, "env") != 0 && strcmp(f, "json") != 0) {
+			*mr = http_fail(r, API_BAD_REQUEST, "bad_format",
+			    "format must be env or json");
+			return -1;
+		}
+		r->env_format = strcmp(f, "env") == 0;
+		return 0;
+	}
+	accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_ACCEPT);
+	r->env_format = accept != NULL && strstr(accept, "text/plain") &&
+	    !strstr(accept, "application/json");
+	return 0;
+}
+
 enum MHD_Result
 routes_dispatch(srv_req *r, const char *url)
 {
-	if (!strncmp(url, "/v1/", 4))
+	enum MHD_Result mr;
+
+	if (!strncmp(url, "/v1/", 4)) {
+		if (negotiate(r, &mr) != 0)
+			return mr;
 		return v1(r, url + 3);
+	}
 	if (!strcmp(url, "/healthz")) {
 		r->route = "healthz";
 		return is_get(r) ? http_json(r, 200, json_pack("{s:s}",
