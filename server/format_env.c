@@ -154,7 +154,8 @@ add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
 	const char *name;
 	json_t *v;
 
-	json_object_foreach((json_t *)lock, name, v) {
+	json_object_foreach((json_t *)lock, name, v)
+	{
 		make_key(key, prefix, name);
 		add_value(b, key, v);
 	}
@@ -178,7 +179,8 @@ add_error(env_buf *b, const json_t *err)
 	int has_state = 0;
 	json_t *v;
 
-	json_object_foreach((json_t *)err, name, v) {
+	json_object_foreach((json_t *)err, name, v)
+	{
 		if (strcmp(name, "code") == 0)
 			add_value(b, SRV_ENV_PREFIX "ERROR", v);
 		else if (json_is_object(v))
@@ -207,7 +209,8 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 
 	snprintf(num, sizeof num, "%zu", json_array_size(locks));
 	add_line(b, SRV_ENV_PREFIX "COUNT", num, strlen(num));
-	json_array_foreach(locks, i, v) {
+	json_array_foreach(locks, i, v)
+	{
 		snprintf(prefix, sizeof prefix, SRV_ENV_PREFIX "%zu_", i);
 		if (json_is_object(v))
 			(void)add_lock(b, prefix, v, 1);
@@ -216,7 +219,8 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 			add_value(b, key, v);
 		}
 	}
-	json_object_foreach((json_t *)answer, name, v) {
+	json_object_foreach((json_t *)answer, name, v)
+	{
 		if (strcmp(name, "locks") == 0)
 			continue;
 		make_key(key, SRV_ENV_PREFIX, name);
@@ -227,7 +231,7 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 char *
 srv_env_format(const json_t *answer)
 {
-	env_buf b = {0};
+	env_buf b = { 0 };
 	const json_t *err, *locks;
 
 	buf_add(&b, "", 0); /* "" even when nothing follows */

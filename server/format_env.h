@@ -45,8 +45,8 @@
 
 #include <jansson.h>
 
-#define SRV_ENV_PREFIX "LOCKGATE_"
-#define SRV_ENV_KEY_MAX 96      /* bytes of a key, prefix included */
+#define SRV_ENV_PREFIX  "LOCKGATE_"
+#define SRV_ENV_KEY_MAX 96 /* bytes of a key, prefix included */
 
 /* ANSWER (borrowed; NULL allowed, giving "") as KEY='value' lines, see
  * above.  Returns a new NUL-terminated string the caller frees with
