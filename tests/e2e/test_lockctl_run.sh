@@ -2,8 +2,8 @@
 # lockctl run against a real lockgate, under dash: concurrent runs never
 # overlap; a run three TTLs long keeps its lease; a force-released lease
 # stops the command (and its children) within refresh_interval + grace and
-# exits 75; SIGTERM to lockctl stops the command and releases at once; a
-# wait longer than one request's wait is re-asked.
+# exits 75; SIGTERM and SIGINT to lockctl stop the command and release at
+# once; a wait longer than one request's wait is re-asked.
 set -u
 . tests/e2e/lib.sh
 
@@ -128,6 +128,25 @@ lg_eq "$?" 9 "lockctl's status after SIGTERM is the command's"
 lg_eq "$(cat "$T/term.term")" term "the command got SIGTERM"
 $LC status e2e/term >/dev/null 2>&1
 lg_eq "$?" 1 "released at once after SIGTERM (not by the TTL)"
+
+# --- SIGINT (Ctrl-C) too: lockctl must start with SIGINT not ignored, which
+# a background job of a script never is, hence the exec through python3
+python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' dash "$PWD/client/lockctl" run e2e/int \
+    --ttl 3 -- sh -c '
+	trap "echo term >\"\$0.term\"; exit 8" TERM
+	echo $$ >"$0.pid"
+	sleep 60 &
+	wait' "$T/int" 2>"$T/int.err" &
+runner=$!
+wait_file "$T/int.pid"
+kill -INT $runner
+wait $runner
+lg_eq "$?" 8 "lockctl's status after SIGINT is the command's"
+lg_eq "$(cat "$T/int.term")" term "SIGINT reached the command as SIGTERM"
+$LC status e2e/int >/dev/null 2>&1
+lg_eq "$?" 1 "released at once after SIGINT"
 
 # --- --wait longer than one request's wait: lockctl asks again
 out=$($LC acquire e2e/rewait --ttl 30)
