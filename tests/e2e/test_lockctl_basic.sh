@@ -102,6 +102,31 @@ got=$(. "$T/hostile"; printf '%s|' "$LOCKGATE_PURPOSE")
 lg_eq "$got" "$hostile|" "hostile purpose round trip"
 [ -e "$T/pwned" ] && lg_fail "a value ran a command"
 
+# --- lockctl's check of an answer before it evaluates it (lc_env_valid)
+sed -n '/^lc_env_valid() {/,/^}/p' client/lockctl >"$T/valid.sh"
+. "$T/valid.sh"
+Q='\047'
+check_env() { # PRINTF-FORMAT WANT
+	printf "$1" >"$T/env"
+	if lc_env_valid "$T/env"; then got=valid; else got=invalid; fi
+	lg_eq "$got" "$2" "lc_env_valid on $(od -An -c "$T/env" | tr -s ' \n' ' ')"
+}
+check_env "LOCKGATE_A=${Q}x${Q}\n" valid
+check_env "LOCKGATE_A=${Q}it${Q}\\\\${Q}${Q}s${Q}\nLOCKGATE_B=${Q}a\nb${Q}\n" valid
+check_env "LOCKGATE_A=${Q}a\n${Q}\nLOCKGATE_B=${Q}\$(x)${Q}\n" valid
+check_env "" valid
+check_env "LOCKGATE_A=${Q}x${Q}; touch $T/pwned\n" invalid
+check_env "LOCKGATE_A=${Q}x\n" invalid
+check_env "FOO=${Q}x${Q}\n" invalid
+check_env "LOCKGATE_a=${Q}x${Q}\n" invalid
+check_env " LOCKGATE_A=${Q}x${Q}\n" invalid
+check_env "LOCKGATE_A=x\n" invalid
+check_env "LOCKGATE_A=${Q}x${Q}\\\\${Q}\n" invalid
+check_env "LOCKGATE_A=${Q}a${Q}${Q}b${Q}\n" invalid
+check_env "LOCKGATE_A=${Q}a${Q}\\\\${Q}${Q}\n" invalid
+check_env "<html><body>502</body></html>\n" invalid
+check_env "#!/bin/sh\necho hi\n" invalid
+
 # --- error statuses
 st $LC run
 lg_eq "$rc" 64 "usage: no name"
