@@ -178,6 +178,12 @@ st env -u LOCKGATE_TOKEN ACTIONS_ID_TOKEN_REQUEST_URL="file://$T/oidc.json?api-v
 lg_eq "$rc" 0 "run with a GitHub OIDC token: $(cat "$T/err")"
 grep -q "^LOCKGATE_HOLDER='https://github.example/acme/site/actions/runs/42'" \
     "$T/oidc.out" || lg_fail "default holder in GitHub: $(cat "$T/oidc.out")"
+st env CI_JOB_URL=https://gitlab.example/acme/site/-/jobs/7 \
+    $LC run e2e/gitlab --ttl 5 -- sh -c 'dash "$0" status e2e/gitlab >"$1"' \
+    "$PWD/client/lockctl" "$T/gitlab.out"
+lg_eq "$rc" 0 "run in GitLab CI: $(cat "$T/err")"
+grep -q "^LOCKGATE_HOLDER='https://gitlab.example/acme/site/-/jobs/7'" \
+    "$T/gitlab.out" || lg_fail "default holder in GitLab: $(cat "$T/gitlab.out")"
 printf '{"count":1}' >"$T/oidc.json"
 st env -u LOCKGATE_TOKEN ACTIONS_ID_TOKEN_REQUEST_URL="file://$T/oidc.json?x=1" \
     ACTIONS_ID_TOKEN_REQUEST_TOKEN=request.token.x $LC status e2e/oidc
