@@ -415,6 +415,11 @@ do_list(srv_req *r)
 	    res.next_page_token);
 	if (body != NULL && res.next_page_token == NULL)
 		json_object_set_new(body, "next_page_token", json_null());
+	if (body != NULL && r->env_format) {
+		/* lockctl list: KEY='value' lines, no ETag. */
+		api_list_res_clear(&res);
+		return http_json(r, 200, body);
+	}
 	/* Expiry states are part of the content; "now" is not. */
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (text == NULL) {
