@@ -662,8 +662,9 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		return -1;
 	}
 	if (toklen > AUTH_TOKEN_MAX) {
-		refuse(why, "token_too_large", "The token is over %s bytes.",
-		    "16384");
+		why->reason = "token_too_large";
+		snprintf(why->message, sizeof(why->message), "The token is over "
+		    "%d bytes.", AUTH_TOKEN_MAX);
 		return -1;
 	}
 	dot1 = memchr(tok, '.', toklen);

@@ -577,6 +577,46 @@ test_owner_claim(void **state)
 }
 
 static void
+test_display_cap(void **state)
+{
+	/* Two claims of this size fit in API_CLAIMS_BYTES_MAX, three do not. */
+	char err[256], big[API_CLAIMS_BYTES_MAX / 2 - 20], extra[4096];
+	auth_config c;
+	auth_ctx *a;
+	auth_identity id;
+	auth_refusal why;
+	char *p, *b;
+
+	(void)state;
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	snprintf(extra, sizeof(extra), ",\"d1\":\"%s\",\"d2\":\"%s\","
+	    "\"d3\":\"%s\",\"d4\":true,\"d5\":{\"x\":1}", big, big, big);
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.display_claims = "d1, d2,d3,d4,d5,absent";
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	p = authtest_payload("alice", 600, 0, extra);
+	b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	assert_int_equal(auth_verify(a, b, &id, &why), 0);
+	/* Two big claims fit, the third does not; the boolean is kept as
+	 * "true", the object is not a display value. */
+	assert_non_null(json_object_get(id.display, "d1"));
+	assert_non_null(json_object_get(id.display, "d2"));
+	assert_null(json_object_get(id.display, "d3"));
+	assert_string_equal(json_string_value(json_object_get(id.display,
+	    "d4")), "true");
+	assert_null(json_object_get(id.display, "d5"));
+	assert_true(json_dumpb(id.display, NULL, 0, JSON_COMPACT) <=
+	    API_CLAIMS_BYTES_MAX);
+	auth_identity_clear(&id);
+	free(p);
+	free(b);
+	auth_free(a);
+}
+
+static void
 test_config_errors(void **state)
 {
 	char err[256];
@@ -762,6 +802,7 @@ main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_header_oddities),
 		cmocka_unit_test(test_owner_claim),
+		cmocka_unit_test(test_display_cap),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_secret_file_and_reload),
 		cmocka_unit_test(test_mint),
