@@ -1,11 +1,843 @@
-/* gcs_client.c: placeholder until the Cloud Storage client lands. */
+/*
+ * gcs_client.c: gs://BUCKET/PREFIX, the lock store on the Cloud Storage
+ * JSON API over libcurl.
+ *
+ * One lock = one object PREFIX+name with an empty body and the lease in its
+ * custom metadata.  Every call is one HTTP request on a pooled keep-alive
+ * easy handle, retried per gcs_client.h inside a total deadline.  Every
+ * write carries a precondition, so every request we send may be retried;
+ * err->attempts tells the caller when an answer may be the echo of an
+ * earlier try (a 412 after a retried insert, a 404 after a retried delete).
+ * Errors are classified by HTTP status only.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
 #include "gcs.h"
+#include "gcs_client.h"
+#include "gcs_http.h"
+#include "gcs_token.h"
+
+#define OBJ_FIELDS "name,generation,metageneration,timeCreated,updated,metadata"
+#define LIST_FIELDS "items(" OBJ_FIELDS "),nextPageToken"
+#define BOUNDARY_HEX 16 /* random bytes of a multipart boundary */
+#define AUTH_HDR_MAX (GCS_TOKEN_MAX + 32)
+
+typedef struct gs_store {
+	gcs_store base;
+	char bucket[GCS_BUCKET_NAME_MAX + 1];
+	char prefix[GCS_PREFIX_MAX + 1];
+	size_t plen;
+	char endpoint[GCS_ENDPOINT_MAX];
+	gcs_token_src *tok;            /* NULL: no auth (emulator) */
+	gcs_retry_policy policy;
+	pthread_mutex_t pool_mu;
+	CURL *pool[GCS_POOL_MAX];
+	int npool;
+} gs_store;
+
+/* One request, before retries. */
+typedef struct gs_req {
+	const char *op;        /* for messages: "insert", "get", ... */
+	const char *method;
+	const char *url;
+	const char *ctype;     /* Content-Type of BODY, or NULL */
+	const char *body;
+	size_t body_len;
+	const char *name;      /* lock name for messages, or NULL */
+} gs_req;
+
+/* ---- handle pool ---- */
+
+static CURL *
+pool_take(gs_store *g)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&g->pool_mu);
+	if (g->npool > 0)
+		h = g->pool[--g->npool];
+	pthread_mutex_unlock(&g->pool_mu);
+	return h ? h : curl_easy_init();
+}
+
+static void
+pool_put(gs_store *g, CURL *h)
+{
+	pthread_mutex_lock(&g->pool_mu);
+	if (g->npool < GCS_POOL_MAX) {
+		g->pool[g->npool++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&g->pool_mu);
+	if (h != NULL)
+		curl_easy_cleanup(h);
+}
+
+/* ---- small helpers ---- */
+
+static uint64_t
+rand64(void)
+{
+	static __thread uint64_t s;
+	struct timespec ts;
+
+	if (s == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+		    ((uint64_t)(uintptr_t)&s) ^ ((uint64_t)getpid() << 40);
+		if (s == 0)
+			s = 0x9e3779b97f4a7c15ULL;
+	}
+	s ^= s << 13;
+	s ^= s >> 7;
+	s ^= s << 17;
+	return s;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Percent-encode S (everything but unreserved characters, '/' too) into
+ * DST; -1 if it does not fit. */
+static int
+enc(char *dst, size_t dstsz, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	unsigned char c;
+
+	for (; *s; s++) {
+		c = (unsigned char)*s;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~') {
+			if (o + 1 >= dstsz)
+				return -1;
+			dst[o++] = (char)c;
+		} else {
+			if (o + 3 >= dstsz)
+				return -1;
+			dst[o++] = '%';
+			dst[o++] = hex[c >> 4];
+			dst[o++] = hex[c & 15];
+		}
+	}
+	if (o >= dstsz)
+		return -1;
+	dst[o] = '\0';
+	return 0;
+}
+
+/* PREFIX+NAME percent-encoded into DST. */
+static int
+enc_object(const gs_store *g, char *dst, size_t dstsz, const char *name)
+{
+	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
+	int n = snprintf(full, sizeof(full), "%s%s", g->prefix, name);
+
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return -1;
+	return enc(dst, dstsz, full);
+}
+
+/* Build "ENDPOINT/storage/v1/b/BUCKET/o/ENC(prefix+name)?QUERY". */
+static int
+object_url(const gs_store *g, char *url, size_t urlsz, const char *name,
+    const char *query)
+{
+	char e[3 * (GCS_PREFIX_MAX + GCS_NAME_MAX) + 1];
+	int n;
+
+	if (enc_object(g, e, sizeof(e), name) != 0)
+		return -1;
+	n = snprintf(url, urlsz, "%s/storage/v1/b/%s/o/%s?%s", g->endpoint,
+	    g->bucket, e, query);
+	return n < 0 || (size_t)n >= urlsz ? -1 : 0;
+}
+
+static int
+parse_i64(const json_t *v, int64_t *out)
+{
+	const char *s;
+	char *end;
+	long long x;
+
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return 0;
+	}
+	s = json_string_value(v);
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || x < 0)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+/* Fill OUT from an object resource J.  NOW_MS is the storage's clock. */
+static int
+parse_object(const json_t *j, int64_t now_ms, gcs_object *out)
+{
+	json_t *md = json_object_get(j, "metadata");
+
+	if (!json_is_object(j) ||
+	    parse_i64(json_object_get(j, "generation"), &out->generation) ||
+	    parse_i64(json_object_get(j, "metageneration"),
+	    &out->metageneration) || out->generation <= 0)
+		return -1;
+	out->created_ms = gcs_parse_rfc3339(
+	    json_string_value(json_object_get(j, "timeCreated")));
+	out->updated_ms = gcs_parse_rfc3339(
+	    json_string_value(json_object_get(j, "updated")));
+	if (out->updated_ms < 0)
+		return -1;
+	if (out->created_ms < 0)
+		out->created_ms = out->updated_ms;
+	out->now_ms = now_ms;
+	/* GCS omits "metadata" when the object has none. */
+	out->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+	return out->metadata == NULL ? -1 : 0;
+}
+
+/* ---- one call, with retries ---- */
+
+static int
+retryable(long status)
+{
+	return status == 0 || status == 408 || status == 429 || status >= 500;
+}
+
+static gcs_status
+classify(long status)
+{
+	switch (status) {
+	case 404: return GCS_NOT_FOUND;
+	case 409: /* FALLTHROUGH */
+	case 412: return GCS_PRECONDITION;
+	case 429: return GCS_BUSY;
+	case 401: /* FALLTHROUGH */
+	case 403: return GCS_DENIED;
+	case 0: /* FALLTHROUGH */
+	case 408: return GCS_UNAVAILABLE;
+	default:
+		if (status >= 500)
+			return GCS_UNAVAILABLE;
+		return GCS_INVALID;
+	}
+}
+
+/* The error reason of a GCS error body, for messages only. */
+static const char *
+reason_of(const gcs_resp *r, char *buf, size_t bufsz)
+{
+	json_t *j = r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+	json_t *e = json_array_get(json_object_get(json_object_get(j, "error"),
+	    "errors"), 0);
+	const char *s = json_string_value(json_object_get(e, "reason"));
+	size_t i;
+
+	snprintf(buf, bufsz, "%s", s ? s : "");
+	for (i = 0; buf[i]; i++) /* keep it one printable word */
+		if (buf[i] < 0x21 || buf[i] > 0x7e)
+			buf[i] = '?';
+	json_decref(j);
+	return buf;
+}
+
+/* Perform REQ with retries.  GCS_OK with *resp holding a 2xx answer (caller
+ * clears it); otherwise the classified status with err filled. */
+static int
+gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
+{
+	char auth[AUTH_HDR_MAX], ebuf[GCS_ERRMSG_MAX], reason[64];
+	char tok[GCS_TOKEN_MAX];
+	struct curl_slist *hdrs = NULL, *h2;
+	int64_t deadline, now, cap, pause;
+	long timeout;
+	gcs_err terr;
+	gcs_status st;
+	CURL *h;
+	int attempt, rc, sent, tries = 0;
+
+	deadline = gcs_mono_ms() + g->policy.total_ms;
+	cap = g->policy.initial_ms;
+	ebuf[0] = '\0';
+	memset(resp, 0, sizeof(*resp));
+	for (attempt = 1;; attempt++) {
+		err->attempts = tries + 1;
+		hdrs = NULL;
+		auth[0] = '\0';
+		if (g->tok != NULL) {
+			memset(&terr, 0, sizeof(terr));
+			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
+			    &terr) != GCS_OK) {
+				err->attempts = tries;
+				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
+				    terr.msg);
+			}
+			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+			    tok);
+			gcs_wipe(tok, sizeof(tok));
+			h2 = curl_slist_append(hdrs, auth);
+			if (h2 == NULL)
+				goto nomem;
+			hdrs = h2;
+		}
+		/* No 100-continue round trip for our small bodies. */
+		h2 = curl_slist_append(hdrs, "Expect:");
+		if (h2 == NULL)
+			goto nomem;
+		hdrs = h2;
+		if (req->ctype != NULL) {
+			char ct[128];
+			snprintf(ct, sizeof(ct), "Content-Type: %s", req->ctype);
+			h2 = curl_slist_append(hdrs, ct);
+			if (h2 == NULL)
+				goto nomem;
+			hdrs = h2;
+		}
+		h = pool_take(g);
+		if (h == NULL)
+			goto nomem;
+		now = gcs_mono_ms();
+		timeout = (long)(deadline - now);
+		if (timeout > g->policy.try_timeout_ms)
+			timeout = g->policy.try_timeout_ms;
+		if (timeout < 1)
+			timeout = 1;
+		sent = gcs_http_perform(h, req->method, req->url, hdrs,
+		    req->body, req->body_len, timeout, resp, ebuf,
+		    sizeof(ebuf));
+		pool_put(g, h);
+		/* A silent resend by libcurl counts as a try: the first
+		 * send may have been applied. */
+		tries += resp->sends > 1 ? resp->sends : 1;
+		err->attempts = tries;
+		for (h2 = hdrs; h2 != NULL; h2 = h2->next)
+			gcs_wipe(h2->data, strlen(h2->data));
+		curl_slist_free_all(hdrs);
+		gcs_wipe(auth, sizeof(auth));
+		hdrs = NULL;
+		err->http_status = sent == 0 ? (int)resp->status : 0;
+		if (sent == 0 && resp->status >= 200 && resp->status < 300) {
+			if (resp->too_big) {
+				gcs_resp_clear(resp);
+				return gcs_fail(err, GCS_UNAVAILABLE,
+				    "Cloud Storage %s answer over %d bytes",
+				    req->op, GCS_RESP_MAX);
+			}
+			return GCS_OK;
+		}
+		if (sent == 0 && resp->status == 401 && g->tok != NULL)
+			gcs_token_invalidate(g->tok);
+		/* Every request we send is a read or carries a precondition,
+		 * so each may be retried (facts §1). */
+		rc = sent == 0 ? (int)resp->status : 0;
+		if (!retryable(rc))
+			break;
+		now = gcs_mono_ms();
+		pause = (int64_t)(rand64() % (uint64_t)(cap + 1));
+		if (now + pause >= deadline)
+			break;
+		gcs_resp_clear(resp);
+		gcs_stat_retry();
+		sleep_ms(pause);
+		cap = cap * 2 > g->policy.max_ms ? g->policy.max_ms : cap * 2;
+	}
+	st = classify(sent == 0 ? resp->status : 0);
+	if (sent != 0)
+		rc = gcs_fail(err, st, "Cloud Storage %s%s%s unreachable after "
+		    "%d tries: %s", req->op, req->name ? " of " : "",
+		    req->name ? req->name : "", tries, ebuf);
+	else
+		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
+		    req->op, req->name ? " of " : "", req->name ? req->name : "",
+		    resp->status, reason_of(resp, reason, sizeof(reason))[0] ?
+		    " (" : "", reason, reason[0] ? ")" : "");
+	gcs_resp_clear(resp);
+	return rc;
+nomem:
+	for (h2 = hdrs; h2 != NULL; h2 = h2->next)
+		gcs_wipe(h2->data, strlen(h2->data));
+	curl_slist_free_all(hdrs);
+	gcs_wipe(auth, sizeof(auth));
+	gcs_wipe(tok, sizeof(tok));
+	return gcs_fail(err, GCS_NOMEM, "out of memory");
+}
+
+static int64_t
+now_of(const gcs_resp *r)
+{
+	/* Every GCS answer has a Date; without one fall back to our clock. */
+	return r->date_ms > 0 ? r->date_ms : gcs_clock_real(NULL);
+}
+
+/* Parse a 2xx answer carrying one object into OUT. */
+static int
+answer_object(const gcs_resp *r, const char *op, gcs_object *out,
+    gcs_err *err)
+{
+	json_t *j = r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+	int rc = GCS_OK;
+
+	if (parse_object(j, now_of(r), out) != 0) {
+		gcs_object_clear(out);
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "Cloud Storage %s: malformed object in the answer", op);
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* ---- the contract ---- */
+
+static int
+gs_insert(gcs_store *s, const char *name, const json_t *metadata,
+    gcs_object *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX], full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
+	char boundary[2 * BOUNDARY_HEX + 1], ctype[96];
+	json_t *res = NULL, *md = NULL;
+	const char *k;
+	json_t *v;
+	char *meta = NULL, *body = NULL;
+	size_t blen;
+	gcs_resp r;
+	gs_req req;
+	int rc, n, i;
+
+	memset(&r, 0, sizeof(r));
+	n = snprintf(url, sizeof(url), "%s/upload/storage/v1/b/%s/o?"
+	    "uploadType=multipart&ifGenerationMatch=0&fields=" OBJ_FIELDS,
+	    g->endpoint, g->bucket);
+	if (n < 0 || (size_t)n >= sizeof(url))
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	snprintf(full, sizeof(full), "%s%s", g->prefix, name);
+	for (i = 0; i < BOUNDARY_HEX; i++)
+		snprintf(boundary + 2 * i, 3, "%02x", (unsigned)(rand64() & 0xff));
+	snprintf(ctype, sizeof(ctype), "multipart/related; boundary=%s",
+	    boundary);
+	md = json_object();
+	res = json_object();
+	if (md == NULL || res == NULL)
+		goto nomem;
+	json_object_foreach((json_t *)metadata, k, v) {
+		if (json_is_null(v))
+			continue;
+		if (json_object_set(md, k, v) != 0)
+			goto nomem;
+	}
+	if (json_object_set_new(res, "name", json_string(full)) != 0 ||
+	    json_object_set_new(res, "cacheControl", json_string("no-store")) ||
+	    json_object_set_new(res, "contentType",
+	    json_string("application/octet-stream")) ||
+	    json_object_set(res, "metadata", md) != 0)
+		goto nomem;
+	meta = json_dumps(res, JSON_COMPACT);
+	if (meta == NULL)
+		goto nomem;
+	if (strlen(meta) > GCS_META_BYTES_MAX + GCS_NAME_MAX + GCS_PREFIX_MAX + 256) {
+		rc = gcs_fail(err, GCS_INVALID, "metadata over %d bytes",
+		    GCS_META_BYTES_MAX);
+		goto out;
+	}
+	blen = strlen(meta) + 4 * sizeof(boundary) + 256;
+	body = malloc(blen);
+	if (body == NULL)
+		goto nomem;
+	n = snprintf(body, blen,
+	    "--%s\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
+	    "%s\r\n--%s\r\nContent-Type: application/octet-stream\r\n\r\n"
+	    "\r\n--%s--\r\n", boundary, meta, boundary, boundary);
+	if (n < 0 || (size_t)n >= blen)
+		goto nomem;
+	req = (gs_req){ .op = "insert", .method = "POST", .url = url,
+	    .ctype = ctype, .body = body, .body_len = (size_t)n, .name = name };
+	rc = gs_call(g, &req, &r, err);
+	if (rc == GCS_OK)
+		rc = answer_object(&r, "insert", out, err);
+	goto out;
+nomem:
+	rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+out:
+	gcs_resp_clear(&r);
+	free(body);
+	free(meta);
+	json_decref(md);
+	json_decref(res);
+	return rc;
+}
+
+static int
+gs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX];
+	gcs_resp r;
+	gs_req req;
+	int rc;
+
+	if (object_url(g, url, sizeof(url), name, "fields=" OBJ_FIELDS) != 0)
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	req = (gs_req){ .op = "get", .method = "GET", .url = url, .name = name };
+	rc = gs_call(g, &req, &r, err);
+	if (rc == GCS_OK)
+		rc = answer_object(&r, "get", out, err);
+	gcs_resp_clear(&r);
+	return rc;
+}
+
+static int
+gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    const json_t *metadata, gcs_object *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX], q[160];
+	json_t *res;
+	char *body = NULL;
+	gcs_resp r;
+	gs_req req;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(q, sizeof(q), "ifGenerationMatch=%lld&ifMetagenerationMatch="
+	    "%lld&fields=" OBJ_FIELDS, (long long)gen, (long long)metagen);
+	if (object_url(g, url, sizeof(url), name, q) != 0)
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	/* A key set to null is deleted by GCS: pass nulls through. */
+	res = json_pack("{sO}", "metadata", (json_t *)metadata);
+	body = res ? json_dumps(res, JSON_COMPACT) : NULL;
+	json_decref(res);
+	if (body == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	req = (gs_req){ .op = "patch", .method = "PATCH", .url = url,
+	    .ctype = "application/json", .body = body,
+	    .body_len = strlen(body), .name = name };
+	rc = gs_call(g, &req, &r, err);
+	if (rc == GCS_OK)
+		rc = answer_object(&r, "patch", out, err);
+	gcs_resp_clear(&r);
+	free(body);
+	return rc;
+}
+
+static int
+gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX], q[96];
+	gcs_resp r;
+	gs_req req;
+	int rc;
+
+	snprintf(q, sizeof(q), "ifGenerationMatch=%lld&ifMetagenerationMatch="
+	    "%lld", (long long)gen, (long long)metagen);
+	if (object_url(g, url, sizeof(url), name, q) != 0)
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	req = (gs_req){ .op = "delete", .method = "DELETE", .url = url,
+	    .name = name };
+	rc = gs_call(g, &req, &r, err);
+	gcs_resp_clear(&r);
+	return rc;
+}
+
+static int
+list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
+    int max, const char *token, const char *fields)
+{
+	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
+	char ep[3 * sizeof(full)], et[3 * GCS_PAGE_TOKEN_MAX + 1];
+	int n;
+
+	n = snprintf(full, sizeof(full), "%s%s", g->prefix, prefix);
+	if (n < 0 || (size_t)n >= sizeof(full) ||
+	    enc(ep, sizeof(ep), full) != 0 ||
+	    (token != NULL && enc(et, sizeof(et), token) != 0))
+		return -1;
+	n = snprintf(url, urlsz, "%s/storage/v1/b/%s/o?prefix=%s&maxResults=%d"
+	    "%s%s&fields=%s", g->endpoint, g->bucket, ep, max,
+	    token ? "&pageToken=" : "", token ? et : "", fields);
+	return n < 0 || (size_t)n >= urlsz ? -1 : 0;
+}
+
+static int
+gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    gcs_page *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX];
+	json_t *j = NULL, *items, *it;
+	const char *nm, *tok;
+	gcs_resp r;
+	gs_req req;
+	size_t i;
+	int rc;
+
+	if (list_url(g, url, sizeof(url), prefix, max, page_token,
+	    LIST_FIELDS) != 0)
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	req = (gs_req){ .op = "list", .method = "GET", .url = url };
+	rc = gs_call(g, &req, &r, err);
+	if (rc != GCS_OK)
+		return rc;
+	out->now_ms = now_of(&r);
+	j = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+	if (!json_is_object(j))
+		goto bad;
+	items = json_object_get(j, "items"); /* absent on an empty page */
+	if (items != NULL && !json_is_array(items))
+		goto bad;
+	if (json_array_size(items) > 0) {
+		out->items = calloc(json_array_size(items), sizeof(*out->items));
+		if (out->items == NULL) {
+			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+			goto out;
+		}
+	}
+	json_array_foreach(items, i, it) {
+		gcs_entry *e = &out->items[out->n];
+		nm = json_string_value(json_object_get(it, "name"));
+		if (nm == NULL)
+			goto bad;
+		if (strncmp(nm, g->prefix, g->plen) != 0)
+			continue; /* not ours: cannot happen with prefix= */
+		if (parse_object(it, out->now_ms, &e->obj) != 0)
+			goto bad;
+		e->name = strdup(nm + g->plen);
+		if (e->name == NULL) {
+			gcs_object_clear(&e->obj);
+			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+			goto fail;
+		}
+		out->n++;
+	}
+	tok = json_string_value(json_object_get(j, "nextPageToken"));
+	if (tok != NULL && tok[0] != '\0') {
+		if (strlen(tok) > GCS_PAGE_TOKEN_MAX)
+			goto bad;
+		out->next_token = strdup(tok);
+		if (out->next_token == NULL) {
+			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	goto out;
+bad:
+	rc = gcs_fail(err, GCS_UNAVAILABLE,
+	    "Cloud Storage list: malformed answer");
+fail:
+	gcs_page_clear(out);
+out:
+	json_decref(j);
+	gcs_resp_clear(&r);
+	return rc;
+}
+
+static int
+gs_check(gcs_store *s, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char url[GCS_URL_MAX];
+	gcs_resp r;
+	gs_req req;
+	int rc;
+
+	if (list_url(g, url, sizeof(url), "", 1, NULL, "nextPageToken") != 0)
+		return gcs_fail(err, GCS_INVALID, "URL too long");
+	req = (gs_req){ .op = "list (readiness check)", .method = "GET",
+	    .url = url };
+	rc = gs_call(g, &req, &r, err);
+	gcs_resp_clear(&r);
+	if (rc == GCS_NOT_FOUND)
+		gcs_fail(err, GCS_NOT_FOUND, "Cloud Storage bucket '%s' not "
+		    "found", g->bucket);
+	else if (rc == GCS_DENIED)
+		gcs_fail(err, GCS_DENIED, "Cloud Storage refused the "
+		    "credentials for bucket '%s' (HTTP %d)", g->bucket,
+		    err->http_status);
+	return rc;
+}
+
+static void
+gs_free(gcs_store *s)
+{
+	gs_store *g = (gs_store *)s;
+	int i;
+
+	if (g == NULL)
+		return;
+	for (i = 0; i < g->npool; i++)
+		curl_easy_cleanup(g->pool[i]);
+	pthread_mutex_destroy(&g->pool_mu);
+	gcs_token_src_free(g->tok);
+	free(g);
+}
+
+static const gcs_store_ops gs_ops = {
+	.scheme = "gs",
+	.insert = gs_insert,
+	.get = gs_get,
+	.patch = gs_patch,
+	.remove = gs_remove,
+	.list = gs_list,
+	.check = gs_check,
+	.free = gs_free,
+};
+
+/* Bucket names: 3-63 characters per dot-separated part, 222 in all, of
+ * a-z 0-9 - _ ., starting and ending with a letter or digit. */
+static int
+bucket_valid(const char *b)
+{
+	size_t n = strlen(b), i, label = 0;
+
+	if (n < 3 || n > GCS_BUCKET_NAME_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = b[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && c != '-' && c != '_' && c != '.')
+			return 0;
+		label = c == '.' ? 0 : label + 1;
+		if (label > GCS_BUCKET_LABEL_MAX)
+			return 0;
+	}
+	return ((b[0] >= 'a' && b[0] <= 'z') || (b[0] >= '0' && b[0] <= '9')) &&
+	    ((b[n - 1] >= 'a' && b[n - 1] <= 'z') ||
+	    (b[n - 1] >= '0' && b[n - 1] <= '9')) && strstr(b, "..") == NULL;
+}
+
+/* Prefixes: printable ASCII, no leading '/', no "." or ".." segment. */
+static int
+prefix_valid(const char *p)
+{
+	size_t i, n = strlen(p);
+
+	if (n > GCS_PREFIX_MAX || p[0] == '/')
+		return 0;
+	for (i = 0; i < n; i++)
+		if (p[i] < 0x21 || p[i] > 0x7e || p[i] == '#' || p[i] == '?' ||
+		    p[i] == '[' || p[i] == ']' || p[i] == '*')
+			return 0;
+	return strstr(p, "//") == NULL && strncmp(p, "./", 2) != 0 &&
+	    strncmp(p, "../", 3) != 0 && strstr(p, "/./") == NULL &&
+	    strstr(p, "/../") == NULL;
+}
+
+static int
+set_endpoint(gs_store *g, const char *v, gcs_err *err)
+{
+	int n;
+	size_t len;
+
+	n = snprintf(g->endpoint, sizeof(g->endpoint), "%s%s",
+	    strstr(v, "://") ? "" : "http://", v);
+	if (n < 0 || (size_t)n >= sizeof(g->endpoint) ||
+	    (strncmp(g->endpoint, "http://", 7) != 0 &&
+	    strncmp(g->endpoint, "https://", 8) != 0))
+		return gcs_fail(err, GCS_INVALID,
+		    "Cloud Storage endpoint '%.64s' is not an http(s) URL", v);
+	len = strlen(g->endpoint);
+	while (len > 0 && g->endpoint[len - 1] == '/')
+		g->endpoint[--len] = '\0';
+	return GCS_OK;
+}
 
 gcs_store *
 gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 {
-	(void)bucket;
-	(void)prefix;
-	gcs_fail(err, GCS_INVALID, "the gs:// store is not built yet");
+	const char *emu = getenv("STORAGE_EMULATOR_HOST");
+	const char *ep = getenv("LOCKGATE_GCS_ENDPOINT");
+	gs_store *g;
+
+	if (prefix == NULL)
+		prefix = "";
+	if (bucket == NULL || !bucket_valid(bucket)) {
+		gcs_fail(err, GCS_INVALID, "gs:// bucket name '%.64s' is not "
+		    "valid (3-63 of a-z 0-9 - _ . per part)", bucket ? bucket : "");
+		return NULL;
+	}
+	if (!prefix_valid(prefix)) {
+		gcs_fail(err, GCS_INVALID, "gs:// prefix is not valid (at most "
+		    "%d printable characters, no '//', '.' or '..' segment, "
+		    "no # ? [ ] *)", GCS_PREFIX_MAX);
+		return NULL;
+	}
+	gcs_curl_global_init();
+	g = calloc(1, sizeof(*g));
+	if (g == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		return NULL;
+	}
+	g->base.ops = &gs_ops;
+	pthread_mutex_init(&g->pool_mu, NULL);
+	memcpy(g->bucket, bucket, strlen(bucket) + 1);
+	memcpy(g->prefix, prefix, strlen(prefix) + 1);
+	g->plen = strlen(prefix);
+	g->policy = (gcs_retry_policy){ GCS_RETRY_TOTAL_MS,
+	    GCS_BACKOFF_INITIAL_MS, GCS_BACKOFF_MAX_MS, GCS_TRY_TIMEOUT_MS };
+	if (emu != NULL && emu[0] != '\0') {
+		if (set_endpoint(g, emu, err) != GCS_OK)
+			goto fail;
+		return &g->base; /* emulator: no credentials */
+	}
+	if (set_endpoint(g, ep && ep[0] ? ep : GCS_DEFAULT_ENDPOINT, err) !=
+	    GCS_OK)
+		goto fail;
+	g->tok = gcs_token_src_new(err);
+	if (g->tok == NULL)
+		goto fail;
+	return &g->base;
+fail:
+	gs_free(&g->base);
 	return NULL;
+}
+
+void
+gcs_gs_set_retry(gcs_store *s, const gcs_retry_policy *p)
+{
+	gs_store *g = (gs_store *)s;
+
+	if (p->total_ms > 0)
+		g->policy.total_ms = p->total_ms;
+	if (p->initial_ms > 0)
+		g->policy.initial_ms = p->initial_ms;
+	if (p->max_ms > 0)
+		g->policy.max_ms = p->max_ms;
+	if (p->try_timeout_ms > 0)
+		g->policy.try_timeout_ms = p->try_timeout_ms;
+}
+
+const char *
+gcs_gs_endpoint(const gcs_store *s)
+{
+	return ((const gs_store *)s)->endpoint;
+}
+
+int
+gcs_gs_authenticated(const gcs_store *s)
+{
+	return ((const gs_store *)s)->tok != NULL;
 }

@@ -146,3 +146,8 @@ for k in sys.argv[1].split("."):
 print("" if d is None else (json.dumps(d) if isinstance(d, (dict, list)) else str(d).lower() if isinstance(d, bool) else d))
 ' "$1"
 }
+
+# lg_str FIELD < JSON: a top-level string field by sed (fast; for loops).
+lg_str() {
+	sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"
+}

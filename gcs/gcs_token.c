@@ -1,0 +1,462 @@
+/*
+ * gcs_token.c: access tokens from a service-account key or the metadata
+ * server, cached and refreshed ahead of expiry by one thread at a time.
+ *
+ * Key material (the private key, the signed assertion, access tokens in
+ * request buffers) is wiped after use; the private key is re-read from its
+ * file at each refresh rather than kept in memory.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <jwt.h>
+
+#include "gcs_http.h"
+#include "gcs_token.h"
+
+#define TOKEN_URL_MAX 1024
+#define SA_EMAIL_MAX 512
+#define FORM_MAX 16384 /* bytes of the token request body */
+#define MD_PATH "/computeMetadata/v1/instance/service-accounts/default/token"
+
+typedef enum { SRC_SA, SRC_METADATA } src_kind;
+
+struct gcs_token_src {
+	src_kind kind;
+	char key_path[1024];          /* SRC_SA */
+	char email[SA_EMAIL_MAX];     /* SRC_SA */
+	char token_url[TOKEN_URL_MAX];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refreshing;
+	uint64_t fetch_seq;          /* bumped after every fetch */
+	int last_ok;
+	int64_t last_fail_ms;        /* mono time of the last failed fetch */
+	char last_msg[GCS_ERRMSG_MAX];
+	char token[GCS_TOKEN_MAX];   /* "" when none */
+	int64_t expires_ms;          /* mono time the token expires */
+	int64_t refresh_ms;          /* mono time to refresh from */
+};
+
+/* Read PATH (at most GCS_SA_KEY_FILE_MAX bytes) and parse it.  The caller
+ * wipes the private key in the returned JSON before json_decref. */
+static json_t *
+sa_load(const char *path, gcs_err *err)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+	json_t *j = NULL;
+	json_error_t je;
+
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		gcs_fail(err, GCS_INVALID,
+		    "cannot open GOOGLE_APPLICATION_CREDENTIALS file: %s",
+		    strerror(errno));
+		return NULL;
+	}
+	buf = malloc(GCS_SA_KEY_FILE_MAX + 1);
+	if (buf == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto out;
+	}
+	n = fread(buf, 1, GCS_SA_KEY_FILE_MAX + 1, f);
+	if (n > GCS_SA_KEY_FILE_MAX) {
+		gcs_fail(err, GCS_INVALID,
+		    "GOOGLE_APPLICATION_CREDENTIALS file is over %d bytes",
+		    GCS_SA_KEY_FILE_MAX);
+		goto out;
+	}
+	j = json_loadb(buf, n, 0, &je);
+	if (j == NULL) /* je.text may quote key bytes: do not pass it on */
+		gcs_fail(err, GCS_INVALID,
+		    "GOOGLE_APPLICATION_CREDENTIALS is not JSON (line %d)",
+		    je.line);
+out:
+	gcs_wipe(buf, n > GCS_SA_KEY_FILE_MAX ? GCS_SA_KEY_FILE_MAX + 1 : n);
+	free(buf);
+	fclose(f);
+	return j;
+}
+
+static void
+sa_wipe_free(json_t *j)
+{
+	json_t *k = json_object_get(j, "private_key");
+
+	if (json_is_string(k))
+		gcs_wipe((char *)json_string_value(k), json_string_length(k));
+	json_decref(j);
+}
+
+static int
+copy_str(char *dst, size_t dstsz, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= dstsz)
+		return -1;
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* Check the key file's fields and copy the public ones into T. */
+static int
+sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
+{
+	const char *type = json_string_value(json_object_get(j, "type"));
+	const char *email = json_string_value(json_object_get(j, "client_email"));
+	const char *key = json_string_value(json_object_get(j, "private_key"));
+	const char *uri = json_string_value(json_object_get(j, "token_uri"));
+
+	if (type == NULL || strcmp(type, "service_account") != 0)
+		return gcs_fail(err, GCS_INVALID,
+		    "GOOGLE_APPLICATION_CREDENTIALS is not a service-account key "
+		    "(type must be \"service_account\")");
+	if (email == NULL || email[0] == '\0' ||
+	    copy_str(t->email, sizeof(t->email), email) != 0)
+		return gcs_fail(err, GCS_INVALID,
+		    "service-account key: client_email missing or too long");
+	if (key == NULL || strstr(key, "PRIVATE KEY") == NULL)
+		return gcs_fail(err, GCS_INVALID,
+		    "service-account key: private_key missing or not PEM");
+	if (uri == NULL)
+		uri = GCS_DEFAULT_TOKEN_URI;
+	if ((strncmp(uri, "https://", 8) != 0 && strncmp(uri, "http://", 7) != 0) ||
+	    copy_str(t->token_url, sizeof(t->token_url), uri) != 0)
+		return gcs_fail(err, GCS_INVALID,
+		    "service-account key: token_uri must be an http(s) URL");
+	return GCS_OK;
+}
+
+gcs_token_src *
+gcs_token_src_new(gcs_err *err)
+{
+	gcs_token_src *t;
+	const char *path = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+	const char *md = getenv("GCE_METADATA_HOST");
+	json_t *j;
+	int n;
+
+	gcs_curl_global_init();
+	t = calloc(1, sizeof(*t));
+	if (t == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	if (path != NULL && path[0] != '\0') {
+		t->kind = SRC_SA;
+		if (copy_str(t->key_path, sizeof(t->key_path), path) != 0) {
+			gcs_fail(err, GCS_INVALID,
+			    "GOOGLE_APPLICATION_CREDENTIALS path too long");
+			goto fail;
+		}
+		j = sa_load(path, err);
+		if (j == NULL)
+			goto fail;
+		n = sa_fields(t, j, err);
+		sa_wipe_free(j);
+		if (n != GCS_OK)
+			goto fail;
+		return t;
+	}
+	t->kind = SRC_METADATA;
+	if (md == NULL || md[0] == '\0')
+		md = GCS_DEFAULT_METADATA_HOST;
+	n = snprintf(t->token_url, sizeof(t->token_url), "%s%s%s",
+	    strstr(md, "://") ? "" : "http://", md, MD_PATH);
+	if (n < 0 || (size_t)n >= sizeof(t->token_url)) {
+		gcs_fail(err, GCS_INVALID, "GCE_METADATA_HOST too long");
+		goto fail;
+	}
+	return t;
+fail:
+	gcs_token_src_free(t);
+	return NULL;
+}
+
+void
+gcs_token_src_free(gcs_token_src *t)
+{
+	if (t == NULL)
+		return;
+	pthread_mutex_destroy(&t->mu);
+	pthread_cond_destroy(&t->cv);
+	gcs_wipe(t, sizeof(*t));
+	free(t);
+}
+
+const char *
+gcs_token_src_kind(const gcs_token_src *t)
+{
+	return t->kind == SRC_SA ? "service_account" : "metadata_server";
+}
+
+/* Build the signed assertion for the key file; caller wipes and frees it. */
+static char *
+sa_assertion(gcs_token_src *t, gcs_err *err)
+{
+	json_t *j;
+	const char *key, *kid;
+	jwt_t *jwt = NULL;
+	char *out = NULL;
+	time_t now = time(NULL);
+
+	j = sa_load(t->key_path, err);
+	if (j == NULL)
+		return NULL;
+	if (sa_fields(t, j, err) != GCS_OK)
+		goto out;
+	key = json_string_value(json_object_get(j, "private_key"));
+	kid = json_string_value(json_object_get(j, "private_key_id"));
+	if (jwt_new(&jwt) != 0) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto out;
+	}
+	if (jwt_set_alg(jwt, JWT_ALG_RS256, (const unsigned char *)key,
+	    (int)strlen(key)) != 0 ||
+	    jwt_add_grant(jwt, "iss", t->email) != 0 ||
+	    jwt_add_grant(jwt, "scope", GCS_TOKEN_SCOPE) != 0 ||
+	    jwt_add_grant(jwt, "aud", t->token_url) != 0 ||
+	    jwt_add_grant_int(jwt, "iat", (long)now) != 0 ||
+	    jwt_add_grant_int(jwt, "exp", (long)now + GCS_SA_ASSERTION_TTL_S) != 0 ||
+	    (kid != NULL && kid[0] != '\0' && jwt_add_header(jwt, "kid", kid) != 0)) {
+		gcs_fail(err, GCS_INVALID, "service-account key: cannot build "
+		    "the token assertion");
+		goto out;
+	}
+	out = jwt_encode_str(jwt);
+	if (out == NULL)
+		gcs_fail(err, GCS_INVALID, "service-account key: cannot sign "
+		    "with private_key (not an RSA PEM key?)");
+out:
+	jwt_free(jwt); /* scrubs its copy of the key */
+	sa_wipe_free(j);
+	return out;
+}
+
+/* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
+ * TOK and its lifetime into *life_ms. */
+static int
+fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
+    int64_t *life_ms, gcs_err *err)
+{
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL;
+	char *assertion = NULL, *form = NULL, ebuf[GCS_ERRMSG_MAX];
+	const char *src = t->kind == SRC_SA ? "service-account token_uri"
+	    : "metadata server";
+	size_t formlen = 0;
+	gcs_resp r;
+	json_t *j = NULL;
+	const char *at;
+	json_int_t exp;
+	int rc = GCS_UNAVAILABLE, n;
+
+	memset(&r, 0, sizeof(r));
+	h = curl_easy_init();
+	if (h == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	if (t->kind == SRC_SA) {
+		assertion = sa_assertion(t, err);
+		if (assertion == NULL) {
+			rc = GCS_UNAVAILABLE; /* 503 to callers, message kept */
+			if (err != NULL)
+				err->status = GCS_UNAVAILABLE;
+			goto out;
+		}
+		form = malloc(FORM_MAX);
+		if (form == NULL) {
+			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+			goto out;
+		}
+		n = snprintf(form, FORM_MAX, "grant_type=urn%%3Aietf%%3Aparams"
+		    "%%3Aoauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s",
+		    assertion);
+		if (n < 0 || n >= FORM_MAX) {
+			rc = gcs_fail(err, GCS_UNAVAILABLE,
+			    "service-account assertion too long");
+			goto out;
+		}
+		formlen = (size_t)n;
+		hdrs = curl_slist_append(hdrs,
+		    "Content-Type: application/x-www-form-urlencoded");
+	} else {
+		hdrs = curl_slist_append(hdrs, "Metadata-Flavor: Google");
+	}
+	if (hdrs == NULL) {
+		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto out;
+	}
+	if (gcs_http_perform(h, form ? "POST" : "GET", t->token_url, hdrs, form,
+	    formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot get a Cloud Storage access token from the %s: %s",
+		    src, ebuf);
+		goto out;
+	}
+	if (r.status != 200) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot get a Cloud Storage access token: the %s answered "
+		    "HTTP %ld", src, r.status);
+		goto out;
+	}
+	j = r.body && !r.too_big ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+	at = json_string_value(json_object_get(j, "access_token"));
+	exp = json_integer_value(json_object_get(j, "expires_in"));
+	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "the %s gave no usable access_token/expires_in", src);
+		goto out;
+	}
+	memcpy(tok, at, strlen(at) + 1);
+	*life_ms = (int64_t)exp * 1000;
+	rc = GCS_OK;
+out:
+	if (j != NULL) {
+		json_t *v = json_object_get(j, "access_token");
+		if (json_is_string(v))
+			gcs_wipe((char *)json_string_value(v),
+			    json_string_length(v));
+		json_decref(j);
+	}
+	gcs_wipe(r.body, r.len);
+	gcs_resp_clear(&r);
+	if (assertion != NULL) {
+		gcs_wipe(assertion, strlen(assertion));
+		free(assertion);
+	}
+	if (form != NULL) {
+		gcs_wipe(form, FORM_MAX);
+		free(form);
+	}
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return rc;
+}
+
+static int
+copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
+{
+	size_t n = strlen(t->token);
+
+	if (n >= outsz)
+		return gcs_fail(err, GCS_INVALID, "token buffer too small");
+	memcpy(out, t->token, n + 1);
+	return GCS_OK;
+}
+
+int
+gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
+    gcs_err *err)
+{
+	char tok[GCS_TOKEN_MAX];
+	int64_t now, life = 0, early;
+	uint64_t seq;
+	long timeout;
+	struct timespec ts;
+	int rc;
+
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		now = gcs_mono_ms();
+		if (t->token[0] != '\0' && now < t->refresh_ms) {
+			rc = copy_token(t, out, outsz, err);
+			goto out;
+		}
+		if (t->refreshing) {
+			/* Someone else is fetching: a still-valid token will
+			 * do; otherwise wait for that fetch, within our own
+			 * deadline. */
+			if (t->token[0] != '\0' && now < t->expires_ms) {
+				rc = copy_token(t, out, outsz, err);
+				goto out;
+			}
+			if (now >= deadline_ms) {
+				rc = gcs_fail(err, GCS_UNAVAILABLE,
+				    "timed out waiting for a Cloud Storage "
+				    "access token from the %s",
+				    t->kind == SRC_SA ? "service-account "
+				    "token_uri" : "metadata server");
+				goto out;
+			}
+			seq = t->fetch_seq;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += (deadline_ms - now) / 1000;
+			ts.tv_nsec += ((deadline_ms - now) % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			while (t->refreshing && t->fetch_seq == seq &&
+			    pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
+				;
+			if (t->fetch_seq != seq && !t->last_ok) {
+				rc = gcs_fail(err, GCS_UNAVAILABLE, "%s",
+				    t->last_msg);
+				goto out;
+			}
+			continue;
+		}
+		if (!t->last_ok && t->last_fail_ms != 0 &&
+		    now - t->last_fail_ms < GCS_TOKEN_FAIL_HOLD_MS &&
+		    !(t->token[0] != '\0' && now < t->expires_ms)) {
+			rc = gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
+			goto out;
+		}
+		break;
+	}
+	/* We fetch; others use the old token while it lasts, or wait. */
+	t->refreshing = 1;
+	pthread_mutex_unlock(&t->mu);
+	timeout = (long)(deadline_ms - now);
+	if (timeout > GCS_TOKEN_FETCH_TIMEOUT_MS)
+		timeout = GCS_TOKEN_FETCH_TIMEOUT_MS;
+	if (timeout < 1)
+		timeout = 1;
+	rc = fetch(t, timeout, tok, sizeof(tok), &life, err);
+	gcs_stat_token_fetch(rc == GCS_OK);
+	pthread_mutex_lock(&t->mu);
+	t->refreshing = 0;
+	t->fetch_seq++;
+	t->last_ok = rc == GCS_OK;
+	now = gcs_mono_ms();
+	if (rc == GCS_OK) {
+		early = life / GCS_TOKEN_EARLY_DIV;
+		if (early > GCS_TOKEN_EARLY_MS)
+			early = GCS_TOKEN_EARLY_MS;
+		memcpy(t->token, tok, sizeof(t->token));
+		t->expires_ms = now + life;
+		t->refresh_ms = now + life - early;
+		t->last_fail_ms = 0;
+		rc = copy_token(t, out, outsz, err);
+	} else {
+		t->last_fail_ms = now;
+		snprintf(t->last_msg, sizeof(t->last_msg), "%s",
+		    err ? err->msg : "token source failed");
+		if (t->token[0] != '\0' && now < t->expires_ms)
+			rc = copy_token(t, out, outsz, err); /* old one lasts */
+	}
+	pthread_cond_broadcast(&t->cv);
+out:
+	pthread_mutex_unlock(&t->mu);
+	gcs_wipe(tok, sizeof(tok));
+	return rc;
+}
+
+void
+gcs_token_invalidate(gcs_token_src *t)
+{
+	pthread_mutex_lock(&t->mu);
+	gcs_wipe(t->token, sizeof(t->token));
+	t->expires_ms = t->refresh_ms = 0;
+	pthread_mutex_unlock(&t->mu);
+}

@@ -1,0 +1,69 @@
+# lib_gcs.sh: the gs:// store for the e2e harness (sourced by lib.sh when
+# LG_STORE=gs).  Starts build/tools/fake_gcs on loopback and a free port,
+# points lockgate at it through STORAGE_EMULATOR_HOST, and offers helpers
+# to drive its control endpoint.  LG_FAKE_GCS_ARGS adds fake_gcs options
+# (e.g. --rate-limit).
+
+LG_FAKE_GCS_BIN=${LG_FAKE_GCS_BIN:-build/tools/fake_gcs}
+LG_FAKE_GCS_PID=""
+
+# lg_store_setup: start the fake; sets LG_FAKE_GCS_URL, exports
+# STORAGE_EMULATOR_HOST and sets LG_STORE_URL (gs://lockgate-e2e/locks/).
+lg_store_setup() {
+	[ -x "$LG_FAKE_GCS_BIN" ] ||
+	    lg_fail "$LG_FAKE_GCS_BIN is missing (make build/tools/fake_gcs)"
+	# shellcheck disable=SC2086
+	"$LG_FAKE_GCS_BIN" --port 0 ${LG_FAKE_GCS_ARGS:-} \
+	    >"$LG_TMP/fake_gcs.port" 2>"$LG_TMP/fake_gcs.log" &
+	LG_FAKE_GCS_PID=$!
+	i=0
+	port=""
+	while [ $i -lt 100 ]; do
+		port=$(head -n 1 "$LG_TMP/fake_gcs.port")
+		[ -n "$port" ] && break
+		kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null || break
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -n "$port" ] || lg_fail "fake_gcs did not start"
+	LG_FAKE_GCS_URL=http://127.0.0.1:$port
+	STORAGE_EMULATOR_HOST=127.0.0.1:$port
+	export STORAGE_EMULATOR_HOST
+	LG_STORE_URL=${LG_STORE_URL:-gs://lockgate-e2e/locks/}
+}
+
+# lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.
+lg_store_teardown() {
+	[ -n "$LG_FAKE_GCS_PID" ] || return 0
+	kill -TERM "$LG_FAKE_GCS_PID" 2>/dev/null
+	i=0
+	while kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null && [ $i -lt 60 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill -KILL "$LG_FAKE_GCS_PID" 2>/dev/null
+	wait "$LG_FAKE_GCS_PID" 2>/dev/null
+	LG_FAKE_GCS_PID=""
+}
+
+# lg_fake PATH?QUERY: call the fake's control endpoint /_fake/PATH?QUERY
+# (fault?op=..&kind=..&count=.., clear-faults, config?.., reset, stats,
+# requests) and print its answer; fails the test unless it answers 200.
+lg_fake() {
+	out=$(curl -sS --max-time 5 -w '\n%{http_code}' "$LG_FAKE_GCS_URL/_fake/$1") ||
+	    lg_fail "fake_gcs control $1"
+	code=$(printf '%s\n' "$out" | tail -n 1)
+	[ "$code" = 200 ] || lg_fail "fake_gcs control $1: HTTP $code"
+	printf '%s\n' "$out" | sed '$d'
+}
+
+# lg_fake_count NAME: a counter of the fake: an operation (insert get patch
+# delete list token metadata) or writes, reads, objects, connections.
+lg_fake_count() {
+	lg_fake stats | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+k = sys.argv[1]
+print(d["ops"][k] if k in d["ops"] else d[k])
+' "$1"
+}

@@ -1,0 +1,519 @@
+/*
+ * test_api.c: the lock algorithm over the mem store with a clock the test
+ * moves, and a wrapper store that counts calls and injects the ambiguous
+ * answers of a retried request.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "wrap_store.h"
+
+static int64_t clock_ms;
+
+static int64_t
+test_clock(void *ctx)
+{
+	(void)ctx;
+	return clock_ms;
+}
+
+typedef struct fixture {
+	wrap_store *ws;
+	api_service *svc;
+	int events[API_EV_LOST + 1];
+} fixture;
+
+static void
+count_event(void *ctx, const api_event *ev)
+{
+	fixture *f = ctx;
+
+	f->events[ev->kind]++;
+}
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	clock_ms = 1700000000000LL;
+	f->ws = wrap_store_new(gcs_mem_new(test_clock, NULL));
+	f->svc = api_new(&f->ws->base, count_event, f);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	api_free(f->svc);
+	gcs_store_free(&f->ws->base);
+	free(f);
+	return 0;
+}
+
+static void
+acq_req(api_acquire_req *q, const char *name, const char *owner, int ttl)
+{
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	snprintf(q->owner, sizeof(q->owner), "%s", owner);
+	snprintf(q->holder, sizeof(q->holder), "holder-of-%s", owner);
+	q->ttl = ttl;
+}
+
+static void
+lease_req(api_lease_req *q, const api_lock *l, const char *owner, int ttl)
+{
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%s", l->name);
+	snprintf(q->owner, sizeof(q->owner), "%s", owner);
+	snprintf(q->lease_id, sizeof(q->lease_id), "%s", l->lease_id);
+	q->ttl = ttl;
+}
+
+static void
+t_names(void **state)
+{
+	static const char *good[] = {"a", "prod/deploy", "A.b_c-d/e/f", "9",
+		"x..y", "a/b.c", "a/.hidden", NULL};
+	static const char *bad[] = {"", "/a", "a/", "a//b", "../a", "a/../b",
+		"a/..", "-a", ".a", "_a", "a b", "a:b", "a%2F", "a\\b", "ä",
+		"a/./b", "a?b", "a#b", NULL};
+	char why[128], big[300];
+	int i;
+
+	(void)state;
+	for (i = 0; good[i]; i++)
+		assert_int_equal(api_name_valid(good[i], why, sizeof(why)), 1);
+	for (i = 0; bad[i]; i++) {
+		why[0] = '\0';
+		assert_int_equal(api_name_valid(bad[i], why, sizeof(why)), 0);
+		assert_true(why[0] != '\0');
+	}
+	memset(big, 'a', 256);
+	big[256] = '\0';
+	assert_int_equal(api_name_valid(big, why, sizeof(why)), 1);
+	big[256] = 'a';
+	big[257] = '\0';
+	assert_int_equal(api_name_valid(big, why, sizeof(why)), 0);
+	assert_int_equal(api_name_valid(NULL, why, sizeof(why)), 0);
+}
+
+static void
+t_lease_ids_and_labels(void **state)
+{
+	char why[128];
+	json_t *l;
+
+	(void)state;
+	assert_true(api_lease_id_valid("job-1234_abc"));
+	assert_false(api_lease_id_valid("short"));
+	assert_false(api_lease_id_valid("has space in it"));
+	assert_false(api_lease_id_valid(NULL));
+	l = json_pack("{s:s, s:s}", "env", "prod", "team", "web");
+	assert_true(api_labels_valid(l, why, sizeof(why)));
+	json_object_set_new(l, "n", json_integer(3));
+	assert_false(api_labels_valid(l, why, sizeof(why)));
+	json_decref(l);
+	l = json_pack("{s:s}", "bad key", "v");
+	assert_false(api_labels_valid(l, why, sizeof(why)));
+	json_decref(l);
+	l = json_array();
+	assert_false(api_labels_valid(l, why, sizeof(why)));
+	json_decref(l);
+}
+
+/* Uncontended acquire, refresh and release cost exactly one write each
+ * (and no read) on the instance that granted the lease. */
+static void
+t_one_write_each(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, r;
+	api_err e;
+
+	acq_req(&q, "prod/deploy", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_int_equal(wrap_writes(f->ws), 1);
+	assert_int_equal(f->ws->calls[W_GET], 0);
+	assert_int_equal(strlen(l.lease_id), 32);
+	assert_true(l.fencing_token > 0);
+	assert_int_equal(l.refresh_interval, 3);
+
+	wrap_reset(f->ws);
+	clock_ms += 5000;
+	lease_req(&lq, &l, "alice", 60);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_OK);
+	assert_int_equal(wrap_writes(f->ws), 1);
+	assert_int_equal(f->ws->calls[W_GET], 0);
+	assert_int_equal(r.ttl, 60);
+	assert_int_equal(r.fencing_token, l.fencing_token);
+	assert_true(r.expires_at_ms == clock_ms + 60000);
+	api_lock_clear(&r);
+
+	wrap_reset(f->ws);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	assert_int_equal(wrap_writes(f->ws), 1);
+	assert_int_equal(f->ws->calls[W_GET], 0);
+	assert_int_equal(f->events[API_EV_GRANTED], 1);
+	assert_int_equal(f->events[API_EV_REFRESHED], 1);
+	assert_int_equal(f->events[API_EV_RELEASED], 1);
+	api_lock_clear(&l);
+}
+
+/* Expiry is judged on the store's clock with a 1 s margin. */
+static void
+t_expiry_and_takeover(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req qa, qb;
+	api_lease_req lq;
+	api_lock la, lb, x;
+	api_err e;
+	int64_t t0 = clock_ms;
+
+	acq_req(&qa, "db/migrate", "alice", 10);
+	acq_req(&qb, "db/migrate", "bob", 10);
+	assert_int_equal(api_acquire(f->svc, &qa, &la, &e), API_OK);
+
+	clock_ms = t0 + 9000; /* ttl - 1 s */
+	assert_int_equal(api_acquire(f->svc, &qb, &x, &e), API_LOCKED);
+	assert_string_equal(x.owner, "alice");
+	assert_string_equal(x.lease_id, ""); /* never shown to others */
+	assert_true(e.retry_after >= 1);
+	api_lock_clear(&x);
+	clock_ms = t0 + 11000; /* ttl + margin: not yet */
+	assert_int_equal(api_acquire(f->svc, &qb, &x, &e), API_LOCKED);
+	api_lock_clear(&x);
+	assert_int_equal(api_inspect(f->svc, "db/migrate", &x, &e), API_OK);
+	api_lock_clear(&x);
+
+	clock_ms = t0 + 11001; /* past ttl + margin: expired */
+	assert_int_equal(api_inspect(f->svc, "db/migrate", &x, &e),
+	    API_NOT_HELD);
+	assert_true(x.expired);
+	api_lock_clear(&x);
+	assert_int_equal(api_acquire(f->svc, &qb, &lb, &e), API_OK);
+	assert_string_equal(lb.owner, "bob");
+	assert_true(lb.fencing_token > la.fencing_token);
+	assert_int_equal(f->events[API_EV_TAKEOVER], 1);
+
+	/* Alice's lease is lost: refresh and release say so (409). */
+	lease_req(&lq, &la, "alice", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &x, &e), API_LEASE_LOST);
+	api_lock_clear(&x);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_LOST);
+	/* Bob's still holds. */
+	assert_int_equal(api_inspect(f->svc, "db/migrate", &x, &e), API_OK);
+	assert_string_equal(x.owner, "bob");
+	api_lock_clear(&x);
+	api_lock_clear(&la);
+	api_lock_clear(&lb);
+}
+
+/* A lease past its TTL that nobody took over may still be refreshed: the
+ * object never went away, so nobody else was granted the lock. */
+static void
+t_refresh_expired_not_taken(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, r;
+	api_err e;
+
+	acq_req(&q, "late", "alice", 2);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	clock_ms += 5000;
+	lease_req(&lq, &l, "alice", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_OK);
+	assert_false(r.expired);
+	api_lock_clear(&r);
+	api_lock_clear(&l);
+}
+
+static void
+t_released_then_not_found(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, r;
+	api_err e;
+
+	acq_req(&q, "x", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "alice", 0);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e),
+	    API_LEASE_NOT_FOUND);
+	api_lock_clear(&r);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_NOT_FOUND);
+	assert_int_equal(api_code_status(e.code), 404);
+	api_lock_clear(&l);
+}
+
+/* design 1: a retried insert whose first attempt succeeded gets 412; the
+ * read-back shows our lease_id, so it is ours. */
+static void
+t_retried_insert_is_ours(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l, x;
+	api_err e;
+
+	acq_req(&q, "ghost", "alice", 30);
+	f->ws->ghost_op = W_INSERT;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_int_equal(f->ws->calls[W_INSERT], 1);
+	assert_int_equal(f->ws->calls[W_GET], 1);
+	assert_string_equal(l.owner, "alice");
+	assert_int_equal(strlen(l.lease_id), 32);
+	assert_int_equal(api_inspect(f->svc, "ghost", &x, &e), API_OK);
+	assert_int_equal(x.fencing_token, l.fencing_token);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+/* design 1: a retried delete answered 404 is a release. */
+static void
+t_retried_delete_is_released(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, x;
+	api_err e;
+
+	acq_req(&q, "ghost-del", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "alice", 0);
+	f->ws->ghost_op = W_REMOVE;
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	assert_int_equal(api_inspect(f->svc, "ghost-del", &x, &e),
+	    API_NOT_HELD);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+/* A first-attempt 404 on delete is not ours to call a success. */
+static void
+t_delete_404_not_retried(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l;
+	api_err e;
+
+	acq_req(&q, "gone", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	/* Another instance force-released it behind our cache's back. */
+	assert_int_equal(api_force_release(f->svc, "gone", "root", &e), API_OK);
+	lease_req(&lq, &l, "alice", 0);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_NOT_FOUND);
+	assert_int_equal(f->events[API_EV_FORCED], 1);
+	api_lock_clear(&l);
+}
+
+/* Two instances on one store: a stale lease cache costs a 412 and a
+ * re-read, never a wrong answer. */
+static void
+t_two_instances_stale_cache(void **state)
+{
+	fixture *f = *state;
+	api_service *other = api_new(&f->ws->base, NULL, NULL);
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, r;
+	api_err e;
+
+	acq_req(&q, "shared", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "alice", 0);
+	wrap_reset(f->ws);
+	assert_int_equal(api_refresh(other, &lq, &r, &e), API_OK);
+	assert_int_equal(f->ws->calls[W_GET], 1); /* not cached there */
+	assert_int_equal(wrap_writes(f->ws), 1);
+	api_lock_clear(&r);
+	wrap_reset(f->ws);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_OK);
+	assert_int_equal(f->ws->calls[W_PATCH], 2); /* 412, then again */
+	assert_int_equal(f->ws->calls[W_GET], 1);
+	api_lock_clear(&r);
+	assert_int_equal(api_release(other, &lq, &e), API_OK);
+	api_free(other);
+	api_lock_clear(&l);
+}
+
+static void
+t_owner_and_admin(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, r;
+	api_err e;
+
+	acq_req(&q, "mine", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "mallory", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_FORBIDDEN);
+	api_lock_clear(&r);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_FORBIDDEN);
+	lq.admin = true;
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	api_lock_clear(&l);
+}
+
+static void
+t_overdue_and_json(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l, x;
+	api_err e;
+	json_t *j;
+
+	acq_req(&q, "slow", "alice", 60);
+	q.expected_duration = 5;
+	q.labels = json_pack("{s:s}", "env", "prod");
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	json_decref(q.labels);
+	assert_false(l.overdue);
+	clock_ms += 6000;
+	assert_int_equal(api_inspect(f->svc, "slow", &x, &e), API_OK);
+	assert_true(x.overdue);
+	j = api_lock_json(&x, false);
+	assert_non_null(j);
+	assert_null(json_object_get(j, "lease_id"));
+	assert_true(json_is_true(json_object_get(j, "overdue")));
+	assert_string_equal(json_string_value(json_object_get(
+	    json_object_get(j, "labels"), "env")), "prod");
+	assert_string_equal(json_string_value(json_object_get(j,
+	    "fencing_token")), "1");
+	json_decref(j);
+	j = api_lock_json(&l, true);
+	assert_string_equal(json_string_value(json_object_get(j, "lease_id")),
+	    l.lease_id);
+	json_decref(j);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+static void
+t_list_paging(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_list_req lr;
+	api_list_res res;
+	api_lock l;
+	api_err e;
+	char name[32];
+	int i, seen = 0, pages = 0;
+
+	for (i = 0; i < 7; i++) {
+		snprintf(name, sizeof(name), "team/l%d", i);
+		acq_req(&q, name, "alice", i == 3 ? 2 : 60);
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+		api_lock_clear(&l);
+	}
+	acq_req(&q, "other", "alice", 60);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	api_lock_clear(&l);
+	clock_ms += 4000; /* team/l3 expired */
+	memset(&lr, 0, sizeof(lr));
+	snprintf(lr.prefix, sizeof(lr.prefix), "team/");
+	lr.page_size = 3;
+	do {
+		assert_int_equal(api_list(f->svc, &lr, &res, &e), API_OK);
+		seen += (int)res.n;
+		pages++;
+		snprintf(lr.page_token, sizeof(lr.page_token), "%s",
+		    res.next_page_token ? res.next_page_token : "");
+		api_list_res_clear(&res);
+	} while (lr.page_token[0] && pages < 10);
+	assert_int_equal(seen, 6); /* the expired one left out */
+	assert_int_equal(pages, 3);
+	memset(&lr, 0, sizeof(lr));
+	snprintf(lr.prefix, sizeof(lr.prefix), "team/");
+	lr.page_size = 100;
+	lr.include_expired = true;
+	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_OK);
+	assert_int_equal(res.n, 7);
+	assert_true(res.locks[3].expired);
+	assert_null(res.next_page_token);
+	api_list_res_clear(&res);
+}
+
+static void
+t_store_failures(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l;
+	api_err e;
+
+	acq_req(&q, "flaky", "alice", 30);
+	f->ws->fail_op = W_INSERT;
+	f->ws->fail_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_UNAVAILABLE);
+	assert_int_equal(api_code_status(e.code), 503);
+	assert_true(e.retry_after >= 1);
+	api_lock_clear(&l);
+	f->ws->fail_op = W_INSERT;
+	f->ws->fail_status = GCS_BUSY;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_BUSY);
+	assert_true(e.retry_after >= 1);
+	api_lock_clear(&l);
+	/* Nothing was written by the failed attempts. */
+	assert_int_equal(api_inspect(f->svc, "flaky", &l, &e), API_NOT_HELD);
+	api_lock_clear(&l);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_names),
+		cmocka_unit_test(t_lease_ids_and_labels),
+		cmocka_unit_test_setup_teardown(t_one_write_each, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_expiry_and_takeover, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_refresh_expired_not_taken,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_released_then_not_found,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_retried_insert_is_ours, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_retried_delete_is_released,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_delete_404_not_retried, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_two_instances_stale_cache,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_owner_and_admin, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_overdue_and_json, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_list_paging, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_store_failures, setup,
+		    teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

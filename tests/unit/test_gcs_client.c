@@ -1,0 +1,653 @@
+/*
+ * test_gcs_client.c: the gs:// client against build/tools/fake_gcs: the
+ * exact requests it sends, how it reads the answers, retries and the
+ * ambiguities they leave, connection reuse.  Token sources are in
+ * test_gcs_token.c; the store contract over gs:// in test_gcs_contract.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fake_gcs_proc.h"
+#include "gcs/gcs.h"
+#include "gcs/gcs_client.h"
+
+#define BUCKET "bkt"
+#define PREFIX "locks/"
+
+static fake_gcs fake;
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (fake_gcs_start(&fake, NULL) != 0) {
+		fprintf(stderr, "cannot start %s (run make first)\n",
+		    FAKE_GCS_BIN);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	fake_gcs_stop(&fake);
+	return 0;
+}
+
+/* A store on the fake (emulator mode, no auth) with a short retry policy
+ * so that the tests stay fast. */
+static gcs_store *
+open_store(const char *prefix)
+{
+	gcs_retry_policy p = { 1500, 5, 40, 1000 };
+	gcs_err err;
+	gcs_store *s;
+
+	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
+	unsetenv("LOCKGATE_GCS_ENDPOINT");
+	s = gcs_gs_new(BUCKET, prefix, &err);
+	assert_non_null(s);
+	gcs_gs_set_retry(s, &p);
+	return s;
+}
+
+static int
+test_setup(void **state)
+{
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	*state = open_store(PREFIX);
+	return 0;
+}
+
+static int
+test_teardown(void **state)
+{
+	gcs_store_free(*state);
+	return 0;
+}
+
+static json_t *
+meta2(const char *k1, const char *v1, const char *k2, const char *v2)
+{
+	json_t *m = json_object();
+
+	json_object_set_new(m, k1, json_string(v1));
+	if (k2 != NULL)
+		json_object_set_new(m, k2, v2 ? json_string(v2) : json_null());
+	return m;
+}
+
+/* The last logged request of operation OP (new reference) or NULL. */
+static json_t *
+last_request(const char *op)
+{
+	json_t *a = fake_gcs_json(&fake, "/_fake/requests"), *r = NULL;
+	size_t i = json_array_size(a);
+
+	while (i-- > 0) {
+		json_t *e = json_array_get(a, i);
+		if (strcmp(json_string_value(json_object_get(e, "op")), op) == 0) {
+			r = json_incref(e);
+			break;
+		}
+	}
+	json_decref(a);
+	return r;
+}
+
+static const char *
+jstr(const json_t *j, const char *k)
+{
+	const char *s = json_string_value(json_object_get(j, k));
+	return s ? s : "";
+}
+
+static void
+fault(const char *op, const char *kind, int count)
+{
+	char q[128];
+
+	snprintf(q, sizeof(q), "/_fake/fault?op=%s&kind=%s&count=%d", op, kind,
+	    count);
+	assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+}
+
+static void
+insert_ok(gcs_store *s, const char *name, gcs_object *o)
+{
+	json_t *m = meta2("lease_id", "L1", "owner", "alice");
+	gcs_err err;
+
+	assert_int_equal(gcs_insert(s, name, m, o, &err), GCS_OK);
+	json_decref(m);
+}
+
+/* ---- request shapes ---- */
+
+static void
+test_insert_request(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o;
+	json_t *r, *md;
+	const char *body, *ct, *b, *js;
+	char boundary[128], delim[140];
+	json_error_t je;
+
+	insert_ok(s, "prod/deploy", &o);
+	assert_true(o.generation > 0);
+	assert_int_equal(o.metageneration, 1);
+	assert_string_equal(json_string_value(json_object_get(o.metadata,
+	    "lease_id")), "L1");
+	assert_true(o.now_ms > 0);
+	r = last_request("insert");
+	assert_non_null(r);
+	assert_string_equal(jstr(r, "method"), "POST");
+	assert_string_equal(jstr(r, "uri"), "/upload/storage/v1/b/bkt/o?"
+	    "uploadType=multipart&ifGenerationMatch=0&fields=name,generation,"
+	    "metageneration,timeCreated,updated,metadata");
+	assert_null(json_object_get(r, "authorization")); /* emulator */
+	ct = jstr(r, "content_type");
+	assert_true(strncmp(ct, "multipart/related; boundary=", 28) == 0);
+	snprintf(boundary, sizeof(boundary), "%s", ct + 28);
+	assert_true(strlen(boundary) >= 16);
+	snprintf(delim, sizeof(delim), "--%s\r\n", boundary);
+	body = jstr(r, "body");
+	/* Exactly two parts, the JSON resource first, then the closing
+	 * delimiter. */
+	assert_true(strncmp(body, delim, strlen(delim)) == 0);
+	b = body + strlen(delim);
+	assert_true(strncmp(b, "Content-Type: application/json; charset=UTF-8"
+	    "\r\n\r\n", 49) == 0);
+	js = b + 49;
+	md = json_loadb(js, strcspn(js, "\r"), 0, &je);
+	assert_non_null(md);
+	assert_string_equal(jstr(md, "name"), "locks/prod/deploy");
+	assert_string_equal(jstr(md, "cacheControl"), "no-store");
+	assert_string_equal(jstr(json_object_get(md, "metadata"), "owner"),
+	    "alice");
+	json_decref(md);
+	snprintf(delim, sizeof(delim), "\r\n--%s--\r\n", boundary);
+	assert_string_equal(body + strlen(body) - strlen(delim), delim);
+	json_decref(r);
+	gcs_object_clear(&o);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 1);
+}
+
+static void
+test_get_request_and_answer(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a, b;
+	gcs_err err;
+	json_t *r;
+
+	insert_ok(s, "a/b/c", &a);
+	assert_int_equal(gcs_get(s, "a/b/c", &b, &err), GCS_OK);
+	r = last_request("get");
+	assert_string_equal(jstr(r, "method"), "GET");
+	/* The whole object name is percent-encoded, '/' included. */
+	assert_string_equal(jstr(r, "uri"), "/storage/v1/b/bkt/o/"
+	    "locks%2Fa%2Fb%2Fc?fields=name,generation,metageneration,"
+	    "timeCreated,updated,metadata");
+	json_decref(r);
+	assert_true(b.generation == a.generation);
+	assert_int_equal(b.metageneration, 1);
+	assert_true(b.created_ms > 0 && b.updated_ms == b.created_ms);
+	/* now_ms comes from the Date header: whole seconds, and not before
+	 * the second the object was made in. */
+	assert_int_equal(b.now_ms % 1000, 0);
+	assert_true(b.now_ms >= b.updated_ms - b.updated_ms % 1000);
+	assert_string_equal(json_string_value(json_object_get(b.metadata,
+	    "owner")), "alice");
+	gcs_object_clear(&b);
+	assert_int_equal(gcs_get(s, "a/b/x", &b, &err), GCS_NOT_FOUND);
+	assert_int_equal(err.http_status, 404);
+	assert_int_equal(err.attempts, 1);
+	gcs_object_clear(&a);
+}
+
+static void
+test_storage_clock_from_date(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a, b;
+	gcs_err err;
+
+	/* The fake's clock runs an hour ahead: now_ms and updated follow it,
+	 * not the local clock. */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	    "/_fake/config?clock_offset_ms=3600000", NULL), 200);
+	insert_ok(s, "skew", &a);
+	assert_int_equal(gcs_get(s, "skew", &b, &err), GCS_OK);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?clock_offset_ms=0",
+	    NULL), 200);
+	assert_true(b.now_ms > gcs_clock_real(NULL) + 3500000);
+	assert_true(b.updated_ms > gcs_clock_real(NULL) + 3500000);
+	gcs_object_clear(&a);
+	gcs_object_clear(&b);
+}
+
+static void
+test_patch_request(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a, b;
+	gcs_err err;
+	json_t *m = meta2("ttl", "60", "owner", NULL), *r, *body;
+	char want[256];
+
+	insert_ok(s, "p", &a);
+	assert_int_equal(gcs_patch(s, "p", a.generation, a.metageneration, m,
+	    &b, &err), GCS_OK);
+	r = last_request("patch");
+	assert_string_equal(jstr(r, "method"), "PATCH");
+	snprintf(want, sizeof(want), "/storage/v1/b/bkt/o/locks%%2Fp?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1&fields=name,"
+	    "generation,metageneration,timeCreated,updated,metadata",
+	    (long long)a.generation);
+	assert_string_equal(jstr(r, "uri"), want);
+	assert_true(strncmp(jstr(r, "content_type"), "application/json", 16)
+	    == 0);
+	body = json_loads(jstr(r, "body"), 0, NULL);
+	assert_non_null(body);
+	assert_true(json_is_null(json_object_get(json_object_get(body,
+	    "metadata"), "owner")));
+	json_decref(body);
+	json_decref(r);
+	assert_int_equal(b.generation, a.generation);
+	assert_int_equal(b.metageneration, 2);
+	assert_true(b.updated_ms >= a.updated_ms);
+	assert_string_equal(json_string_value(json_object_get(b.metadata,
+	    "ttl")), "60");
+	assert_null(json_object_get(b.metadata, "owner")); /* null deleted */
+	gcs_object_clear(&b);
+	/* Stale metageneration: 412, not retried. */
+	assert_int_equal(gcs_patch(s, "p", a.generation, 1, m, &b, &err),
+	    GCS_PRECONDITION);
+	assert_int_equal(err.http_status, 412);
+	assert_int_equal(err.attempts, 1);
+	json_decref(m);
+	gcs_object_clear(&a);
+}
+
+static void
+test_delete_request(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a;
+	gcs_err err;
+	json_t *r;
+	char want[200];
+
+	insert_ok(s, "d", &a);
+	assert_int_equal(gcs_remove(s, "d", a.generation, 2, &err),
+	    GCS_PRECONDITION);
+	assert_int_equal(gcs_remove(s, "d", a.generation + 1, 1, &err),
+	    GCS_PRECONDITION);
+	assert_int_equal(gcs_remove(s, "d", a.generation, 1, &err), GCS_OK);
+	r = last_request("delete");
+	assert_string_equal(jstr(r, "method"), "DELETE");
+	snprintf(want, sizeof(want), "/storage/v1/b/bkt/o/locks%%2Fd?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
+	    (long long)a.generation);
+	assert_string_equal(jstr(r, "uri"), want);
+	assert_int_equal(json_integer_value(json_object_get(r, "status")), 204);
+	json_decref(r);
+	assert_int_equal(gcs_remove(s, "d", a.generation, 1, &err),
+	    GCS_NOT_FOUND);
+	assert_int_equal(err.attempts, 1);
+	gcs_object_clear(&a);
+}
+
+static void
+test_list_paging_and_prefix(void **state)
+{
+	gcs_store *s = *state, *other;
+	const char *names[] = { "j/a", "j/b", "j/c", "j/d", "j/e" };
+	gcs_object o;
+	gcs_page pg;
+	gcs_err err;
+	char *tok = NULL;
+	json_t *r;
+	int i, pages = 0, seen = 0;
+
+	for (i = 0; i < 5; i++) {
+		insert_ok(s, names[i], &o);
+		gcs_object_clear(&o);
+	}
+	/* An object outside the store's prefix is never listed. */
+	other = open_store("elsewhere/");
+	insert_ok(other, "j/zz", &o);
+	gcs_object_clear(&o);
+	gcs_store_free(other);
+	do {
+		assert_int_equal(gcs_list(s, "j/", 2, tok, &pg, &err), GCS_OK);
+		free(tok);
+		tok = pg.next_token ? strdup(pg.next_token) : NULL;
+		for (i = 0; i < (int)pg.n; i++) {
+			assert_string_equal(pg.items[i].name, names[seen]);
+			assert_true(pg.items[i].obj.generation > 0);
+			assert_string_equal(json_string_value(json_object_get(
+			    pg.items[i].obj.metadata, "lease_id")), "L1");
+			seen++;
+		}
+		assert_true(pg.now_ms > 0);
+		gcs_page_clear(&pg);
+		pages++;
+	} while (tok != NULL && pages < 10);
+	assert_int_equal(seen, 5);
+	assert_int_equal(pages, 3);
+	r = last_request("list");
+	assert_non_null(strstr(jstr(r, "uri"), "?prefix=locks%2Fj%2F&"
+	    "maxResults=2&pageToken="));
+	assert_non_null(strstr(jstr(r, "uri"), "&fields=items(name,generation,"
+	    "metageneration,timeCreated,updated,metadata),nextPageToken"));
+	json_decref(r);
+	/* An empty page: the answer has no "items" at all. */
+	assert_int_equal(gcs_list(s, "nothing/", 10, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, 0);
+	assert_null(pg.next_token);
+	gcs_page_clear(&pg);
+}
+
+static void
+test_check(void **state)
+{
+	gcs_store *s = *state;
+	gcs_err err;
+	json_t *r;
+	gcs_store *missing;
+
+	assert_int_equal(gcs_check(s, &err), GCS_OK);
+	r = last_request("list");
+	assert_string_equal(jstr(r, "uri"), "/storage/v1/b/bkt/o?prefix="
+	    "locks%2F&maxResults=1&fields=nextPageToken");
+	json_decref(r);
+	missing = gcs_gs_new("missing-bkt", "", &err);
+	assert_non_null(missing);
+	assert_int_equal(gcs_check(missing, &err), GCS_NOT_FOUND);
+	assert_non_null(strstr(err.msg, "missing-bkt"));
+	gcs_store_free(missing);
+}
+
+static void
+test_bad_bucket_and_prefix(void **state)
+{
+	gcs_err err;
+	const char *bad_buckets[] = { "ab", "UPPER", "-dash", "a..b", "a/b",
+		"bkt-", NULL };
+	const char *bad_prefixes[] = { "/abs", "a//b", "../x", "a b", "a?b",
+		NULL };
+	int i;
+
+	(void)state;
+	for (i = 0; bad_buckets[i] != NULL; i++) {
+		assert_null(gcs_gs_new(bad_buckets[i], "", &err));
+		assert_int_equal(err.status, GCS_INVALID);
+	}
+	for (i = 0; bad_prefixes[i] != NULL; i++) {
+		assert_null(gcs_gs_new("bkt", bad_prefixes[i], &err));
+		assert_int_equal(err.status, GCS_INVALID);
+	}
+	/* gcs_open splits gs://BUCKET/PREFIX. */
+	setenv("STORAGE_EMULATOR_HOST", fake.url, 1);
+	{
+		gcs_store *s = gcs_open("gs://my-bucket.example/a/p/", &err);
+		assert_non_null(s);
+		assert_string_equal(s->ops->scheme, "gs");
+		assert_string_equal(gcs_gs_endpoint(s), fake.url);
+		assert_int_equal(gcs_gs_authenticated(s), 0);
+		gcs_store_free(s);
+	}
+}
+
+/* ---- retries ---- */
+
+static void
+test_retry_503_then_ok(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a, b;
+	gcs_err err;
+	gcs_stats st0, st1;
+
+	insert_ok(s, "r", &a);
+	gcs_stats_get(&st0);
+	fault("get", "503", 2);
+	assert_int_equal(gcs_get(s, "r", &b, &err), GCS_OK);
+	assert_int_equal(err.attempts, 3);
+	gcs_stats_get(&st1);
+	assert_true(st1.retries - st0.retries == 2);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 3);
+	gcs_object_clear(&b);
+	/* Every retryable status, on every operation. */
+	fault("patch", "500", 1);
+	fault("patch", "408", 1);
+	assert_int_equal(gcs_patch(s, "r", a.generation, 1,
+	    json_object_get(a.metadata, "nope") ? NULL : a.metadata, &b, &err),
+	    GCS_OK);
+	assert_int_equal(err.attempts, 3);
+	fault("list", "429", 1);
+	{
+		gcs_page pg;
+		assert_int_equal(gcs_list(s, "", 5, NULL, &pg, &err), GCS_OK);
+		assert_int_equal(err.attempts, 2);
+		assert_int_equal(pg.n, 1);
+		gcs_page_clear(&pg);
+	}
+	fault("delete", "502", 1);
+	assert_int_equal(gcs_remove(s, "r", b.generation, b.metageneration,
+	    &err), GCS_OK);
+	assert_int_equal(err.attempts, 2);
+	gcs_object_clear(&a);
+	gcs_object_clear(&b);
+}
+
+static void
+test_not_retried(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object b;
+	gcs_err err;
+	static const struct { const char *kind; gcs_status want; } cases[] = {
+		{ "400", GCS_INVALID }, { "401", GCS_DENIED },
+		{ "403", GCS_DENIED }, { "404", GCS_NOT_FOUND },
+		{ "412", GCS_PRECONDITION },
+	};
+	size_t i;
+	long before;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		before = fake_gcs_count(&fake, "get");
+		fault("get", cases[i].kind, 1);
+		assert_int_equal(gcs_get(s, "x", &b, &err), cases[i].want);
+		assert_int_equal(err.attempts, 1);
+		assert_int_equal(err.http_status, (int)strtol(cases[i].kind, NULL, 10));
+		assert_int_equal(fake_gcs_count(&fake, "get"), before + 1);
+	}
+}
+
+static void
+test_429_outlives_retries_is_busy(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta2("lease_id", "L", NULL, NULL);
+
+	fault("insert", "429", -1);
+	assert_int_equal(gcs_insert(s, "hot", m, &o, &err), GCS_BUSY);
+	assert_true(err.attempts > 1);
+	assert_int_equal(err.http_status, 429);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), err.attempts);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
+	fault("get", "503", -1);
+	assert_int_equal(gcs_get(s, "hot", &o, &err), GCS_UNAVAILABLE);
+	assert_true(err.attempts > 1);
+	json_decref(m);
+}
+
+static void
+test_reset_before_apply_is_retried(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta2("lease_id", "L", NULL, NULL);
+
+	fault("insert", "reset", 1);
+	assert_int_equal(gcs_insert(s, "rs", m, &o, &err), GCS_OK);
+	assert_int_equal(err.attempts, 2);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 1);
+	gcs_object_clear(&o);
+	json_decref(m);
+}
+
+/* The first try is applied and its answer lost: the retry sees its own
+ * write.  The store reports it faithfully, with attempts > 1, so that the
+ * api layer can resolve it (read back and compare lease_id; a 404 after a
+ * retried delete means released). */
+static void
+test_dropped_answers_leave_attempts(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o, g;
+	gcs_err err;
+	json_t *m = meta2("lease_id", "mine", NULL, NULL);
+
+	fault("insert", "drop", 1);
+	assert_int_equal(gcs_insert(s, "amb", m, &o, &err), GCS_PRECONDITION);
+	assert_int_equal(err.attempts, 2);
+	assert_int_equal(gcs_get(s, "amb", &g, &err), GCS_OK);
+	assert_string_equal(json_string_value(json_object_get(g.metadata,
+	    "lease_id")), "mine");
+	fault("delete", "drop", 1);
+	assert_int_equal(gcs_remove(s, "amb", g.generation, g.metageneration,
+	    &err), GCS_NOT_FOUND);
+	assert_int_equal(err.attempts, 2);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	/* A dropped patch: the retry's precondition no longer holds. */
+	gcs_object_clear(&g);
+	insert_ok(s, "amb2", &g);
+	fault("patch", "drop", 1);
+	assert_int_equal(gcs_patch(s, "amb2", g.generation, 1, m, &o, &err),
+	    GCS_PRECONDITION);
+	assert_int_equal(err.attempts, 2);
+	gcs_object_clear(&g);
+	json_decref(m);
+}
+
+static void
+test_try_timeout_is_retried(void **state)
+{
+	gcs_store *s = *state;
+	gcs_retry_policy p = { 3000, 5, 20, 300 };
+	gcs_object o;
+	gcs_err err;
+
+	gcs_gs_set_retry(s, &p);
+	insert_ok(s, "slow", &o);
+	gcs_object_clear(&o);
+	assert_int_equal(fake_gcs_ctl(&fake,
+	    "/_fake/fault?op=get&kind=latency&ms=1000&count=1", NULL), 200);
+	assert_int_equal(gcs_get(s, "slow", &o, &err), GCS_OK);
+	assert_int_equal(err.attempts, 2);
+	gcs_object_clear(&o);
+}
+
+static void
+test_unreachable(void **state)
+{
+	gcs_store *s;
+	fake_gcs dead;
+	gcs_object o;
+	gcs_err err;
+
+	(void)state;
+	assert_int_equal(fake_gcs_start(&dead, NULL), 0);
+	fake_gcs_stop(&dead); /* its port is now closed */
+	setenv("STORAGE_EMULATOR_HOST", dead.hostport, 1);
+	s = gcs_gs_new(BUCKET, PREFIX, &err);
+	assert_non_null(s);
+	{
+		gcs_retry_policy p = { 300, 5, 20, 100 };
+		gcs_gs_set_retry(s, &p);
+	}
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_true(err.attempts > 1);
+	assert_int_equal(err.http_status, 0);
+	assert_non_null(strstr(err.msg, "unreachable"));
+	gcs_store_free(s);
+}
+
+static void
+test_keepalive_one_connection(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	insert_ok(s, "ka", &o);
+	gcs_object_clear(&o);
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(gcs_get(s, "ka", &o, &err), GCS_OK);
+		gcs_object_clear(&o);
+	}
+	/* 21 requests from one thread, one TCP connection (the control
+	 * requests of this test use their own). */
+	assert_int_equal(fake_gcs_count(&fake, "get"), 20);
+	assert_true(fake_gcs_count(&fake, "connections") <= 1 + 3);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_insert_request, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_get_request_and_answer,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_storage_clock_from_date,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_patch_request, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_delete_request, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_list_paging_and_prefix,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_check, test_setup,
+		    test_teardown),
+		cmocka_unit_test(test_bad_bucket_and_prefix),
+		cmocka_unit_test_setup_teardown(test_retry_503_then_ok,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_not_retried, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_429_outlives_retries_is_busy,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_reset_before_apply_is_retried,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_dropped_answers_leave_attempts, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_try_timeout_is_retried,
+		    test_setup, test_teardown),
+		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
+		    test_setup, test_teardown),
+	};
+
+	return cmocka_run_group_tests_name("gcs_client", tests, group_setup,
+	    group_teardown);
+}

@@ -1,0 +1,145 @@
+/* wrap_store.c: see wrap_store.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "wrap_store.h"
+
+static int
+injected(wrap_store *w, wrap_op op, gcs_err *err)
+{
+	if (w->fail_op == (int)op) {
+		w->fail_op = -1;
+		return gcs_fail(err, w->fail_status, "injected failure");
+	}
+	return GCS_OK;
+}
+
+static int
+w_insert(gcs_store *s, const char *name, const json_t *m, gcs_object *out,
+    gcs_err *err)
+{
+	wrap_store *w = (wrap_store *)s;
+	int rc;
+
+	w->calls[W_INSERT]++;
+	if ((rc = injected(w, W_INSERT, err)) != GCS_OK)
+		return rc;
+	rc = gcs_insert(w->inner, name, m, out, err);
+	if (rc == GCS_OK && w->ghost_op == W_INSERT) {
+		w->ghost_op = -1;
+		gcs_object_clear(out);
+		rc = gcs_fail(err, GCS_PRECONDITION, "412 after a retry");
+		err->attempts = 2;
+	}
+	return rc;
+}
+
+static int
+w_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
+{
+	wrap_store *w = (wrap_store *)s;
+	int rc;
+
+	w->calls[W_GET]++;
+	if ((rc = injected(w, W_GET, err)) != GCS_OK)
+		return rc;
+	return gcs_get(w->inner, name, out, err);
+}
+
+static int
+w_patch(gcs_store *s, const char *name, int64_t g, int64_t m,
+    const json_t *md, gcs_object *out, gcs_err *err)
+{
+	wrap_store *w = (wrap_store *)s;
+	int rc;
+
+	w->calls[W_PATCH]++;
+	if ((rc = injected(w, W_PATCH, err)) != GCS_OK)
+		return rc;
+	return gcs_patch(w->inner, name, g, m, md, out, err);
+}
+
+static int
+w_remove(gcs_store *s, const char *name, int64_t g, int64_t m, gcs_err *err)
+{
+	wrap_store *w = (wrap_store *)s;
+	int rc;
+
+	w->calls[W_REMOVE]++;
+	if ((rc = injected(w, W_REMOVE, err)) != GCS_OK)
+		return rc;
+	rc = gcs_remove(w->inner, name, g, m, err);
+	if (rc == GCS_OK && w->ghost_op == W_REMOVE) {
+		w->ghost_op = -1;
+		rc = gcs_fail(err, GCS_NOT_FOUND, "404 after a retry");
+		err->attempts = 2;
+	}
+	return rc;
+}
+
+static int
+w_list(gcs_store *s, const char *prefix, int max, const char *tok,
+    gcs_page *out, gcs_err *err)
+{
+	wrap_store *w = (wrap_store *)s;
+	int rc;
+
+	w->calls[W_LIST]++;
+	if ((rc = injected(w, W_LIST, err)) != GCS_OK)
+		return rc;
+	return gcs_list(w->inner, prefix, max, tok, out, err);
+}
+
+static int
+w_check(gcs_store *s, gcs_err *err)
+{
+	return gcs_check(((wrap_store *)s)->inner, err);
+}
+
+static void
+w_free(gcs_store *s)
+{
+	wrap_store *w = (wrap_store *)s;
+
+	gcs_store_free(w->inner);
+	free(w);
+}
+
+static const gcs_store_ops wrap_ops = {
+	.scheme = "wrap",
+	.insert = w_insert,
+	.get = w_get,
+	.patch = w_patch,
+	.remove = w_remove,
+	.list = w_list,
+	.check = w_check,
+	.free = w_free,
+};
+
+wrap_store *
+wrap_store_new(gcs_store *inner)
+{
+	wrap_store *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return NULL;
+	w->base.ops = &wrap_ops;
+	w->inner = inner;
+	w->ghost_op = -1;
+	w->fail_op = -1;
+	return w;
+}
+
+int
+wrap_writes(const wrap_store *w)
+{
+	return w->calls[W_INSERT] + w->calls[W_PATCH] + w->calls[W_REMOVE];
+}
+
+void
+wrap_reset(wrap_store *w)
+{
+	memset(w->calls, 0, sizeof(w->calls));
+	w->ghost_op = -1;
+	w->fail_op = -1;
+}

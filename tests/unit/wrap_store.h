@@ -1,0 +1,32 @@
+/*
+ * wrap_store.h: a test store that wraps another, counts every call by
+ * operation, and can be told to misbehave the way a network does: apply a
+ * write and then report a failure that was retried (the ambiguous cases of
+ * design.md section 1).
+ */
+#ifndef LOCKGATE_WRAP_STORE_H
+#define LOCKGATE_WRAP_STORE_H
+
+#include "gcs/gcs.h"
+
+typedef enum wrap_op { W_INSERT, W_GET, W_PATCH, W_REMOVE, W_LIST, W_NOPS } wrap_op;
+
+typedef struct wrap_store {
+	gcs_store base;
+	gcs_store *inner;     /* owned */
+	int calls[W_NOPS];
+	/* Next call of op `ghost_op`: apply it, then answer as a retried
+	 * request whose first answer was lost would be answered by GCS:
+	 * insert -> 412 (attempts 2), remove -> 404 (attempts 2). */
+	int ghost_op;         /* -1 = none */
+	/* Next call of op `fail_op` fails with `fail_status` unapplied. */
+	int fail_op;
+	gcs_status fail_status;
+} wrap_store;
+
+/* Wraps INNER (taking ownership). */
+wrap_store *wrap_store_new(gcs_store *inner);
+int wrap_writes(const wrap_store *w);
+void wrap_reset(wrap_store *w);
+
+#endif
