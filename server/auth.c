@@ -380,7 +380,15 @@ auth_free(auth_ctx *a)
 int
 auth_configured(const auth_ctx *a)
 {
-	return a != NULL && (a->state->keys->n > 0 || a->jwks != NULL);
+	auth_state *st;
+	int yes;
+
+	if (a == NULL)
+		return 0;
+	st = state_get((auth_ctx *)a); /* the mutex, not the keys, changes */
+	yes = st->keys->n > 0 || a->jwks != NULL;
+	state_unref(st);
+	return yes;
 }
 
 int

@@ -421,6 +421,54 @@ test_tampered_truncated_other_key(void **state)
 	free(q);
 }
 
+/* Every one-character change or deletion of a valid token is refused:
+ * strict base64url gives each byte string one spelling, and the signature
+ * covers the rest. */
+static void
+mutate_all(auth_ctx *a, char *bearer)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+	    "klmnopqrstuvwxyz0123456789-_.";
+	size_t len = strlen(bearer), i;
+	char *m = malloc(len + 1);
+	int refused = 0;
+
+	assert_non_null(m);
+	for (i = 7; i < len; i++) { /* after "Bearer " */
+		auth_identity id;
+		auth_refusal why;
+		const char *hit = strchr(alphabet, bearer[i]);
+		size_t k = hit != NULL ? (size_t)(hit - alphabet) : 0;
+
+		memcpy(m, bearer, len + 1);
+		m[i] = alphabet[(k + 1 + i % 7) % (sizeof(alphabet) - 1)];
+		if (m[i] == bearer[i])
+			m[i] = bearer[i] == 'A' ? 'B' : 'A';
+		assert_int_equal(auth_verify(a, m, &id, &why), -1);
+		refused++;
+		memcpy(m, bearer, i);
+		memcpy(m + i, bearer + i + 1, len - i);
+		assert_int_equal(auth_verify(a, m, &id, &why), -1);
+		refused++;
+	}
+	assert_int_equal(refused, 2 * (int)(len - 7));
+	/* And the original still passes. */
+	expect(a, bearer, NULL);
+	free(m);
+}
+
+static void
+test_every_mutation_refused(void **state)
+{
+	char *p = authtest_payload("alice", 600, 0, ISS AUD);
+
+	(void)state;
+	mutate_all(hs, authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET));
+	mutate_all(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv));
+	mutate_all(mixed, authtest_bearer(HDR_ES, p, JWT_ALG_ES256, ec_priv));
+	free(p);
+}
+
 static void
 test_unknown_kid(void **state)
 {
@@ -797,6 +845,7 @@ main(void)
 		cmocka_unit_test(test_iss_aud),
 		cmocka_unit_test(test_tampered_truncated_other_key),
 		cmocka_unit_test(test_unknown_kid),
+		cmocka_unit_test(test_every_mutation_refused),
 		cmocka_unit_test(test_size_and_garbage),
 		cmocka_unit_test(test_empty_and_scheme),
 		cmocka_unit_test(test_duplicate_keys),
