@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
+#include <openssl/evp.h>
 
 #include "server/auth.h"
 #include "server/auth_int.h"
@@ -36,6 +36,21 @@ typedef struct auth_state {
 	auth_keyset *keys; /* the HS256 secret and the PEM keys */
 	auth_policy *policy; /* or NULL */
 } auth_state;
+
+/* A token whose signature a key verified.  The token is named by its
+ * SHA-256 (the exact bytes, so any change misses), the key by its id: an
+ * entry counts only while that key is among the current candidates, so a
+ * reload or a JWKS rotation retires it.  Claims are checked every time. */
+typedef struct verified {
+	unsigned char hash[32];
+	unsigned long key_id; /* 0: empty */
+} verified;
+
+typedef struct candidates {
+	size_t n;
+	bool alg_seen; /* some key of this alg exists, whatever its kid */
+	const auth_key *k[CANDIDATES_MAX];
+} candidates;
 
 typedef struct auth_strlist {
 	size_t n;
@@ -60,6 +75,10 @@ struct auth_ctx {
 	pthread_mutex_t mu; /* guards the state pointer, nothing else */
 	auth_state *state;
 	auth_jwks *jwks; /* or NULL */
+
+	pthread_mutex_t cache_mu; /* guards cache */
+	verified *cache;          /* AUTH_VERIFIED_SLOTS, direct-mapped */
+	unsigned long sigchecks;  /* atomic */
 };
 
 static void
@@ -283,6 +302,12 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	pthread_mutex_init(&a->mu, NULL);
+	pthread_mutex_init(&a->cache_mu, NULL);
+	a->cache = calloc(AUTH_VERIFIED_SLOTS, sizeof(verified));
+	if (a->cache == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	if (cfg->jwt_secret != NULL && *cfg->jwt_secret != '\0' &&
 	    cfg->jwt_secret_file != NULL && *cfg->jwt_secret_file != '\0') {
 		snprintf(err, errlen, "give the HS256 secret or a secret file, "
@@ -374,7 +399,51 @@ auth_free(auth_ctx *a)
 			free(a->audiences[s].v[i]);
 	}
 	pthread_mutex_destroy(&a->mu);
+	pthread_mutex_destroy(&a->cache_mu);
+	free(a->cache);
 	free(a);
+}
+
+unsigned long
+auth_sigchecks(auth_ctx *a)
+{
+	return __atomic_load_n(&a->sigchecks, __ATOMIC_SEQ_CST);
+}
+
+static size_t
+slot_of(const unsigned char hash[32])
+{
+	return ((size_t)hash[0] | (size_t)hash[1] << 8) %
+	    AUTH_VERIFIED_SLOTS;
+}
+
+/* The candidate a remembered signature names, or NULL. */
+static const auth_key *
+cache_find(auth_ctx *a, const unsigned char hash[32], const candidates *c)
+{
+	verified *v = &a->cache[slot_of(hash)];
+	unsigned long id = 0;
+	size_t i;
+
+	pthread_mutex_lock(&a->cache_mu);
+	if (v->key_id != 0 && CRYPTO_memcmp(v->hash, hash, 32) == 0)
+		id = v->key_id;
+	pthread_mutex_unlock(&a->cache_mu);
+	for (i = 0; id != 0 && i < c->n; i++)
+		if (c->k[i]->id == id)
+			return c->k[i];
+	return NULL;
+}
+
+static void
+cache_put(auth_ctx *a, const unsigned char hash[32], const auth_key *k)
+{
+	verified *v = &a->cache[slot_of(hash)];
+
+	pthread_mutex_lock(&a->cache_mu);
+	memcpy(v->hash, hash, 32);
+	v->key_id = k->id;
+	pthread_mutex_unlock(&a->cache_mu);
 }
 
 int
@@ -438,12 +507,6 @@ header_alg(const char *alg)
 		return JWT_ALG_ES256;
 	return JWT_ALG_INVAL;
 }
-
-typedef struct candidates {
-	size_t n;
-	bool alg_seen; /* some key of this alg exists, whatever its kid */
-	const auth_key *k[CANDIDATES_MAX];
-} candidates;
 
 static void
 collect(candidates *c, const auth_keyset *ks, jwt_alg_t alg, const char *kid)
@@ -638,7 +701,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	auth_keyset *jk = NULL;
 	candidates c;
 	char *copy = NULL;
-	unsigned char *sig = NULL;
+	unsigned char *sig = NULL, hash[32];
 	size_t toklen, siglen = 0, i;
 	jwt_alg_t alg;
 	const auth_key *good = NULL;
@@ -751,17 +814,22 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		goto out;
 	}
 	copy = strndup(tok, toklen);
-	if (copy == NULL) {
+	if (copy == NULL || EVP_Digest(tok, toklen, hash, NULL, EVP_sha256(),
+	    NULL) != 1) {
 		refuse(why, "internal", "Out of memory.%s", "");
 		goto out;
 	}
+	good = cache_find(a, hash, &c);
 	for (i = 0; i < c.n && good == NULL; i++) {
 		jwt_t *j = NULL;
 
+		__atomic_add_fetch(&a->sigchecks, 1, __ATOMIC_SEQ_CST);
 		if (jwt_decode(&j, copy, c.k[i]->material, (int)c.k[i]->len) ==
 			0 &&
-		    jwt_get_alg(j) == alg)
+		    jwt_get_alg(j) == alg) {
 			good = c.k[i];
+			cache_put(a, hash, good);
+		}
 		jwt_free(j);
 	}
 	if (good == NULL) {

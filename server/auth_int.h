@@ -36,6 +36,9 @@
 #define AUTH_JWKS_AGE_MIN 60      /* s: clamp of max-age */
 #define AUTH_JWKS_AGE_MAX 86400   /* s */
 #define AUTH_JWKS_RETRY 30        /* s between tries after a failure */
+#define AUTH_VERIFIED_SLOTS 4096  /* remembered good signatures (a power
+				     of 2): OpenSSL 3 takes ~1.5 ms to read
+				     the PEM libjwt wants, per call */
 
 /* Which configured source a key came from: each has its own iss/aud. */
 typedef enum auth_source {
@@ -46,6 +49,7 @@ typedef enum auth_source {
 
 /* One verification key, bound to one algorithm. */
 typedef struct auth_key {
+	unsigned long id;        /* unique in the process, never reused */
 	jwt_alg_t alg;           /* HS256, RS256 or ES256 */
 	char *kid;               /* NULL: the key matches any kid */
 	unsigned char *material; /* HS256: the secret; else a PEM */
@@ -81,6 +85,11 @@ char *auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
  * integers in decimal, booleans as true/false.  0 and BUF filled, -1 for
  * other types or when it does not fit. */
 int auth_claim_string(const json_t *v, char *buf, size_t buflen);
+
+/* auth.c */
+
+/* Signatures checked with jwt_decode so far (tests: the cache works). */
+unsigned long auth_sigchecks(auth_ctx *a);
 
 /* auth_keys.c */
 

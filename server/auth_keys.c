@@ -83,6 +83,11 @@ auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	{
+		static unsigned long next_id;
+
+		k->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_SEQ_CST);
+	}
 	memcpy(k->material, material, len);
 	k->material[len] = '\0';
 	k->len = len;

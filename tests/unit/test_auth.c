@@ -665,6 +665,57 @@ test_display_cap(void **state)
 }
 
 static void
+test_verified_cache(void **state)
+{
+	char *p = authtest_payload("alice", 600, 0, ISS AUD);
+	char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+	char *e = authtest_payload("alice", -120, -600, ISS AUD);
+	char *be = authtest_bearer(HDR_RS, e, JWT_ALG_RS256, rsa_priv);
+	char err[256], *path = authtest_file("cached.pem", rsa_pub), list[600];
+	auth_config c;
+	auth_ctx *a;
+	unsigned long n0;
+	int i;
+
+	(void)state;
+	snprintf(list, sizeof(list), "rsa1=%s", path);
+	memset(&c, 0, sizeof(c));
+	c.public_keys = list;
+	c.leeway = -1;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	n0 = auth_sigchecks(a);
+	for (i = 0; i < 5; i++)
+		expect(a, str(b), NULL);
+	/* One signature check for five requests with the same token. */
+	assert_int_equal(auth_sigchecks(a) - n0, 1);
+	/* Claims are checked every time: an expired token stays refused. */
+	expect(a, str(be), "token_expired");
+	expect(a, str(be), "token_expired");
+	assert_int_equal(auth_sigchecks(a) - n0, 2);
+	/* A reload brings new key objects: the token is checked again. */
+	assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+	expect(a, str(b), NULL);
+	assert_int_equal(auth_sigchecks(a) - n0, 3);
+	/* The key replaced by another: the remembered signature is void. */
+	{
+		char *pub2 = NULL, *priv2 = authtest_keygen("RSA", &pub2);
+
+		free(authtest_file("cached.pem", pub2));
+		assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+		expect(a, str(b), "bad_signature");
+		free(priv2);
+		free(pub2);
+	}
+	auth_free(a);
+	free(path);
+	free(p);
+	free(b);
+	free(e);
+	free(be);
+}
+
+static void
 test_config_errors(void **state)
 {
 	char err[256];
@@ -852,6 +903,7 @@ main(void)
 		cmocka_unit_test(test_header_oddities),
 		cmocka_unit_test(test_owner_claim),
 		cmocka_unit_test(test_display_cap),
+		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_secret_file_and_reload),
 		cmocka_unit_test(test_mint),
