@@ -86,7 +86,8 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	static const char name[] = "cache-control:";
 	static const char dir[] = "max-age=";
 
-	if (n < sizeof(name) - 1 || strncasecmp(data, name, sizeof(name) - 1))
+	if (n < sizeof(name) - 1 ||
+	    strncasecmp(data, name, sizeof(name) - 1) != 0)
 		return n;
 	for (i = sizeof(name) - 1; i + sizeof(dir) - 1 < n; i++) {
 		if (strncasecmp(data + i, dir, sizeof(dir) - 1) == 0) {
@@ -154,7 +155,8 @@ refresh(auth_jwks *j)
 {
 	char err[200];
 	long max_age = -1;
-	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)), *old = NULL;
+	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)),
+		    *old = NULL;
 	time_t now = mono_now();
 
 	pthread_mutex_lock(&j->mu);
@@ -215,7 +217,8 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
+	if (strncmp(url, "https://", 8) != 0 &&
+	    strncmp(url, "http://", 7) != 0) {
 		snprintf(err, errlen, "the JWKS URL must start with https:// "
 		    "(or http:// for tests)");
 		free(j->url);

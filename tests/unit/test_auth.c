@@ -107,8 +107,8 @@ expect(auth_ctx *a, char *authz, const char *reason)
 		assert_true(id.owner[0] != '\0');
 	} else {
 		if (rc == 0 || strcmp(why.reason, reason) != 0)
-			fprintf(stderr, "want %s, got rc %d %s %s\n", reason, rc,
-			    rc == 0 ? "" : why.reason, why.message);
+			fprintf(stderr, "want %s, got rc %d %s %s\n", reason,
+			    rc, rc == 0 ? "" : why.reason, why.message);
 		assert_int_equal(rc, -1);
 		assert_string_equal(why.reason, reason);
 		assert_true(why.message[0] != '\0');
@@ -205,7 +205,8 @@ test_aud_array_with_ours(void **state)
 	    ",\"aud\":[\"other\",\"lockgate\"]");
 
 	(void)state;
-	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
+	expect(
+	    mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
 	free(p);
 }
 

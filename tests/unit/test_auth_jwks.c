@@ -165,8 +165,8 @@ verdict(auth_ctx *a, const char *alg, const char *kid, jwt_alg_t jalg,
 	auth_refusal why;
 	int rc;
 
-	snprintf(h, sizeof(h), "{\"alg\":\"%s\",\"typ\":\"JWT\",\"kid\":\"%s\"}",
-	    alg, kid);
+	snprintf(h, sizeof(h),
+	    "{\"alg\":\"%s\",\"typ\":\"JWT\",\"kid\":\"%s\"}", alg, kid);
 	p = authtest_payload("repo:acme/app:ref:refs/heads/main", 600, 0,
 	    ",\"iss\":\"https://token.actions.githubusercontent.com\","
 	    "\"aud\":\"https://github.com/acme\",\"run_id\":\"123\"");
@@ -365,7 +365,8 @@ static void
 test_jwks_parse(void **state)
 {
 	char err[256];
-	char *k1 = authtest_jwk(rsa_priv, "k1"), *k2 = authtest_jwk(ec_priv, "k2");
+	char *k1 = authtest_jwk(rsa_priv, "k1"),
+	     *k2 = authtest_jwk(ec_priv, "k2");
 	char d[8192];
 	auth_keyset *ks;
 
