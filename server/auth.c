@@ -463,6 +463,55 @@ auth_configured(const auth_ctx *a)
 }
 
 int
+auth_describe(auth_ctx *a, char *buf, size_t len)
+{
+	auth_state *st = state_get(a);
+	size_t i, secrets = 0, pems = 0, off = 0;
+	char why[200] = "";
+	int rc = 0, n;
+
+	for (i = 0; i < st->keys->n; i++) {
+		if (st->keys->keys[i].source == AUTH_SRC_SECRET)
+			secrets++;
+		else
+			pems++;
+	}
+	buf[0] = '\0';
+#define ADD(...)                                                          \
+	do {                                                              \
+		n = snprintf(buf + off, len - off, __VA_ARGS__);          \
+		if (n > 0 && (size_t)n < len - off)                       \
+			off += (size_t)n;                                 \
+	} while (0)
+	if (secrets > 0)
+		ADD("HS256 secret");
+	if (pems > 0)
+		ADD("%s%zu PEM key%s", off ? "; " : "", pems,
+		    pems == 1 ? "" : "s");
+	if (a->jwks != NULL) {
+		size_t k = auth_jwks_status(a->jwks, why, sizeof(why));
+
+		if (k > 0) {
+			ADD("%sJWKS %zu key%s", off ? "; " : "", k,
+			    k == 1 ? "" : "s");
+		} else {
+			ADD("%sJWKS: no key yet (%s)", off ? "; " : "", why);
+			rc = -1;
+		}
+	}
+	if (off == 0)
+		ADD("no key source");
+	if (st->policy != NULL)
+		ADD("; policy %zu rule%s", auth_policy_rules(st->policy),
+		    auth_policy_rules(st->policy) == 1 ? "" : "s");
+	else
+		ADD("; no policy (any valid token reads and acquires)");
+#undef ADD
+	state_unref(st);
+	return rc;
+}
+
+int
 auth_reload(auth_ctx *a, char *err, size_t errlen)
 {
 	auth_state *s = state_load(a, err, errlen), *old;

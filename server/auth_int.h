@@ -128,6 +128,9 @@ auth_keyset *auth_jwks_keys(auth_jwks *j);
  * min_interval) and wait up to AUTH_JWKS_WAIT_MS for it.  Returns the keys
  * then current (a reference, or NULL). */
 auth_keyset *auth_jwks_refetch(auth_jwks *j);
+/* The number of keys now cached; when none, ERR says why (the last
+ * fetch's error). */
+size_t auth_jwks_status(auth_jwks *j, char *err, size_t errlen);
 /* Number of completed fetches, successful or not (tests). */
 unsigned long auth_jwks_fetches(auth_jwks *j);
 
@@ -141,6 +144,8 @@ auth_policy *auth_policy_parse(const char *json, size_t len, char *err,
 /* Reads and parses a policy file. */
 auth_policy *auth_policy_load(const char *path, char *err, size_t errlen);
 void auth_policy_free(auth_policy *p);
+/* Number of rules. */
+size_t auth_policy_rules(const auth_policy *p);
 /* 1 when a rule whose matchers all match CLAIMS grants ACTION on NAME
  * (NULL: on some lock), else 0 with a sentence in WHY. */
 int auth_policy_allows(const auth_policy *p, const json_t *claims,

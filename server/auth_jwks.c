@@ -34,6 +34,7 @@ struct auth_jwks {
 	time_t next_refresh; /* monotonic s */
 	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
 				kid caused; 0 = never */
+	char last_err[200]; /* of the last failed fetch */
 	bool want;
 	bool stop;
 	bool started;
@@ -172,6 +173,7 @@ refresh(auth_jwks *j)
 		j->next_refresh = now + max_age;
 	} else {
 		/* Keep what we had; try again soon. */
+		snprintf(j->last_err, sizeof(j->last_err), "%s", err);
 		j->next_refresh = now + AUTH_JWKS_RETRY;
 	}
 	j->fetches++;
@@ -239,6 +241,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		auth_keyset *ks = fetch(url, &max_age, err, errlen);
 
 		if (ks == NULL) {
+			snprintf(j->last_err, sizeof(j->last_err), "%s", err);
 			j->next_refresh = mono_now() + AUTH_JWKS_RETRY;
 		} else {
 			if (max_age < AUTH_JWKS_AGE_MIN)
@@ -319,6 +322,20 @@ auth_jwks_refetch(auth_jwks *j)
 	ks = auth_keyset_ref(j->keys);
 	pthread_mutex_unlock(&j->mu);
 	return ks;
+}
+
+size_t
+auth_jwks_status(auth_jwks *j, char *err, size_t errlen)
+{
+	size_t n;
+
+	pthread_mutex_lock(&j->mu);
+	n = j->keys != NULL ? j->keys->n : 0;
+	if (n == 0)
+		snprintf(err, errlen, "%s", j->last_err[0] != '\0' ?
+		    j->last_err : "no key fetched yet");
+	pthread_mutex_unlock(&j->mu);
+	return n;
 }
 
 unsigned long

@@ -114,6 +114,12 @@ auth_policy_free(auth_policy *p)
 	free(p);
 }
 
+size_t
+auth_policy_rules(const auth_policy *p)
+{
+	return p->n;
+}
+
 /* A glob from V (a string, or for claims also an integer or boolean). */
 static char *
 glob_of(const json_t *v)

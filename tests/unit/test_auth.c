@@ -754,6 +754,20 @@ test_config_errors(void **state)
 }
 
 static void
+test_describe(void **state)
+{
+	char buf[256];
+
+	(void)state;
+	assert_int_equal(auth_describe(hs, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "HS256 secret; no policy (any valid token "
+	    "reads and acquires)");
+	assert_int_equal(auth_describe(mixed, buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "HS256 secret; 2 PEM keys"));
+	assert_null(strstr(buf, SECRET));
+}
+
+static void
 test_secret_file_and_reload(void **state)
 {
 	char err[256], why[200];
@@ -906,6 +920,7 @@ main(void)
 		cmocka_unit_test(test_display_cap),
 		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_secret_file_and_reload),
 		cmocka_unit_test(test_mint),
 		cmocka_unit_test(test_token_main),

@@ -194,6 +194,12 @@ test_rotation(void **state)
 	assert_non_null(a);
 	assert_int_equal(auth_configured(a), 1);
 	assert_int_equal(nrequests(), base + 1);
+	{
+		char buf[256];
+
+		assert_int_equal(auth_describe(a, buf, sizeof(buf)), 0);
+		assert_non_null(strstr(buf, "JWKS 1 key;"));
+	}
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "ok");
 	/* Known kids are served from the cache. */
@@ -298,6 +304,14 @@ test_server_down_at_start(void **state)
 	assert_int_equal(auth_configured(a), 1);
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "unknown_key");
+	/* --check says so. */
+	{
+		char buf[256];
+
+		assert_int_equal(auth_describe(a, buf, sizeof(buf)), -1);
+		assert_non_null(strstr(buf, "JWKS: no key yet (JWKS fetch "
+		    "failed"));
+	}
 	auth_free(a);
 	c.jwks_url = "ftp://127.0.0.1/jwks";
 	assert_null(auth_new(&c, err, sizeof(err)));
