@@ -151,14 +151,14 @@ fail:
 	return NULL;
 }
 
+/* WHAT names the setting in messages. */
 static int
 add_secret(auth_keyset *ks, const unsigned char *secret, size_t len,
-    char *err, size_t errlen)
+    const char *what, char *err, size_t errlen)
 {
 	if (len < AUTH_SECRET_MIN) {
-		snprintf(err, errlen,
-		    "the HS256 secret must be at least %d bytes "
-		    "(try: openssl rand -base64 48)",
+		snprintf(err, errlen, "%s: the HS256 secret must be at least "
+		    "%d bytes (try: openssl rand -base64 48)", what,
 		    AUTH_SECRET_MIN);
 		return -1;
 	}
@@ -218,12 +218,13 @@ state_load(const auth_ctx *a, char *err, size_t errlen)
 	}
 	if (a->secret != NULL &&
 	    add_secret(s->keys, (const unsigned char *)a->secret,
-		strlen(a->secret), err, errlen) != 0)
+		strlen(a->secret), "LOCKGATE_JWT_SECRET", err, errlen) != 0)
 		goto fail;
 	if (a->secret_file != NULL) {
 		secret = read_secret_file(a->secret_file, &slen, err, errlen);
 		if (secret == NULL ||
-		    add_secret(s->keys, secret, slen, err, errlen) != 0)
+		    add_secret(s->keys, secret, slen,
+			"LOCKGATE_JWT_SECRET_FILE", err, errlen) != 0)
 			goto fail;
 	}
 	if (a->public_keys != NULL &&

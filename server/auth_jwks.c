@@ -221,8 +221,8 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 	}
 	if (strncmp(url, "https://", 8) != 0 &&
 	    strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "the JWKS URL must start with https:// "
-		    "(or http:// for tests)");
+		snprintf(err, errlen, "LOCKGATE_JWKS_URL must start with "
+		    "https:// (or http:// for tests)");
 		free(j->url);
 		free(j);
 		return NULL;
