@@ -140,7 +140,8 @@ sign_pem(const unsigned char *pem, size_t pemlen, jwt_alg_t alg,
 	pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
 	if (pkey == NULL)
 		goto out;
-	if ((alg == JWT_ALG_RS256 && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
+	if ((alg == JWT_ALG_RS256 &&
+		EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
 	    (alg == JWT_ALG_ES256 && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC))
 		goto out;
 	md = EVP_MD_CTX_new();
@@ -199,8 +200,10 @@ auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
 		unsigned int mlen = EVP_MAX_MD_SIZE;
 
 		sig = malloc(EVP_MAX_MD_SIZE);
-		if (sig == NULL || HMAC(EVP_sha256(), key, (int)keylen,
-			(const unsigned char *)input, inlen, sig, &mlen) == NULL)
+		if (sig == NULL ||
+		    HMAC(EVP_sha256(), key, (int)keylen,
+			(const unsigned char *)input, inlen, sig,
+			&mlen) == NULL)
 			goto out;
 		siglen = mlen;
 	} else if (alg == JWT_ALG_RS256 || alg == JWT_ALG_ES256) {
