@@ -765,6 +765,30 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 	return GCS_OK;
 }
 
+/* LOCKGATE_GCS_RETRY_TOTAL_MS shortens (or lengthens) the total retry
+ * deadline; the try timeout never exceeds it. */
+static int
+retry_total_env(gcs_retry_policy *p, gcs_err *err)
+{
+	const char *v = getenv("LOCKGATE_GCS_RETRY_TOTAL_MS");
+	char *end;
+	long ms;
+
+	if (v == NULL || v[0] == '\0')
+		return GCS_OK;
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || ms < GCS_RETRY_TOTAL_MIN_MS ||
+	    ms > GCS_RETRY_TOTAL_MAX_MS)
+		return gcs_fail(err, GCS_INVALID, "LOCKGATE_GCS_RETRY_TOTAL_MS "
+		    "must be %d..%d", GCS_RETRY_TOTAL_MIN_MS,
+		    GCS_RETRY_TOTAL_MAX_MS);
+	p->total_ms = (int)ms;
+	if (p->try_timeout_ms > p->total_ms)
+		p->try_timeout_ms = p->total_ms;
+	return GCS_OK;
+}
+
 gcs_store *
 gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 {
@@ -798,6 +822,8 @@ gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 	g->plen = strlen(prefix);
 	g->policy = (gcs_retry_policy){ GCS_RETRY_TOTAL_MS,
 	    GCS_BACKOFF_INITIAL_MS, GCS_BACKOFF_MAX_MS, GCS_TRY_TIMEOUT_MS };
+	if (retry_total_env(&g->policy, err) != GCS_OK)
+		goto fail;
 	if (emu != NULL && emu[0] != '\0') {
 		if (set_endpoint(g, emu, err) != GCS_OK)
 			goto fail;

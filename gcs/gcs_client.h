@@ -4,6 +4,8 @@
  * Environment read by gcs_gs_new():
  *   STORAGE_EMULATOR_HOST  "host:port" or a URL: use it, without auth.
  *   LOCKGATE_GCS_ENDPOINT  another JSON API endpoint, auth kept (tests).
+ *   LOCKGATE_GCS_RETRY_TOTAL_MS  the total retry deadline of one call
+ *                          (default GCS_RETRY_TOTAL_MS).
  *   GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST: see gcs_token.h.
  */
 #ifndef LOCKGATE_GCS_CLIENT_H
@@ -22,6 +24,8 @@
  * with capped exponential backoff and full jitter inside a total deadline;
  * only reads and requests that carry a precondition. */
 #define GCS_RETRY_TOTAL_MS 10000     /* all tries of one call */
+#define GCS_RETRY_TOTAL_MIN_MS 100   /* LOCKGATE_GCS_RETRY_TOTAL_MS range */
+#define GCS_RETRY_TOTAL_MAX_MS 120000
 #define GCS_BACKOFF_INITIAL_MS 100   /* first backoff cap */
 #define GCS_BACKOFF_MAX_MS 2000      /* largest backoff cap */
 #define GCS_TRY_TIMEOUT_MS 5000      /* one try */

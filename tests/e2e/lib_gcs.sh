@@ -12,6 +12,7 @@ LG_FAKE_GCS_PID=""
 lg_store_setup() {
 	[ -x "$LG_FAKE_GCS_BIN" ] ||
 	    lg_fail "$LG_FAKE_GCS_BIN is missing (make build/tools/fake_gcs)"
+	: >"$LG_TMP/fake_gcs.port" # exists before the child opens it
 	# shellcheck disable=SC2086
 	"$LG_FAKE_GCS_BIN" --port 0 ${LG_FAKE_GCS_ARGS:-} \
 	    >"$LG_TMP/fake_gcs.port" 2>"$LG_TMP/fake_gcs.log" &
@@ -58,12 +59,15 @@ lg_fake() {
 }
 
 # lg_fake_count NAME: a counter of the fake: an operation (insert get patch
-# delete list token metadata) or writes, reads, objects, connections.
+# delete list token metadata) or writes, reads, objects, connections,
+# tokens_issued.  (sed, not python: it runs often on a busy machine.)
 lg_fake_count() {
-	lg_fake stats | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-k = sys.argv[1]
-print(d["ops"][k] if k in d["ops"] else d[k])
-' "$1"
+	v=$(lg_fake stats | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p")
+	[ -n "$v" ] || lg_fail "fake_gcs has no counter $1"
+	echo "$v"
+}
+
+# lg_jget KEY FILE: the first "KEY":"value" or "KEY":number in FILE.
+lg_jget() {
+	grep -o "\"$1\":\"\{0,1\}[^\",}]*" "$2" | head -n 1 | sed 's/^[^:]*:"\{0,1\}//'
 }
