@@ -41,6 +41,7 @@ close_gs(gcs_store *s, void *ctx)
 int
 main(void)
 {
+	gcs_stats st0, st1;
 	int failed;
 
 	if (fake_gcs_start(&fake, NULL) != 0) {
@@ -64,8 +65,17 @@ main(void)
 	    fake_gcs_ctl(&fake, "/_fake/fault?op=delete&kind=503&count=3",
 	    NULL) != 200)
 		failed++;
+	gcs_stats_get(&st0);
 	failed += store_contract_run("gcs_contract_faults", open_gs, close_gs,
 	    NULL);
+	gcs_stats_get(&st1);
+	/* The 5xx and 429 faults (3 each on get, list, patch, delete) were
+	 * all met and retried. */
+	if (st1.retries - st0.retries < 12) {
+		fprintf(stderr, "only %llu retries under faults\n",
+		    (unsigned long long)(st1.retries - st0.retries));
+		failed++;
+	}
 	fake_gcs_stop(&fake);
 	return failed;
 }
