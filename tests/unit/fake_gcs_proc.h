@@ -29,6 +29,12 @@ void fake_gcs_stop(fake_gcs *f);
 /* GET PATHQ ("/_fake/...?...") on the fake; the HTTP status, or -1.  With
  * OUT, *OUT is the body (caller frees). */
 int fake_gcs_ctl(const fake_gcs *f, const char *pathq, char **out);
+/* METHOD PATHQ on the fake with an optional extra header line HDR and BODY
+ * (may be NULL).  The HTTP status (-1 on a transport error); with OUT,
+ * *OUT is the body (caller frees); with DATE, *DATE is 1 when the answer
+ * had a Date header. */
+int fake_gcs_http(const fake_gcs *f, const char *method, const char *pathq,
+    const char *hdr, const char *body, char **out, int *date);
 /* GET PATH and parse it as JSON (new reference, NULL on failure). */
 json_t *fake_gcs_json(const fake_gcs *f, const char *path);
 /* Request count of operation OP ("insert", "get", ...) from /_fake/stats,
