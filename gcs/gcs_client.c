@@ -40,7 +40,8 @@ typedef struct gs_store {
 	gcs_token_src *tok;            /* NULL: no auth (emulator) */
 	gcs_retry_policy policy;
 	pthread_mutex_t pool_mu;
-	CURL *pool[GCS_POOL_MAX];
+	CURL *pool[GCS_POOL_MAX];  /* idle handles */
+	int kept[GCS_POOL_MAX];    /* ...whose connection stayed open */
 	int npool;
 } gs_store;
 
@@ -57,23 +58,30 @@ typedef struct gs_req {
 
 /* ---- handle pool ---- */
 
+/* An idle handle (*reuse = 1 when its last transfer kept the connection
+ * open) or a new one. */
 static CURL *
-pool_take(gs_store *g)
+pool_take(gs_store *g, int *reuse)
 {
 	CURL *h = NULL;
 
+	*reuse = 0;
 	pthread_mutex_lock(&g->pool_mu);
-	if (g->npool > 0)
-		h = g->pool[--g->npool];
+	if (g->npool > 0) {
+		g->npool--;
+		h = g->pool[g->npool];
+		*reuse = g->kept[g->npool];
+	}
 	pthread_mutex_unlock(&g->pool_mu);
 	return h ? h : curl_easy_init();
 }
 
 static void
-pool_put(gs_store *g, CURL *h)
+pool_put(gs_store *g, CURL *h, int kept)
 {
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
+		g->kept[g->npool] = kept;
 		g->pool[g->npool++] = h;
 		h = NULL;
 	}
@@ -214,8 +222,9 @@ parse_object(const json_t *j, int64_t now_ms, gcs_object *out)
 	if (out->created_ms < 0)
 		out->created_ms = out->updated_ms;
 	out->now_ms = now_ms;
-	/* GCS omits "metadata" when the object has none. */
-	out->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+	/* GCS omits "metadata" when the object has none.  The map is shared
+	 * with the parsed answer, which the caller drops right after. */
+	out->metadata = json_is_object(md) ? json_incref(md) : json_object();
 	return out->metadata == NULL ? -1 : 0;
 }
 
@@ -277,7 +286,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_err terr;
 	gcs_status st;
 	CURL *h;
-	int attempt, rc, sent, tries = 0;
+	int attempt, rc, sent, tries = 0, reuse;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
@@ -316,7 +325,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 				goto nomem;
 			hdrs = h2;
 		}
-		h = pool_take(g);
+		h = pool_take(g, &reuse);
 		if (h == NULL)
 			goto nomem;
 		now = gcs_mono_ms();
@@ -325,12 +334,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			timeout = g->policy.try_timeout_ms;
 		if (timeout < 1)
 			timeout = 1;
-		sent = gcs_http_perform(h, req->method, req->url, hdrs,
+		sent = gcs_http_perform(h, reuse, req->method, req->url, hdrs,
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
-		pool_put(g, h);
-		/* A silent resend by libcurl counts as a try: the first
-		 * send may have been applied. */
+		pool_put(g, h, resp->kept);
+		/* A possible silent resend by libcurl counts as a try: the
+		 * first send may have been applied. */
 		tries += resp->sends > 1 ? resp->sends : 1;
 		err->attempts = tries;
 		for (h2 = hdrs; h2 != NULL; h2 = h2->next)

@@ -296,7 +296,7 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
 	}
-	if (gcs_http_perform(h, form ? "POST" : "GET", t->token_url, hdrs, form,
+	if (gcs_http_perform(h, 0, form ? "POST" : "GET", t->token_url, hdrs, form,
 	    formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot get a Cloud Storage access token from the %s: %s",
