@@ -1,10 +1,1461 @@
-/* store_file.c: placeholder until the durable local store lands. */
+/*
+ * store_file.c: file://DIR, the durable local store.
+ *
+ * Layout of DIR:
+ *   NAME-ENCODED   one file per live object: the object as JSON
+ *   .lock          flock(2)ed by the process that is writing (cross-process)
+ *   .wal           the commit log: header, then one record per batch
+ *   .tmp.*         temp files of a batch in flight (removed at open)
+ * Object files never start with '.', so nothing else can be mistaken for
+ * an object.  A name is encoded byte by byte: [A-Za-z0-9._-] stay, every
+ * other byte (and a leading '.') becomes %XX, so '/' never makes a
+ * subdirectory and no name can be "." or "..".  An encoding longer than
+ * FILE_FNAME_MAX becomes "~" + SHA-256 hex of the name; the file holds the
+ * real name in every case.
+ *
+ * Writes (insert, patch, remove) are group-committed.  Callers queue their
+ * op and block; one committer thread takes the whole queue as a batch and,
+ * holding an exclusive flock on .lock:
+ *   1. catches up with the log (another process may have written since;
+ *      see wal_catch_up),
+ *   2. reads each op's object file, checks its preconditions (ops on one
+ *      name within the batch see each other's results, in queue order),
+ *   3. writes a temp file for each name's final state,
+ *   4. appends ONE record (the final state of every name the batch
+ *      changed, plus the generation counter) to .wal and fdatasyncs it:
+ *      this is the commit point, one sync for the whole batch,
+ *   5. renames the temp files over the objects and unlinks deleted ones,
+ *   6. releases the flock and wakes the callers.
+ * A rename may so expose a file whose data is not yet on disk: that is safe
+ * because its state is in a durable log record, and the log is replayed
+ * (final state per name, atomically per file) before any store serves from
+ * DIR after a restart.  A record is dropped only by a checkpoint, which
+ * first makes every file durable (syncfs + directory fsync) and then
+ * replaces .wal by a fresh one that carries the counter.  A torn record
+ * (killed mid-append) fails its CRC and is cut off; its batch was never
+ * acknowledged.
+ *
+ * Cross-process: every write happens under the flock, and a writer that
+ * finds records it did not write re-applies the newest one (its writer may
+ * have died between steps 4 and 5); all older records were applied by a
+ * writer that held the flock after them.  Reads (get, list) take no lock:
+ * rename and unlink are atomic.
+ *
+ * Generations: max(counter + 1, store clock in ms * 1000), where counter is
+ * the largest generation ever issued in DIR (kept in the log and its
+ * header), so they look like GCS's microsecond generations and strictly
+ * increase per DIR across delete, re-create, restart, two processes and a
+ * clock that goes backwards.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
 #include "gcs.h"
+#include "store_file.h"
+
+#define FILE_FNAME_MAX 200        /* longest encoded name kept readable */
+#define FILE_FNAME_BUF 256        /* >= FILE_FNAME_MAX + 1 and hash form */
+#define FILE_PATH_BUF 4096        /* DIR as given, and mkdir -p steps */
+#define FILE_OBJ_BYTES_MAX (64 * 1024) /* an object file, bounded read */
+#define FILE_BATCH_MAX 128        /* ops per committed batch */
+#define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
+#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (GCS_META_BYTES_MAX + 4096))
+#define FILE_REC_HDR 8            /* u32 length + u32 CRC-32 */
+#define FILE_WAL_HDR 16           /* magic + int64 counter floor */
+#define FILE_TMP_BUF 64
+#define FILE_DIR_MODE 0700
+#define FILE_MODE 0600
+
+static const char wal_magic[8] = { 'L', 'G', 'W', 'A', 'L', '0', '0', '1' };
+#define WAL_NAME ".wal"
+#define LOCK_NAME ".lock"
+#define TMP_PREFIX ".tmp."
+
+enum file_kind { OP_INSERT, OP_PATCH, OP_REMOVE };
+
+/* One queued write.  Lives on the caller's stack until `done`. */
+typedef struct file_op {
+	enum file_kind kind;
+	const char *name;          /* borrowed */
+	const json_t *meta;        /* borrowed */
+	int64_t gen, metagen;
+	char fname[FILE_FNAME_BUF];
+	char tmp[FILE_TMP_BUF];
+	json_t *state;             /* owned: new state (entry), NULL = absent */
+	int ok;                    /* preconditions held: state is the result */
+	int final;                 /* last ok op on its name in the batch */
+	int rc;
+	gcs_err err;
+	gcs_object out;
+	int done;
+	pthread_cond_t cv;
+	struct file_op *next;
+} file_op;
+
+typedef struct file_store {
+	gcs_store base;
+	char *dir;
+	int dirfd, lockfd, walfd;
+	ino_t wal_ino;
+	off_t wal_end;             /* end of the last record we know applied */
+	int64_t counter;           /* largest generation issued in DIR */
+	gcs_clock_fn clock;
+	void *clock_ctx;
+	unsigned tmp_seq;
+
+	pthread_mutex_t mu;        /* queue, done flags, crash, dead */
+	pthread_cond_t work;
+	file_op *head, *tail;
+	int stop, dead;
+	gcs_file_crash crash;
+	pthread_t committer;
+	int started;
+
+	uint64_t n_ops, n_batches, n_syncs, n_checkpoints; /* atomic */
+} file_store;
+
+static void
+stat_add(uint64_t *c, uint64_t n)
+{
+	__atomic_add_fetch(c, n, __ATOMIC_RELAXED);
+}
+
+/* ---- names ---- */
+
+static int
+raw_ok(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+/* Encode NAME into OUT (FILE_FNAME_BUF bytes).  0, or -1 for an empty
+ * name or a hashing failure. */
+static int
+name_encode(const char *name, char *out)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p = (const unsigned char *)name;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	size_t o = 0;
+
+	if (*p == '\0')
+		return -1;
+	for (; *p != '\0'; p++) {
+		if (o + 3 > FILE_FNAME_MAX)
+			goto hash;
+		if (raw_ok(*p) && !(o == 0 && *p == '.')) {
+			out[o++] = (char)*p;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+hash:
+	if (EVP_Digest(name, strlen(name), md, &mdlen, EVP_sha256(), NULL) != 1)
+		return -1;
+	out[0] = '~';
+	for (i = 0; i < mdlen; i++) {
+		out[1 + 2 * i] = hex[md[i] >> 4];
+		out[2 + 2 * i] = hex[md[i] & 15];
+	}
+	out[1 + 2 * mdlen] = '\0';
+	return 0;
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode an object file name into OUT (GCS_NAME_MAX + 1 bytes).
+ * 0 decoded, 1 a hashed name (read the file for the name), -1 not an
+ * object file. */
+static int
+name_decode(const char *fname, char *out)
+{
+	size_t o = 0;
+
+	if (fname[0] == '.' || fname[0] == '\0')
+		return -1;
+	if (fname[0] == '~')
+		return 1;
+	for (; *fname != '\0'; fname++) {
+		int c = (unsigned char)*fname;
+		if (o >= GCS_NAME_MAX)
+			return -1;
+		if (c == '%') {
+			int hi = hexval(fname[1]), lo;
+			if (hi < 0 || (lo = hexval(fname[2])) < 0)
+				return -1;
+			c = hi * 16 + lo;
+			fname += 2;
+		} else if (!raw_ok((unsigned char)c)) {
+			return -1;
+		}
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* ---- object files ---- */
+
+/* An entry is the JSON of one object's state: {"name", "generation",
+ * "metageneration", "created_ms", "updated_ms", "metadata"}, or
+ * {"name", "deleted": true} in a log record. */
+static int
+entry_exists(const json_t *e)
+{
+	return json_object_get(e, "deleted") == NULL;
+}
+
+static int64_t
+entry_int(const json_t *e, const char *key)
+{
+	return (int64_t)json_integer_value(json_object_get(e, key));
+}
+
+static int
+entry_valid(const json_t *e)
+{
+	if (!json_is_object(e) || !json_is_string(json_object_get(e, "name")))
+		return 0;
+	if (!entry_exists(e))
+		return 1;
+	return entry_int(e, "generation") > 0 &&
+	    entry_int(e, "metageneration") > 0 &&
+	    json_is_integer(json_object_get(e, "created_ms")) &&
+	    json_is_integer(json_object_get(e, "updated_ms")) &&
+	    json_is_object(json_object_get(e, "metadata"));
+}
+
+static void
+entry_to_object(const json_t *e, int64_t now_ms, gcs_object *out)
+{
+	out->generation = entry_int(e, "generation");
+	out->metageneration = entry_int(e, "metageneration");
+	out->created_ms = entry_int(e, "created_ms");
+	out->updated_ms = entry_int(e, "updated_ms");
+	out->now_ms = now_ms;
+	out->metadata = json_incref(json_object_get(e, "metadata"));
+}
+
+/* Read object file FNAME into *ENTRY (new reference).  GCS_OK,
+ * GCS_NOT_FOUND, or GCS_UNAVAILABLE with err set. */
+static int
+obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	ssize_t r;
+	json_error_t je;
+	int fd, rc;
+
+	*entry = NULL;
+	fd = openat(fs->dirfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return gcs_fail(err, GCS_NOT_FOUND, "no such object");
+		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s",
+		    fs->dir, fname, strerror(errno));
+	}
+	buf = malloc(FILE_OBJ_BYTES_MAX);
+	if (buf == NULL) {
+		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto out;
+	}
+	while (len < FILE_OBJ_BYTES_MAX) {
+		r = read(fd, buf + len, FILE_OBJ_BYTES_MAX - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s/%s: %s",
+			    fs->dir, fname, strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	*entry = json_loadb(buf, len, 0, &je);
+	if (*entry == NULL || !entry_valid(*entry) || !entry_exists(*entry)) {
+		json_decref(*entry);
+		*entry = NULL;
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "object file %s/%s is corrupt", fs->dir, fname);
+		goto out;
+	}
+	rc = GCS_OK;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Write ENTRY to a new temp file; its name goes to TMP. */
+static int
+tmp_write(file_store *fs, const json_t *entry, char *tmp, gcs_err *err)
+{
+	char *text = json_dumps(entry, JSON_COMPACT);
+	unsigned seq = __atomic_add_fetch(&fs->tmp_seq, 1, __ATOMIC_RELAXED);
+	int fd, rc = GCS_OK;
+
+	if (text == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	snprintf(tmp, FILE_TMP_BUF, TMP_PREFIX "%ld.%p.%u", (long)getpid(),
+	    (void *)fs, seq);
+	fd = openat(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    FILE_MODE);
+	if (fd < 0 || write_all(fd, text, strlen(text)) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "write %s/%s: %s", fs->dir,
+		    tmp, strerror(errno));
+		if (fd >= 0)
+			unlinkat(fs->dirfd, tmp, 0);
+		tmp[0] = '\0';
+	}
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	return rc;
+}
+
+/* Make the object named in ENTRY match ENTRY, unless it already does.
+ * Used by replay; not durable by itself. */
+static int
+entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
+{
+	const char *name = json_string_value(json_object_get(entry, "name"));
+	char fname[FILE_FNAME_BUF], tmp[FILE_TMP_BUF];
+	json_t *cur = NULL;
+	int rc;
+
+	if (name_encode(name, fname) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "bad name in the log");
+	rc = obj_read(fs, fname, &cur, err);
+	if (rc != GCS_OK && rc != GCS_NOT_FOUND)
+		cur = NULL; /* corrupt: rewrite it */
+	if (!entry_exists(entry)) {
+		json_decref(cur);
+		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
+			return gcs_fail(err, GCS_UNAVAILABLE, "unlink %s/%s: %s",
+			    fs->dir, fname, strerror(errno));
+		return GCS_OK;
+	}
+	if (cur != NULL && entry_int(cur, "generation") ==
+	    entry_int(entry, "generation") && entry_int(cur, "metageneration") ==
+	    entry_int(entry, "metageneration")) {
+		json_decref(cur);
+		return GCS_OK;
+	}
+	json_decref(cur);
+	rc = tmp_write(fs, entry, tmp, err);
+	if (rc != GCS_OK)
+		return rc;
+	if (renameat(fs->dirfd, tmp, fs->dirfd, fname) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "rename in %s: %s", fs->dir,
+		    strerror(errno));
+		unlinkat(fs->dirfd, tmp, 0);
+	}
+	return rc;
+}
+
+/* ---- the log ---- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void
+crc_init(void)
+{
+	uint32_t i, k, v;
+
+	for (i = 0; i < 256; i++) {
+		v = i;
+		for (k = 0; k < 8; k++)
+			v = (v & 1) ? 0xedb88320u ^ (v >> 1) : v >> 1;
+		crc_table[i] = v;
+	}
+}
+
+/* CRC-32 (IEEE) of a log record: catches torn and stale tails. */
+static uint32_t
+crc32_buf(const unsigned char *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+	pthread_once(&crc_once, crc_init);
+	while (n-- > 0)
+		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c ^ 0xffffffffu;
+}
+
+static int
+pread_all(int fd, void *buf, size_t n, off_t off)
+{
+	char *p = buf;
+
+	while (n > 0) {
+		ssize_t r = pread(fd, p, n, off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
+static int
+pwrite_all(int fd, const void *buf, size_t n, off_t off)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = pwrite(fd, p, n, off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+/* Read the record at *OFF (file size SIZE).  Returns the parsed record
+ * (new reference) and advances *OFF, or NULL at the end or at a torn or
+ * corrupt record. */
+static json_t *
+wal_read_record(file_store *fs, off_t *off, off_t size)
+{
+	unsigned char hdr[FILE_REC_HDR];
+	uint32_t len, crc;
+	unsigned char *buf;
+	json_t *rec = NULL;
+	json_error_t je;
+
+	if (size - *off < FILE_REC_HDR ||
+	    pread_all(fs->walfd, hdr, sizeof(hdr), *off) != 0)
+		return NULL;
+	memcpy(&len, hdr, 4);
+	memcpy(&crc, hdr + 4, 4);
+	if (len == 0 || len > FILE_REC_BYTES_MAX ||
+	    (off_t)len > size - *off - FILE_REC_HDR)
+		return NULL;
+	buf = malloc(len);
+	if (buf == NULL)
+		return NULL;
+	if (pread_all(fs->walfd, buf, len, *off + FILE_REC_HDR) == 0 &&
+	    crc32_buf(buf, len) == crc) {
+		rec = json_loadb((const char *)buf, len, 0, &je);
+		if (rec != NULL && (!json_is_array(json_object_get(rec,
+		    "entries")) || !json_is_integer(json_object_get(rec,
+		    "counter")))) {
+			json_decref(rec);
+			rec = NULL;
+		}
+	}
+	free(buf);
+	if (rec != NULL)
+		*off += FILE_REC_HDR + (off_t)len;
+	return rec;
+}
+
+static void
+counter_see(file_store *fs, int64_t c)
+{
+	if (c > fs->counter)
+		fs->counter = c;
+}
+
+/* Open DIR/.wal (creating it with an empty header when absent) and read
+ * its header.  Under the flock. */
+static int
+wal_open(file_store *fs, gcs_err *err)
+{
+	unsigned char hdr[FILE_WAL_HDR];
+	struct stat st;
+	int64_t floor;
+	int fd;
+
+	fd = openat(fs->dirfd, WAL_NAME, O_RDWR | O_CREAT | O_CLOEXEC,
+	    FILE_MODE);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/" WAL_NAME ": %s",
+		    fs->dir, strerror(errno));
+	}
+	if (st.st_size < FILE_WAL_HDR) {
+		/* New (or torn while being created, before any record). */
+		memcpy(hdr, wal_magic, 8);
+		floor = fs->counter;
+		memcpy(hdr + 8, &floor, 8);
+		if (ftruncate(fd, 0) != 0 ||
+		    pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 ||
+		    fdatasync(fd) != 0 || fsync(fs->dirfd) != 0) {
+			close(fd);
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "initialise %s/" WAL_NAME ": %s", fs->dir,
+			    strerror(errno));
+		}
+		stat_add(&fs->n_syncs, 2);
+	} else if (pread_all(fd, hdr, sizeof(hdr), 0) != 0 ||
+	    memcmp(hdr, wal_magic, 8) != 0) {
+		close(fd);
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "%s/" WAL_NAME " is not a lockgate log", fs->dir);
+	}
+	memcpy(&floor, hdr + 8, 8);
+	counter_see(fs, floor);
+	if (fs->walfd >= 0)
+		close(fs->walfd);
+	fs->walfd = fd;
+	fs->wal_ino = st.st_ino;
+	fs->wal_end = FILE_WAL_HDR;
+	return GCS_OK;
+}
+
+/* Cut the log at OFF, durably: a torn tail must not hide later records. */
+static int
+wal_cut(file_store *fs, off_t off, gcs_err *err)
+{
+	if (ftruncate(fs->walfd, off) != 0 || fdatasync(fs->walfd) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "truncate %s/" WAL_NAME
+		    ": %s", fs->dir, strerror(errno));
+	stat_add(&fs->n_syncs, 1);
+	return GCS_OK;
+}
+
+static int
+record_apply(file_store *fs, const json_t *rec, gcs_err *err)
+{
+	json_t *e;
+	size_t i;
+	int rc;
+
+	json_array_foreach(json_object_get(rec, "entries"), i, e) {
+		if (!entry_valid(e))
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "bad entry in %s/" WAL_NAME, fs->dir);
+		rc = entry_apply(fs, e, err);
+		if (rc != GCS_OK)
+			return rc;
+	}
+	return GCS_OK;
+}
+
+/* Under the flock, before a batch: follow what other writers did since our
+ * last batch.  Re-applies the newest record we did not write (its writer
+ * may have died before renaming) and cuts a torn tail. */
+static int
+wal_catch_up(file_store *fs, gcs_err *err)
+{
+	struct stat st;
+	json_t *rec, *last = NULL;
+	off_t off;
+	int rc = GCS_OK;
+
+	if (fstatat(fs->dirfd, WAL_NAME, &st, 0) != 0 ||
+	    st.st_ino != fs->wal_ino) {
+		/* Replaced by a checkpoint (or removed): start over. */
+		rc = wal_open(fs, err);
+		if (rc != GCS_OK)
+			return rc;
+		if (fstat(fs->walfd, &st) != 0)
+			return gcs_fail(err, GCS_UNAVAILABLE, "stat %s/" WAL_NAME
+			    ": %s", fs->dir, strerror(errno));
+	}
+	if (st.st_size == fs->wal_end)
+		return GCS_OK;
+	off = st.st_size > fs->wal_end ? fs->wal_end : FILE_WAL_HDR;
+	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
+		counter_see(fs, entry_int(rec, "counter"));
+		json_decref(last);
+		last = rec;
+	}
+	if (off < st.st_size)
+		rc = wal_cut(fs, off, err);
+	if (rc == GCS_OK && last != NULL)
+		rc = record_apply(fs, last, err);
+	if (rc == GCS_OK)
+		fs->wal_end = off;
+	json_decref(last);
+	return rc;
+}
+
+/* Make every object file durable, then start a fresh log that carries the
+ * counter.  Under the flock. */
+static int
+wal_checkpoint(file_store *fs, gcs_err *err)
+{
+	static const char tmpname[] = TMP_PREFIX "wal";
+	unsigned char hdr[FILE_WAL_HDR];
+	int64_t floor = fs->counter;
+	int fd;
+
+	if (syncfs(fs->dirfd) != 0 || fsync(fs->dirfd) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "sync %s: %s", fs->dir,
+		    strerror(errno));
+	memcpy(hdr, wal_magic, 8);
+	memcpy(hdr + 8, &floor, 8);
+	fd = openat(fs->dirfd, tmpname, O_WRONLY | O_CREAT | O_TRUNC |
+	    O_CLOEXEC, FILE_MODE);
+	if (fd < 0)
+		goto fail;
+	if (pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 || fdatasync(fd) != 0) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	if (renameat(fs->dirfd, tmpname, fs->dirfd, WAL_NAME) != 0 ||
+	    fsync(fs->dirfd) != 0)
+		goto fail;
+	stat_add(&fs->n_syncs, 4);
+	stat_add(&fs->n_checkpoints, 1);
+	return wal_open(fs, err);
+fail:
+	gcs_fail(err, GCS_UNAVAILABLE, "checkpoint %s: %s", fs->dir,
+	    strerror(errno));
+	unlinkat(fs->dirfd, tmpname, 0);
+	return GCS_UNAVAILABLE;
+}
+
+/* A directory stream of DIR with its own offset (a dup would share it). */
+static DIR *
+dir_stream(file_store *fs)
+{
+	int fd = openat(fs->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (d == NULL)
+		close(fd);
+	return d;
+}
+
+/* At open, under the flock: replay the whole log (final state per name),
+ * remove stray temp files, and checkpoint. */
+static int
+recover(file_store *fs, gcs_err *err)
+{
+	struct stat st;
+	json_t *finals = NULL, *rec, *e, *v;
+	const char *k;
+	DIR *d = NULL;
+	struct dirent *de;
+	off_t off = FILE_WAL_HDR;
+	size_t i;
+	int rc;
+
+	rc = wal_open(fs, err);
+	if (rc != GCS_OK)
+		return rc;
+	if (fstat(fs->walfd, &st) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "stat %s/" WAL_NAME ": %s",
+		    fs->dir, strerror(errno));
+	finals = json_object();
+	if (finals == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
+		counter_see(fs, entry_int(rec, "counter"));
+		json_array_foreach(json_object_get(rec, "entries"), i, e) {
+			if (!entry_valid(e)) {
+				json_decref(rec);
+				rc = gcs_fail(err, GCS_UNAVAILABLE,
+				    "bad entry in %s/" WAL_NAME, fs->dir);
+				goto out;
+			}
+			json_object_set(finals, json_string_value(
+			    json_object_get(e, "name")), e);
+			if (entry_exists(e))
+				counter_see(fs, entry_int(e, "generation"));
+		}
+		json_decref(rec);
+	}
+	/* A torn tail is cut by the checkpoint below, which replaces the log. */
+	json_object_foreach(finals, k, v) {
+		rc = entry_apply(fs, v, err);
+		if (rc != GCS_OK)
+			goto out;
+	}
+	d = dir_stream(fs);
+	if (d == NULL) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
+		    strerror(errno));
+		goto out;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+			unlinkat(fs->dirfd, de->d_name, 0);
+	closedir(d);
+	rc = wal_checkpoint(fs, err);
+out:
+	json_decref(finals);
+	return rc;
+}
+
+/* ---- the committer ---- */
+
+/* Metadata for a new object: META without its null values. */
+static json_t *
+meta_clean(const json_t *meta)
+{
+	json_t *c = json_object();
+	const char *k;
+	json_t *v;
+
+	if (c == NULL)
+		return NULL;
+	json_object_foreach((json_t *)meta, k, v) {
+		if (json_is_null(v))
+			continue;
+		if (json_object_set_new(c, k, json_deep_copy(v)) != 0) {
+			json_decref(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
+static int
+meta_too_big(const json_t *meta)
+{
+	char *text = json_dumps(meta, JSON_COMPACT);
+	size_t n = text ? strlen(text) : SIZE_MAX;
+
+	free(text);
+	return n > GCS_META_BYTES_MAX;
+}
+
+static json_t *
+entry_new(const char *name, int64_t gen, int64_t metagen, int64_t created,
+    int64_t updated, json_t *meta /* steals */)
+{
+	json_t *e = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "name", name,
+	    "generation", (json_int_t)gen, "metageneration",
+	    (json_int_t)metagen, "created_ms", (json_int_t)created,
+	    "updated_ms", (json_int_t)updated, "metadata", meta);
+
+	return e;
+}
+
+/* Decide op I of the batch given the state before it, CUR (borrowed,
+ * NULL = absent).  Sets op->ok/state or op->rc/err. */
+static void
+op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
+{
+	json_t *meta;
+	const char *k;
+	json_t *v;
+
+	if (op->kind == OP_INSERT) {
+		if (cur != NULL) {
+			op->rc = gcs_fail(&op->err, GCS_PRECONDITION,
+			    "object exists");
+			return;
+		}
+		meta = meta_clean(op->meta);
+		if (meta == NULL)
+			goto nomem;
+		if (meta_too_big(meta)) {
+			json_decref(meta);
+			op->rc = gcs_fail(&op->err, GCS_INVALID,
+			    "metadata over %d bytes", GCS_META_BYTES_MAX);
+			return;
+		}
+		fs->counter = fs->counter + 1 > now_ms * 1000 ?
+		    fs->counter + 1 : now_ms * 1000;
+		op->state = entry_new(op->name, fs->counter, 1, now_ms, now_ms,
+		    meta);
+		if (op->state == NULL)
+			goto nomem;
+		op->ok = 1;
+		return;
+	}
+	if (cur == NULL) {
+		op->rc = gcs_fail(&op->err, GCS_NOT_FOUND, "no such object");
+		return;
+	}
+	if (entry_int(cur, "generation") != op->gen ||
+	    entry_int(cur, "metageneration") != op->metagen) {
+		op->rc = gcs_fail(&op->err, GCS_PRECONDITION,
+		    "precondition failed");
+		return;
+	}
+	if (op->kind == OP_REMOVE) {
+		op->state = NULL;
+		op->ok = 1;
+		return;
+	}
+	meta = json_deep_copy(json_object_get(cur, "metadata"));
+	if (meta == NULL)
+		goto nomem;
+	json_object_foreach((json_t *)op->meta, k, v) {
+		if (json_is_null(v))
+			json_object_del(meta, k);
+		else if (json_object_set_new(meta, k, json_deep_copy(v)) != 0) {
+			json_decref(meta);
+			goto nomem;
+		}
+	}
+	if (meta_too_big(meta)) {
+		json_decref(meta);
+		op->rc = gcs_fail(&op->err, GCS_INVALID,
+		    "metadata over %d bytes", GCS_META_BYTES_MAX);
+		return;
+	}
+	op->state = entry_new(op->name, op->gen, op->metagen + 1,
+	    entry_int(cur, "created_ms"), now_ms, meta);
+	if (op->state == NULL)
+		goto nomem;
+	op->ok = 1;
+	return;
+nomem:
+	op->rc = gcs_fail(&op->err, GCS_NOMEM, "out of memory");
+}
+
+static int
+utf8_ok(const char *name)
+{
+	json_t *j = json_string(name); /* NULL unless valid UTF-8 */
+
+	json_decref(j);
+	return j != NULL;
+}
+
+static void
+batch_fail(file_op **ops, size_t n, gcs_status st, const char *msg)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		json_decref(ops[i]->state);
+		ops[i]->state = NULL;
+		ops[i]->ok = 0;
+		gcs_object_clear(&ops[i]->out);
+		ops[i]->rc = gcs_fail(&ops[i]->err, st, "%s", msg);
+	}
+}
+
+/* Append REC to the log and make it durable: the commit point.  With
+ * HALF, write only part of it and stop (the crash hook). */
+static int
+wal_append(file_store *fs, const json_t *rec, int half, gcs_err *err)
+{
+	char *text = json_dumps(rec, JSON_COMPACT);
+	unsigned char hdr[FILE_REC_HDR];
+	uint32_t len, crc;
+	int rc = GCS_OK;
+
+	if (text == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	len = (uint32_t)strlen(text);
+	crc = crc32_buf((const unsigned char *)text, len);
+	memcpy(hdr, &len, 4);
+	memcpy(hdr + 4, &crc, 4);
+	if (pwrite_all(fs->walfd, hdr, sizeof(hdr), fs->wal_end) != 0 ||
+	    pwrite_all(fs->walfd, text, half ? len / 2 : len,
+	    fs->wal_end + FILE_REC_HDR) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "append to %s/" WAL_NAME
+		    ": %s", fs->dir, strerror(errno));
+		goto out;
+	}
+	if (half)
+		goto out;
+	if (fdatasync(fs->walfd) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "sync %s/" WAL_NAME ": %s",
+		    fs->dir, strerror(errno));
+		goto out;
+	}
+	stat_add(&fs->n_syncs, 1);
+	fs->wal_end += FILE_REC_HDR + (off_t)len;
+out:
+	if (rc != GCS_OK && !half &&
+	    ftruncate(fs->walfd, fs->wal_end) == 0 && fdatasync(fs->walfd) == 0)
+		stat_add(&fs->n_syncs, 1);
+	free(text);
+	return rc;
+}
+
+static void
+batch_run(file_store *fs, file_op **ops, size_t n)
+{
+	json_t *rec = NULL, *entries, *cur;
+	gcs_file_crash crash;
+	gcs_err err = { 0 };
+	int64_t now_ms;
+	off_t rec_start;
+	size_t i, j, nfinal = 0;
+	int rc;
+
+	pthread_mutex_lock(&fs->mu);
+	crash = fs->crash;
+	fs->crash = GCS_FILE_CRASH_NONE;
+	rc = fs->dead;
+	pthread_mutex_unlock(&fs->mu);
+	if (rc) {
+		batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
+		return;
+	}
+	if (flock(fs->lockfd, LOCK_EX) != 0) {
+		batch_fail(ops, n, GCS_UNAVAILABLE, "cannot lock the store");
+		return;
+	}
+	stat_add(&fs->n_batches, 1);
+	stat_add(&fs->n_ops, n);
+	if (wal_catch_up(fs, &err) != GCS_OK) {
+		batch_fail(ops, n, err.status, err.msg);
+		goto unlock;
+	}
+	now_ms = fs->clock(fs->clock_ctx);
+	for (i = 0; i < n; i++) {
+		file_op *op = ops[i];
+		json_t *disk = NULL;
+
+		if (name_encode(op->name, op->fname) != 0 ||
+		    !utf8_ok(op->name)) {
+			op->rc = gcs_fail(&op->err, GCS_INVALID,
+			    "object name is not UTF-8");
+			continue;
+		}
+		/* The newest earlier result on this name, else the disk. */
+		for (j = i; j-- > 0;)
+			if (ops[j]->ok && strcmp(ops[j]->fname, op->fname) == 0)
+				break;
+		if (j != (size_t)-1) {
+			cur = ops[j]->state;
+		} else {
+			rc = obj_read(fs, op->fname, &disk, &op->err);
+			if (rc != GCS_OK && rc != GCS_NOT_FOUND) {
+				op->rc = rc;
+				continue;
+			}
+			cur = disk;
+		}
+		op_eval(fs, op, cur, now_ms);
+		json_decref(disk);
+	}
+	entries = json_array();
+	rec = json_pack("{s:I, s:o}", "counter", (json_int_t)fs->counter,
+	    "entries", entries);
+	if (rec == NULL) {
+		batch_fail(ops, n, GCS_NOMEM, "out of memory");
+		goto unlock;
+	}
+	for (i = 0; i < n; i++) {
+		if (!ops[i]->ok)
+			continue;
+		ops[i]->final = 1;
+		for (j = i + 1; j < n; j++)
+			if (ops[j]->ok &&
+			    strcmp(ops[j]->fname, ops[i]->fname) == 0)
+				ops[i]->final = 0;
+		if (!ops[i]->final)
+			continue;
+		nfinal++;
+		if (ops[i]->state != NULL) {
+			rc = json_array_append(entries, ops[i]->state);
+			if (rc == 0)
+				rc = tmp_write(fs, ops[i]->state, ops[i]->tmp,
+				    &err);
+		} else {
+			rc = json_array_append_new(entries, json_pack(
+			    "{s:s, s:b}", "name", ops[i]->name, "deleted", 1));
+		}
+		if (rc != 0) {
+			batch_fail(ops, n, err.status ? err.status : GCS_NOMEM,
+			    err.status ? err.msg : "out of memory");
+			goto cleanup;
+		}
+	}
+	if (nfinal == 0)
+		goto unlock;
+	rec_start = fs->wal_end;
+	if (crash == GCS_FILE_CRASH_BEFORE_COMMIT) {
+		wal_append(fs, rec, 1, &err);
+		goto die;
+	}
+	if (wal_append(fs, rec, 0, &err) != GCS_OK) {
+		batch_fail(ops, n, err.status, err.msg);
+		goto cleanup;
+	}
+	if (crash == GCS_FILE_CRASH_AFTER_COMMIT)
+		goto die;
+	for (i = 0; i < n; i++) {
+		file_op *op = ops[i];
+
+		if (!op->final)
+			continue;
+		if (op->state != NULL)
+			rc = renameat(fs->dirfd, op->tmp, fs->dirfd, op->fname);
+		else if ((rc = unlinkat(fs->dirfd, op->fname, 0)) != 0 &&
+		    errno == ENOENT)
+			rc = 0;
+		if (rc == 0) {
+			op->tmp[0] = '\0';
+			continue;
+		}
+		/* Committed but not applied: the next batch re-applies the
+		 * record; callers get "unavailable" (the write may stand). */
+		fs->wal_end = rec_start;
+		gcs_fail(&err, GCS_UNAVAILABLE, "apply in %s: %s", fs->dir,
+		    strerror(errno));
+		batch_fail(ops, n, err.status, err.msg);
+		goto cleanup;
+	}
+	for (i = 0; i < n; i++)
+		if (ops[i]->ok && ops[i]->state != NULL)
+			entry_to_object(ops[i]->state, fs->clock(fs->clock_ctx),
+			    &ops[i]->out);
+	if (fs->wal_end > FILE_WAL_CHECKPOINT)
+		(void)wal_checkpoint(fs, &err); /* retried after the next batch */
+cleanup:
+	for (i = 0; i < n; i++)
+		if (ops[i]->tmp[0] != '\0') {
+			unlinkat(fs->dirfd, ops[i]->tmp, 0);
+			ops[i]->tmp[0] = '\0';
+		}
+unlock:
+	json_decref(rec);
+	flock(fs->lockfd, LOCK_UN);
+	return;
+die:
+	/* As if killed here: leave the temp files, drop the lock. */
+	json_decref(rec);
+	pthread_mutex_lock(&fs->mu);
+	fs->dead = 1;
+	pthread_mutex_unlock(&fs->mu);
+	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
+	flock(fs->lockfd, LOCK_UN);
+}
+
+static void *
+committer_main(void *arg)
+{
+	file_store *fs = arg;
+	file_op *batch[FILE_BATCH_MAX];
+	size_t n, i;
+
+	pthread_mutex_lock(&fs->mu);
+	for (;;) {
+		while (fs->head == NULL && !fs->stop)
+			pthread_cond_wait(&fs->work, &fs->mu);
+		if (fs->head == NULL)
+			break;
+		for (n = 0; n < FILE_BATCH_MAX && fs->head != NULL; n++) {
+			batch[n] = fs->head;
+			fs->head = fs->head->next;
+		}
+		if (fs->head == NULL)
+			fs->tail = NULL;
+		pthread_mutex_unlock(&fs->mu);
+		batch_run(fs, batch, n);
+		pthread_mutex_lock(&fs->mu);
+		for (i = 0; i < n; i++) {
+			batch[i]->done = 1;
+			pthread_cond_signal(&batch[i]->cv);
+		}
+	}
+	pthread_mutex_unlock(&fs->mu);
+	return NULL;
+}
+
+/* Queue OP, wait for the committer, hand back the result. */
+static int
+submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
+{
+	int rc;
+
+	pthread_cond_init(&op->cv, NULL);
+	pthread_mutex_lock(&fs->mu);
+	op->next = NULL;
+	if (fs->tail != NULL)
+		fs->tail->next = op;
+	else
+		fs->head = op;
+	fs->tail = op;
+	pthread_cond_signal(&fs->work);
+	while (!op->done)
+		pthread_cond_wait(&op->cv, &fs->mu);
+	pthread_mutex_unlock(&fs->mu);
+	pthread_cond_destroy(&op->cv);
+	json_decref(op->state);
+	rc = op->rc;
+	if (rc == GCS_OK && out != NULL)
+		*out = op->out;
+	else
+		gcs_object_clear(&op->out);
+	if (rc != GCS_OK && err != NULL)
+		*err = op->err;
+	return rc;
+}
+
+/* ---- the contract ---- */
+
+static int
+file_insert(gcs_store *s, const char *name, const json_t *metadata,
+    gcs_object *out, gcs_err *err)
+{
+	file_op op = { .kind = OP_INSERT, .name = name, .meta = metadata };
+
+	return submit((file_store *)s, &op, out, err);
+}
+
+static int
+file_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    const json_t *metadata, gcs_object *out, gcs_err *err)
+{
+	file_op op = { .kind = OP_PATCH, .name = name, .meta = metadata,
+	    .gen = gen, .metagen = metagen };
+
+	return submit((file_store *)s, &op, out, err);
+}
+
+static int
+file_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
+    gcs_err *err)
+{
+	file_op op = { .kind = OP_REMOVE, .name = name, .gen = gen,
+	    .metagen = metagen };
+
+	return submit((file_store *)s, &op, NULL, err);
+}
+
+static int
+file_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
+{
+	file_store *fs = (file_store *)s;
+	char fname[FILE_FNAME_BUF];
+	json_t *e;
+	int rc;
+
+	if (name_encode(name, fname) != 0)
+		return gcs_fail(err, GCS_INVALID, "bad name");
+	rc = obj_read(fs, fname, &e, err);
+	if (rc != GCS_OK)
+		return rc;
+	if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0) {
+		json_decref(e);
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "object file %s/%s holds another name", fs->dir, fname);
+	}
+	entry_to_object(e, fs->clock(fs->clock_ctx), out);
+	json_decref(e);
+	return GCS_OK;
+}
+
+typedef struct file_cand {
+	char *name;
+	char fname[FILE_FNAME_BUF];
+} file_cand;
+
+static int
+cand_cmp(const void *a, const void *b)
+{
+	return strcmp(((const file_cand *)a)->name,
+	    ((const file_cand *)b)->name);
+}
+
+static int
+file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    gcs_page *out, gcs_err *err)
+{
+	file_store *fs = (file_store *)s;
+	file_cand *c = NULL, *nc;
+	size_t n = 0, cap = 0, i, plen = strlen(prefix);
+	char name[GCS_NAME_MAX + 1], fname[FILE_FNAME_BUF];
+	struct dirent *de;
+	DIR *d = NULL;
+	json_t *e;
+	int rc = GCS_OK, kind;
+
+	d = dir_stream(fs);
+	if (d == NULL)
+		return gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
+		    strerror(errno));
+	out->now_ms = fs->clock(fs->clock_ctx);
+	while ((de = readdir(d)) != NULL) {
+		kind = name_decode(de->d_name, name);
+		if (kind < 0)
+			continue;
+		/* Only canonical encodings: get() of the name finds this file. */
+		if (kind == 0 && (name_encode(name, fname) != 0 ||
+		    strcmp(fname, de->d_name) != 0))
+			continue;
+		if (kind == 1) {
+			/* Hashed long name: the file knows its name. */
+			if (obj_read(fs, de->d_name, &e, NULL) != GCS_OK)
+				continue;
+			snprintf(name, sizeof(name), "%s", json_string_value(
+			    json_object_get(e, "name")));
+			json_decref(e);
+		}
+		if (strncmp(name, prefix, plen) != 0 ||
+		    (page_token != NULL && strcmp(name, page_token) <= 0))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			nc = realloc(c, cap * sizeof(*c));
+			if (nc == NULL)
+				goto nomem;
+			c = nc;
+		}
+		c[n].name = strdup(name);
+		if (c[n].name == NULL)
+			goto nomem;
+		snprintf(c[n].fname, sizeof(c[n].fname), "%s", de->d_name);
+		n++;
+	}
+	if (n > 0)
+		qsort(c, n, sizeof(*c), cand_cmp);
+	out->items = calloc((size_t)max, sizeof(*out->items));
+	if (out->items == NULL)
+		goto nomem;
+	for (i = 0; i < n; i++) {
+		gcs_entry *it;
+
+		if (out->n == (size_t)max) {
+			out->next_token = strdup(out->items[out->n - 1].name);
+			if (out->next_token == NULL)
+				goto nomem;
+			break;
+		}
+		/* Gone since readdir: skip it, the page stays full. */
+		if (obj_read(fs, c[i].fname, &e, NULL) != GCS_OK)
+			continue;
+		it = &out->items[out->n];
+		it->name = c[i].name;
+		c[i].name = NULL;
+		entry_to_object(e, out->now_ms, &it->obj);
+		json_decref(e);
+		out->n++;
+	}
+	goto out;
+nomem:
+	gcs_page_clear(out);
+	rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+out:
+	for (i = 0; i < n; i++)
+		free(c[i].name);
+	free(c);
+	closedir(d);
+	return rc;
+}
+
+static int
+file_check(gcs_store *s, gcs_err *err)
+{
+	file_store *fs = (file_store *)s;
+	int dead;
+
+	pthread_mutex_lock(&fs->mu);
+	dead = fs->dead;
+	pthread_mutex_unlock(&fs->mu);
+	if (dead)
+		return gcs_fail(err, GCS_UNAVAILABLE, "the store has stopped");
+	if (faccessat(fs->dirfd, ".", W_OK, 0) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "%s is not writable: %s",
+		    fs->dir, strerror(errno));
+	return GCS_OK;
+}
+
+static void
+file_free(gcs_store *s)
+{
+	file_store *fs = (file_store *)s;
+
+	if (fs->started) {
+		pthread_mutex_lock(&fs->mu);
+		fs->stop = 1;
+		pthread_cond_signal(&fs->work);
+		pthread_mutex_unlock(&fs->mu);
+		pthread_join(fs->committer, NULL);
+	}
+	if (fs->walfd >= 0)
+		close(fs->walfd);
+	if (fs->lockfd >= 0)
+		close(fs->lockfd);
+	if (fs->dirfd >= 0)
+		close(fs->dirfd);
+	pthread_mutex_destroy(&fs->mu);
+	pthread_cond_destroy(&fs->work);
+	free(fs->dir);
+	free(fs);
+}
+
+static const gcs_store_ops file_ops = {
+	.scheme = "file",
+	.insert = file_insert,
+	.get = file_get,
+	.patch = file_patch,
+	.remove = file_remove,
+	.list = file_list,
+	.check = file_check,
+	.free = file_free,
+};
+
+/* mkdir -p DIR, the last component with FILE_DIR_MODE. */
+static int
+mkdirs(const char *dir, gcs_err *err)
+{
+	char path[FILE_PATH_BUF];
+	size_t i, n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path))
+		return gcs_fail(err, GCS_INVALID, "store directory name length %zu",
+		    n);
+	memcpy(path, dir, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, FILE_DIR_MODE) != 0 && errno != EEXIST)
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "cannot create store directory %s: %s", path,
+			    strerror(errno));
+		path[i] = i < n ? '/' : '\0';
+	}
+	return GCS_OK;
+}
+
+gcs_store *
+gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
+    gcs_err *err)
+{
+	file_store *fs;
+	gcs_err e = { 0 };
+
+	if (err == NULL)
+		err = &e;
+	if (dir == NULL || dir[0] == '\0') {
+		gcs_fail(err, GCS_INVALID, "no store directory");
+		return NULL;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (fs == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		return NULL;
+	}
+	fs->base.ops = &file_ops;
+	fs->dirfd = fs->lockfd = fs->walfd = -1;
+	fs->clock = clock ? clock : gcs_clock_real;
+	fs->clock_ctx = clock_ctx;
+	pthread_mutex_init(&fs->mu, NULL);
+	pthread_cond_init(&fs->work, NULL);
+	fs->dir = strdup(dir);
+	if (fs->dir == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto fail;
+	}
+	if (mkdirs(dir, err) != GCS_OK)
+		goto fail;
+	fs->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->dirfd < 0) {
+		gcs_fail(err, GCS_UNAVAILABLE, errno == ENOTDIR ?
+		    "store path %s is not a directory" :
+		    "cannot open store directory %s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	fs->lockfd = openat(fs->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC,
+	    FILE_MODE);
+	if (fs->lockfd < 0) {
+		gcs_fail(err, GCS_UNAVAILABLE,
+		    "store directory %s is not writable: %s", dir,
+		    strerror(errno));
+		goto fail;
+	}
+	if (flock(fs->lockfd, LOCK_EX) != 0) {
+		gcs_fail(err, GCS_UNAVAILABLE, "cannot lock %s/" LOCK_NAME ": %s",
+		    dir, strerror(errno));
+		goto fail;
+	}
+	if (recover(fs, err) != GCS_OK) {
+		flock(fs->lockfd, LOCK_UN);
+		goto fail;
+	}
+	flock(fs->lockfd, LOCK_UN);
+	if (pthread_create(&fs->committer, NULL, committer_main, fs) != 0) {
+		gcs_fail(err, GCS_UNAVAILABLE, "cannot start the committer");
+		goto fail;
+	}
+	fs->started = 1;
+	return &fs->base;
+fail:
+	file_free(&fs->base);
+	return NULL;
+}
 
 gcs_store *
 gcs_file_new(const char *dir, gcs_err *err)
 {
-	(void)dir;
-	gcs_fail(err, GCS_INVALID, "the file store is not built yet");
-	return NULL;
+	return gcs_file_new_clock(dir, NULL, NULL, err);
+}
+
+void
+gcs_file_set_crash_point(gcs_store *s, gcs_file_crash point)
+{
+	file_store *fs = (file_store *)s;
+
+	if (s == NULL || s->ops != &file_ops)
+		return;
+	pthread_mutex_lock(&fs->mu);
+	fs->crash = point;
+	pthread_mutex_unlock(&fs->mu);
+}
+
+void
+gcs_file_stats_get(gcs_store *s, gcs_file_stats *out)
+{
+	file_store *fs = (file_store *)s;
+
+	memset(out, 0, sizeof(*out));
+	if (s == NULL || s->ops != &file_ops)
+		return;
+	out->ops = __atomic_load_n(&fs->n_ops, __ATOMIC_RELAXED);
+	out->batches = __atomic_load_n(&fs->n_batches, __ATOMIC_RELAXED);
+	out->syncs = __atomic_load_n(&fs->n_syncs, __ATOMIC_RELAXED);
+	out->checkpoints = __atomic_load_n(&fs->n_checkpoints,
+	    __ATOMIC_RELAXED);
 }

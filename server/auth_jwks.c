@@ -6,8 +6,9 @@
  * under a mutex that no fetch ever holds.  The thread refreshes when the
  * Cache-Control max-age runs out (retrying every AUTH_JWKS_RETRY s after a
  * failure, keeping the old keys meanwhile), and early when a token names a
- * kid we do not know, at most once per min_interval; such a request waits
- * at most AUTH_JWKS_WAIT_MS for that fetch.
+ * kid we do not know, at most once per min_interval (the first time at
+ * once: a rotation right after start is served); such a request waits at
+ * most AUTH_JWKS_WAIT_MS for that fetch.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -31,7 +32,8 @@ struct auth_jwks {
 	auth_keyset *keys;
 	unsigned long fetches;
 	time_t next_refresh; /* monotonic s */
-	time_t last_fetch;   /* monotonic s, 0 = never */
+	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
+				kid caused; 0 = never */
 	bool want;
 	bool stop;
 	bool started;
@@ -187,7 +189,6 @@ run(void *arg)
 
 		if (j->want || now >= j->next_refresh) {
 			j->want = false;
-			j->last_fetch = now;
 			pthread_mutex_unlock(&j->mu);
 			refresh(j);
 			pthread_mutex_lock(&j->mu);
@@ -215,7 +216,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		return NULL;
 	}
 	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "the JWKS URL must start with https:// "
+		snprintf(err, errlen, "LOCKGATE_JWKS_URL must start with https:// "
 		    "(or http:// for tests)");
 		free(j->url);
 		free(j);
@@ -230,7 +231,6 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 	pthread_condattr_destroy(&ca);
 
 	/* The first fetch happens here so the first requests find keys. */
-	j->last_fetch = mono_now();
 	{
 		long max_age = -1;
 		auth_keyset *ks = fetch(url, &max_age, err, errlen);
@@ -297,7 +297,9 @@ auth_jwks_refetch(auth_jwks *j)
 
 	pthread_mutex_lock(&j->mu);
 	seen = j->fetches;
-	if (j->want || now - j->last_fetch >= j->min_interval) {
+	if (j->want || j->last_asked == 0 ||
+	    now - j->last_asked >= j->min_interval) {
+		j->last_asked = now;
 		j->want = true;
 		pthread_cond_broadcast(&j->cv);
 		clock_gettime(CLOCK_MONOTONIC, &until);

@@ -137,14 +137,6 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 		snprintf(err, errlen, "policy rule %zu is not an object", idx + 1);
 		return -1;
 	}
-	json_object_foreach((json_t *)jr, key, v) {
-		if (strcmp(key, "name") && strcmp(key, "match") &&
-		    strcmp(key, "locks") && strcmp(key, "actions")) {
-			snprintf(err, errlen, "policy %s: unknown field \"%.40s\" "
-			    "(name, match, locks, actions)", r->name, key);
-			return -1;
-		}
-	}
 	v = json_object_get(jr, "name");
 	if (v != NULL) {
 		if (!json_is_string(v) || json_string_length(v) > RULE_NAME_MAX) {
@@ -153,6 +145,14 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 			return -1;
 		}
 		snprintf(r->name, sizeof(r->name), "%s", json_string_value(v));
+	}
+	json_object_foreach((json_t *)jr, key, v) {
+		if (strcmp(key, "name") && strcmp(key, "match") &&
+		    strcmp(key, "locks") && strcmp(key, "actions")) {
+			snprintf(err, errlen, "policy %s: unknown field \"%.40s\" "
+			    "(name, match, locks, actions)", r->name, key);
+			return -1;
+		}
 	}
 	v = json_object_get(jr, "match");
 	if (v != NULL && !json_is_object(v)) {
@@ -305,8 +305,8 @@ auth_policy_load(const char *path, char *err, size_t errlen)
 	char why[200];
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open the policy %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "LOCKGATE_POLICY: cannot open the policy "
+		    "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(AUTH_POLICY_MAX + 1);

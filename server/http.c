@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "http_int.h"
+#include "events.h"
+#include "format_env.h"
 #include "metrics.h"
 
 static int64_t
@@ -56,6 +58,33 @@ http_text(srv_req *r, int status, const char *ctype, const void *data,
 	return queue(r, status, resp);
 }
 
+/* Answer BODY (stolen) as KEY='value' lines. */
+static enum MHD_Result
+env_answer(srv_req *r, int status, json_t *body, int retry_after)
+{
+	struct MHD_Response *resp;
+	char *text = srv_env_format(body), ra[16];
+
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type",
+	    "text/plain; charset=utf-8");
+	if (retry_after > 0) {
+		snprintf(ra, sizeof(ra), "%d", retry_after);
+		MHD_add_response_header(resp, "Retry-After", ra);
+	}
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	return queue(r, status, resp);
+}
+
 enum MHD_Result
 http_json(srv_req *r, int status, json_t *body)
 {
@@ -63,6 +92,8 @@ http_json(srv_req *r, int status, json_t *body)
 	char *text = NULL;
 	size_t len = 0;
 
+	if (body != NULL && r->env_format)
+		return env_answer(r, status, body, 0);
 	if (body != NULL) {
 		text = json_dumps(body, JSON_COMPACT);
 		json_decref(body);
@@ -101,6 +132,10 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	body = json_pack("{s:o}", "error", e);
 	if (body == NULL)
 		return MHD_NO;
+	if (r->env_format)
+		return env_answer(r, status, body, status == 409 ||
+		    status == 503 ? (err->retry_after > 0 ? err->retry_after :
+		    1) : 0);
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL)
@@ -437,6 +472,7 @@ srv_free(srv_server *s)
 	if (s == NULL)
 		return;
 	srv_stop(s);
+	srv_events_reset();
 	free(s);
 }
 
@@ -462,6 +498,7 @@ srv_on_event(void *ctx, const api_event *ev)
 	json_t *f;
 
 	metrics_lock_outcome(what);
+	srv_events_record(ev);
 	if (ev->kind != API_EV_REFRESHED) {
 		f = json_pack("{s:s, s:s, s:s?, s:s?, s:s?}", "event", what,
 		    "lock", ev->name, "owner", ev->owner, "holder", ev->holder,

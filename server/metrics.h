@@ -1,27 +1,55 @@
 /*
  * metrics.h: process-wide Prometheus counters and histograms.
- * Every function is thread-safe and cheap (atomics); none allocates on
- * the request path.
+ *
+ * Every recording function is thread-safe, lock-free (relaxed atomics on
+ * fixed arrays) and never allocates: the label sets are fixed in advance
+ * and a value outside them is counted under "other".  Only
+ * metrics_render() allocates, and it is called by the /metrics handler.
+ *
+ * Exposition: Prometheus text format 0.0.4, every name prefixed lockgate_,
+ * units in the names (_seconds, _total).
  */
 #ifndef LOCKGATE_METRICS_H
 #define LOCKGATE_METRICS_H
 
 #include <stddef.h>
 
-/* One finished HTTP request: ROUTE is the route template ("acquire",
- * "inspect", ...), never a lock name. */
+#include "gcs/gcs.h"
+
+/* Labels of lockgate_http_requests_total{route}: "acquire", "refresh",
+ * "release", "force_release" (or "forceRelease"), "inspect", "list",
+ * "whoami", "healthz", "readyz", "metrics", "asset" (the dashboard and
+ * /lockctl); anything else is "other".  STATUS is the HTTP status (100..599, else
+ * "other"); SECONDS the time from the first byte to the queued answer. */
 void metrics_http(const char *route, int status, double seconds);
+
 /* A lock outcome: "granted", "conflict", "lost", "expired_takeover",
- * "forced", "released", "refreshed". */
+ * "forced", "released", "refreshed"; anything else is "other". */
 void metrics_lock_outcome(const char *outcome);
-/* Time a waiter spent waiting, whatever the outcome. */
+
+/* Time a waiter spent waiting, whatever the outcome (granted, timed out,
+ * shut down, disconnected). */
 void metrics_wait_observe(double seconds);
+
+/* Adjust the lockgate_waiters gauge: +1 when a request starts waiting,
+ * -1 when it stops.  The gauge never renders below 0. */
 void metrics_waiters_add(int delta);
-/* A store call: OP "insert|get|patch|delete|list|check", STATUS a
- * gcs_status_str(). */
+
+/* A store call: OP "insert", "get", "patch", "delete", "list", "check"
+ * (else "other"); STATUS a gcs_status_str() ("ok", "not_found", ...,
+ * else "other"). */
 void metrics_store_call(const char *op, const char *status, double seconds);
 
-/* The exposition text.  New string (free()), *len set. */
+/* The exposition text, including the store layer's gcs_stats_get()
+ * counters.  New string (caller free()s it), *len set to its length;
+ * NULL (and *len 0) when out of memory. */
 char *metrics_render(size_t *len);
+
+/* store_metrics.c: wrap INNER so that every call through the store
+ * contract is recorded with metrics_store_call(op, status, seconds).
+ * Takes ownership of INNER in every case: gcs_store_free() on the result
+ * frees both; on allocation failure INNER is freed and NULL returned.
+ * The wrapper keeps INNER's scheme.  NULL INNER returns NULL. */
+gcs_store *srv_store_instrument(gcs_store *inner);
 
 #endif

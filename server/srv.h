@@ -91,6 +91,11 @@ void srv_free(srv_server *s);
 void srv_on_event(void *ctx, const api_event *ev);
 bool srv_draining(const srv_server *s);
 
+/* --- routes.c --- */
+
+/* Print every route served, "METHOD /path" a line (lockgate --routes). */
+void srv_routes_print(void);
+
 /* --- wait.c --- */
 
 typedef struct srv_waits srv_waits;

@@ -1,0 +1,45 @@
+/*
+ * store_file.h: test and benchmark hooks of the file:// store.  The store
+ * itself is opened with gcs_file_new() (gcs.h); nothing here is needed to
+ * use it.
+ */
+#ifndef LOCKGATE_STORE_FILE_H
+#define LOCKGATE_STORE_FILE_H
+
+#include <stdint.h>
+
+#include "gcs.h"
+
+/* Where the committer stops "as if killed" (it releases DIR/.lock as a dead
+ * process would, answers GCS_UNAVAILABLE, and the store refuses every later
+ * write).  Used to check crash recovery by reopening DIR in a new store. */
+typedef enum gcs_file_crash {
+	GCS_FILE_CRASH_NONE = 0,
+	/* Temp files written and half a commit record appended, nothing
+	 * synced or renamed: reopening must show the OLD state. */
+	GCS_FILE_CRASH_BEFORE_COMMIT,
+	/* Commit record durable, temp files written, nothing renamed (the
+	 * "before rename" point): reopening must show the NEW state. */
+	GCS_FILE_CRASH_AFTER_COMMIT,
+} gcs_file_crash;
+
+/* Arm a crash point for the next batch of writes of S (a file:// store). */
+void gcs_file_set_crash_point(gcs_store *s, gcs_file_crash point);
+
+/* Counters of one file:// store, for tests and benchmarks. */
+typedef struct gcs_file_stats {
+	uint64_t ops;         /* writes that went through the committer */
+	uint64_t batches;     /* batches committed (each under one flock) */
+	uint64_t syncs;       /* fdatasync/fsync/syncfs calls made */
+	uint64_t checkpoints; /* log truncations (syncfs + new log) */
+} gcs_file_stats;
+
+void gcs_file_stats_get(gcs_store *s, gcs_file_stats *out);
+
+/* gcs_file_new with a replaceable store clock (milliseconds).  CLOCK NULL
+ * means CLOCK_REALTIME.  Used to prove that generations keep increasing
+ * when the clock goes backwards. */
+gcs_store *gcs_file_new_clock(const char *dir, gcs_clock_fn clock,
+    void *clock_ctx, gcs_err *err);
+
+#endif

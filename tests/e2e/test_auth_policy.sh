@@ -1,0 +1,99 @@
+#!/bin/sh
+# Policy over HTTP: a GitHub-style policy lets acme's main branch take
+# prod/ locks and others only read; 403 names what was missing; SIGHUP
+# reloads the policy without a restart (a broken one is refused and the
+# old one stays); only admin may force-release; `lockgate token` mints a
+# usable token; --check refuses a broken policy with a clear message.
+. tests/e2e/lib.sh
+out=$LG_TMP/out
+POL=$LG_TMP/policy.json
+cat >"$POL" <<'JSON'
+{"rules": [
+  {"name": "acme main deploys prod",
+   "match": {"repository_owner": "acme", "ref": "refs/heads/main"},
+   "locks": ["prod/**"], "actions": ["acquire"]},
+  {"name": "acme reads everything", "match": {"repository_owner": "acme"},
+   "locks": ["**"], "actions": ["read"]},
+  {"name": "ops", "match": {"sub": "ops-*", "admin": true},
+   "locks": ["**"], "actions": ["admin"]}
+]}
+JSON
+lg_start --policy "$POL" --display-claims repository_owner,ref,run_id
+now=$(date +%s)
+exp=$((now + 600))
+MAIN="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/main\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\",\"run_id\":\"22259804324\",\"exp\":$exp}")"
+FEAT="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/feat\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\",\"exp\":$exp}")"
+EVIL="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:evil/app\",\"repository_owner\":\"evil\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
+OPS="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-carol\",\"admin\":true,\"exp\":$exp}")"
+
+post() { # HEADER PATH -> code, body in $out
+	lg_curl -o "$out" -w '%{http_code}' -X POST -H "$1" "$LG_URL/v1/locks/$2"
+}
+get() {
+	lg_curl -o "$out" -w '%{http_code}' -H "$1" "$LG_URL/v1/locks/$2"
+}
+
+lg_eq "$(post "$MAIN" 'prod/eu/deploy:acquire?ttl=60')" 200 "main acquires prod/eu/deploy"
+LEASE=$(lg_json lease_id <"$out")
+lg_eq "$(lg_json claims.run_id <"$out")" 22259804324 "display claim run_id (a string) on the lease"
+lg_eq "$(post "$FEAT" 'prod/other:acquire')" 403 "a feature branch may not acquire prod/"
+lg_eq "$(lg_json error.code <"$out")" forbidden "403 code"
+lg_json error.message <"$out" | grep -q 'acquire' || lg_fail "403 message does not say what was missing"
+lg_json error.message <"$out" | grep -q 'prod/other' || lg_fail "403 message does not name the lock"
+lg_eq "$(post "$MAIN" 'staging/x:acquire')" 403 "main may not acquire outside prod/"
+lg_eq "$(get "$FEAT" 'prod/eu/deploy')" 200 "acme may read"
+lg_eq "$(get "$EVIL" 'prod/eu/deploy')" 403 "another org may not read"
+lg_eq "$(post "$EVIL" 'prod/eu/deploy:forceRelease')" 403 "admin:true from another org is not admin"
+lg_eq "$(post "$MAIN" 'prod/eu/deploy:forceRelease')" 403 "forceRelease needs the admin action"
+
+# Reload: a new policy takes effect on SIGHUP.
+cat >"$POL" <<'JSON'
+{"rules": [
+  {"name": "any acme ref deploys prod", "match": {"repository_owner": "acme"},
+   "locks": ["prod/**"], "actions": ["acquire"]}
+]}
+JSON
+kill -HUP "$LG_PID"
+i=0
+while [ $i -lt 100 ]; do
+	grep -q 'reloaded keys and policy' "$LG_LOG" && break
+	sleep 0.05
+	i=$((i + 1))
+done
+grep -q 'reloaded keys and policy' "$LG_LOG" || lg_fail "no reload after SIGHUP"
+lg_eq "$(post "$FEAT" 'prod/other:acquire')" 200 "after reload a feature branch may acquire prod/"
+lg_eq "$(post "$OPS" 'prod/eu/deploy:forceRelease')" 403 "after reload ops is no longer admin"
+
+# A broken policy on reload is refused; the last good one stays.
+echo '{"rules": [{"locks": "prod/**"}]}' >"$POL"
+kill -HUP "$LG_PID"
+i=0
+while [ $i -lt 100 ]; do
+	grep -q 'reload failed' "$LG_LOG" && break
+	sleep 0.05
+	i=$((i + 1))
+done
+grep -q 'reload failed' "$LG_LOG" || lg_fail "no failed reload logged"
+lg_eq "$(post "$FEAT" 'prod/third:acquire')" 200 "the last good policy stays"
+lg_stop
+
+# Without a policy only admin may force-release; lockgate token mints.
+printf '%s\n' "$LG_SECRET" >"$LG_TMP/secret"
+lg_start
+ADM=$(build/lockgate token --secret-file "$LG_TMP/secret" --sub ops --ttl 10m --admin) ||
+    lg_fail "lockgate token"
+USR=$(build/lockgate token --secret-file "$LG_TMP/secret" --sub dev --claim team=blue) ||
+    lg_fail "lockgate token"
+lg_eq "$(post "Authorization: Bearer $USR" 'x:acquire')" 200 "minted token acquires"
+lg_eq "$(lg_json owner <"$out")" dev "minted token's owner"
+lg_eq "$(post "Authorization: Bearer $USR" 'x:forceRelease')" 403 "forceRelease without admin"
+lg_eq "$(post "Authorization: Bearer $ADM" 'x:forceRelease')" 204 "forceRelease by admin"
+build/lockgate token --sub x >/dev/null 2>&1 && lg_fail "token without a secret file"
+lg_stop
+
+# --check refuses a broken policy and says why.
+echo '{"rules": [{"locks": ["a"], "actions": ["write"]}]}' >"$POL"
+LOCKGATE_JWT_SECRET=$LG_SECRET build/lockgate --check --store mem:// --policy "$POL" \
+    >"$out" 2>&1 && lg_fail "--check accepted a broken policy"
+grep -q 'actions\[0\]' "$out" || { cat "$out" >&2; lg_fail "--check does not say what is wrong"; }
+echo ok

@@ -1,0 +1,190 @@
+#!/bin/sh
+# test_config.sh: lockgate refuses to start on a bad configuration, with a
+# message that names the option and says why; --check validates without
+# serving; --help documents the options of design.md section 5.
+#
+# Every case runs the binary with a clean environment under `timeout`: a
+# configuration that is wrongly accepted starts serving, is killed by the
+# timeout (status 124) and fails the case.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+
+BIN=${LG_BIN:-build/asan/lockgate}
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+SECRET=config-test-secret-0123456789abcdef
+LIMIT=8          # seconds any single run may take
+fails=0
+cases=0
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# run [VAR=VALUE | -VAR]... -- [ARG]...: run lockgate with every LOCKGATE_*
+# variable and PORT cleared, then a valid HS256 secret, the mem:// store and
+# a loopback listen address, changed by the VAR=VALUE given (-VAR unsets
+# VAR).  Sets $rc and $TMP/out (stdout and stderr).
+run() {
+	(
+		for v in $(env | sed -n 's/^\(LOCKGATE_[A-Z_]*\|PORT\|STORAGE_EMULATOR_HOST\|GOOGLE_APPLICATION_CREDENTIALS\)=.*/\1/p'); do
+			unset "$v"
+		done
+		export LOCKGATE_JWT_SECRET="$SECRET" LOCKGATE_STORE=mem:// \
+		    LOCKGATE_LISTEN=127.0.0.1:0 \
+		    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1
+		while [ $# -gt 0 ] && [ "$1" != -- ]; do
+			case "$1" in
+			-*) unset "${1#-}" ;;
+			*) export "${1?}" ;;
+			esac
+			shift
+		done
+		[ $# -gt 0 ] && shift
+		exec timeout "$LIMIT" "$BIN" "$@"
+	) >"$TMP/stdout" 2>"$TMP/stderr"
+	rc=$?
+	cat "$TMP/stdout" "$TMP/stderr" >"$TMP/out"
+}
+
+# json_refusal OPTION: stdout (the log stream Cloud Logging reads) holds
+# only JSON lines with severity, message and time, and one of them, at
+# ERROR or above, names OPTION.
+json_refusal() {
+	python3 - "$TMP/stdout" "$1" <<'PY'
+import json, re, sys
+named = False
+for i, line in enumerate(open(sys.argv[1]), 1):
+    if not line.strip():
+        continue
+    try:
+        o = json.loads(line)
+    except ValueError:
+        print("stdout line %d is not JSON: %r" % (i, line[:100])); sys.exit(1)
+    if not all(k in o for k in ("severity", "message", "time")):
+        print("stdout line %d lacks severity/message/time" % i); sys.exit(1)
+    if o["severity"] in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY") and \
+            re.search(sys.argv[2], o["message"]):
+        named = True
+if not named:
+    print("no JSON log line at ERROR or above names the option on stdout")
+    sys.exit(1)
+PY
+}
+
+# refuse OPTION_REGEX WHY_REGEX [VAR=VALUE | -VAR]... -- [ARG]...
+# OPTION_REGEX (extended) must match the message: the flag or the variable.
+refuse() {
+	opt=$1
+	why=$2
+	shift 2
+	cases=$((cases + 1))
+	run "$@"
+	if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+		fail "[$opt] accepted (exit $rc): $*"
+		return
+	fi
+	if grep -q 'Sanitizer' "$TMP/out"; then
+		fail "[$opt] sanitizer report on refusal:"
+		sed 's/^/    /' "$TMP/out" | head -n 20
+		return
+	fi
+	if ! grep -qE -- "$opt" "$TMP/out"; then
+		fail "[$opt] message does not name the option:"
+		sed 's/^/    /' "$TMP/out" | head -n 5
+		return
+	fi
+	if ! grep -qiE -- "$why" "$TMP/out"; then
+		fail "[$opt] message does not say why (/$why/):"
+		sed 's/^/    /' "$TMP/out" | head -n 5
+		return
+	fi
+	if ! json_refusal "$opt"; then
+		fail "[$opt] refusal is not logged as JSON on stdout:"
+		sed 's/^/    /' "$TMP/out" | head -n 5
+		return
+	fi
+	echo "ok [$opt] $(grep -hE -- "$opt" "$TMP/stderr" | head -n 1 | cut -c1-150)"
+}
+
+# Numbers: not a number, out of range, from a variable and from a flag.
+refuse LOCKGATE_MAX_WAIT 'whole number' LOCKGATE_MAX_WAIT=abc --
+refuse --max-wait '0 to [0-9]+' -- --max-wait 5000
+refuse --threads 'whole number' -- --threads 0
+refuse LOCKGATE_CONNECTION_TIMEOUT 'whole number' \
+    LOCKGATE_CONNECTION_TIMEOUT=-5 --
+# Booleans.
+refuse LOCKGATE_PUBLIC_READ 'true or false' LOCKGATE_PUBLIC_READ=maybe --
+refuse --metrics-public 'true or false' -- --metrics-public=sometimes
+# Addresses.
+refuse --listen 'host:port' -- --listen nohost
+refuse PORT 'port' -LOCKGATE_LISTEN PORT=99999 --
+# Stores.
+refuse LOCKGATE_STORE 'file://' LOCKGATE_STORE=ftp://example.com/x --
+refuse --store 'needs a value' -- --store
+refuse 'LOCKGATE_STORE|--store' 'bucket name' LOCKGATE_STORE=gs://x --
+refuse 'LOCKGATE_STORE|--store' 'needs a directory' LOCKGATE_STORE=file:// --
+# Keys and policy: the option that points at the bad thing is named.
+refuse 'LOCKGATE_JWT_SECRET|--jwt-secret' 'at least [0-9]+ bytes' \
+    LOCKGATE_JWT_SECRET=short --
+refuse 'LOCKGATE_JWT_PUBLIC_KEYS|--jwt-public-keys' 'no such file' \
+    LOCKGATE_JWT_PUBLIC_KEYS="$TMP/missing.pem" --
+refuse 'LOCKGATE_POLICY|--policy' 'no such file' \
+    LOCKGATE_POLICY="$TMP/missing.json" --
+refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'https://' LOCKGATE_JWKS_URL=notaurl --
+# Command line.
+refuse --bogus 'unknown option' -- --bogus
+refuse stray 'unexpected argument' -- stray
+# Secrets: empty, or two sources at once.
+refuse LOCKGATE_JWT_SECRET 'empty' LOCKGATE_JWT_SECRET= --
+refuse LOCKGATE_JWT_SECRET_FILE 'not both' \
+    LOCKGATE_JWT_SECRET_FILE="$TMP/none" --
+
+# --check: a good configuration passes and exits at once without serving.
+cases=$((cases + 1))
+run -- --check
+if [ "$rc" -ne 0 ]; then
+	fail "--check refused a good configuration (exit $rc):"
+	sed 's/^/    /' "$TMP/out" | head -n 10
+else
+	echo "ok --check accepts a good configuration"
+fi
+# --check on a bad configuration fails with the same message as a start.
+cases=$((cases + 1))
+run LOCKGATE_MAX_WAIT=99999 -- --check
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] ||
+    ! grep -qF LOCKGATE_MAX_WAIT "$TMP/out"; then
+	fail "--check accepted LOCKGATE_MAX_WAIT=99999 (exit $rc)"
+else
+	echo "ok --check refuses a bad configuration"
+fi
+# --check reaches the store: a file:// store that cannot be created.
+cases=$((cases + 1))
+: >"$TMP/afile"
+run LOCKGATE_STORE="file://$TMP/afile/sub" -- --check
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+	fail "--check accepted a store under a regular file (exit $rc)"
+else
+	echo "ok --check refuses an unusable store"
+fi
+
+# --help documents every option of design.md section 5 and exits 0.
+cases=$((cases + 1))
+run -- --help
+if [ "$rc" -ne 0 ]; then
+	fail "--help exits $rc"
+else
+	for v in LOCKGATE_LISTEN LOCKGATE_STORE LOCKGATE_JWT_SECRET \
+	    LOCKGATE_JWT_PUBLIC_KEYS LOCKGATE_JWKS_URL LOCKGATE_JWT_ISSUER \
+	    LOCKGATE_JWT_AUDIENCE LOCKGATE_POLICY LOCKGATE_PUBLIC_READ \
+	    LOCKGATE_MAX_WAIT PORT; do
+		grep -qF "$v" "$TMP/out" || { fail "--help does not mention $v"; v=""; break; }
+	done
+	[ -n "$v" ] && echo "ok --help"
+fi
+
+echo "$cases cases, $fails failed"
+[ "$fails" -eq 0 ] || exit 1
+echo ok

@@ -1,0 +1,74 @@
+#!/bin/sh
+# Long-poll waiting: a waiter is granted within 100 ms of a release on the
+# same instance; waiters are served first come, first served; a wait that
+# runs out answers 409 with Retry-After; expiry (ttl=2) lets a waiter take
+# over; a client that hangs up stops waiting (and is not granted).
+. tests/e2e/lib.sh
+lg_start
+A="Authorization: Bearer $(lg_token alice)"
+B="Authorization: Bearer $(lg_token bob)"
+C="Authorization: Bearer $(lg_token carol)"
+out=$LG_TMP/out
+
+lg_curl -o "$out" -X POST -H "$A" "$LG_URL/v1/locks/w:acquire?ttl=60" >/dev/null
+LEASE=$(lg_json lease_id <"$out")
+
+# bob waits first, carol second.
+curl -sS --max-time 30 -o "$LG_TMP/bob" -X POST -H "$B" \
+    "$LG_URL/v1/locks/w:acquire?ttl=60&wait=20" &
+bobpid=$!
+sleep 0.3
+curl -sS --max-time 30 -o "$LG_TMP/carol" -X POST -H "$C" \
+    "$LG_URL/v1/locks/w:acquire?ttl=60&wait=20" &
+carolpid=$!
+sleep 0.3
+t0=$(date +%s%N)
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/w:release?lease_id=$LEASE")
+lg_eq "$code" 204 "release"
+wait $bobpid
+t1=$(date +%s%N)
+woke_ms=$(( (t1 - t0) / 1000000 ))
+echo "waiter granted ${woke_ms} ms after the release was sent"
+[ "$woke_ms" -lt 100 ] || lg_fail "waiter woke ${woke_ms} ms after a release (want < 100)"
+lg_eq "$(lg_json owner <"$LG_TMP/bob")" bob "first waiter first"
+kill -0 $carolpid 2>/dev/null || lg_fail "second waiter was answered early"
+BL=$(lg_json lease_id <"$LG_TMP/bob")
+lg_curl -o /dev/null -X POST -H "$B" "$LG_URL/v1/locks/w:release?lease_id=$BL"
+wait $carolpid
+lg_eq "$(lg_json owner <"$LG_TMP/carol")" carol "second waiter next"
+
+# A wait that runs out: 409 locked, Retry-After, the holder.
+code=$(lg_curl -D "$LG_TMP/h" -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/w:acquire?wait=1")
+lg_eq "$code" 409 "wait ran out"
+grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "no Retry-After"
+lg_eq "$(lg_json error.lock.owner <"$out")" carol "holder shown"
+
+# Expiry: a ttl=2 lease nobody refreshes is taken over by a waiter.
+lg_curl -o "$out" -X POST -H "$A" "$LG_URL/v1/locks/exp:acquire?ttl=2" >/dev/null
+T1=$(lg_json fencing_token <"$out")
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$B" \
+    "$LG_URL/v1/locks/exp:acquire?ttl=10&wait=10")
+lg_eq "$code" 200 "takeover after expiry"
+lg_eq "$(lg_json owner <"$out")" bob "new owner after expiry"
+[ "$(lg_json fencing_token <"$out")" -gt "$T1" ] || lg_fail "token did not grow on takeover"
+
+# A waiter that hangs up is dropped and never granted.
+lg_curl -o "$out" -X POST -H "$A" "$LG_URL/v1/locks/hang:acquire?ttl=60" >/dev/null
+HL=$(lg_json lease_id <"$out")
+curl -sS --max-time 1 -o /dev/null -X POST -H "$C" \
+    "$LG_URL/v1/locks/hang:acquire?ttl=60&wait=20" 2>/dev/null
+sleep 0.6
+lg_curl -o /dev/null -X POST -H "$A" "$LG_URL/v1/locks/hang:release?lease_id=$HL"
+sleep 0.5
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/hang")
+lg_eq "$code" 404 "the departed waiter was not granted the lock"
+grep -q '"route":"acquire","status":499' "$LG_LOG" || lg_fail "no 499 logged for the departed waiter"
+
+# wait beyond the maximum is refused.
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/w:acquire?wait=100000")
+lg_eq "$code" 400 "wait above the maximum"
+lg_stop
+echo ok

@@ -1,0 +1,411 @@
+/*
+ * test_auth_jwks.c: the JWKS cache against a fake JWKS server on
+ * loopback, in this process: rotation (a new kid appears, the old one
+ * disappears), a failing fetch keeps the cached keys, the re-fetch rate
+ * limit, and a hanging fetch never holding a request whose kid is cached.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <microhttpd.h>
+
+#include "auth_testutil.h"
+
+#define HANG_LIMIT_S 10 /* a hanging answer gives up after this */
+
+/* The fake server's state, guarded by mu. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static char *doc;     /* the JWKS served */
+static int status = 200;
+static int requests;  /* requests received */
+static int hang;      /* 1: hold the answer until released */
+static int hanging;   /* requests being held */
+
+static struct MHD_Daemon *daemon_;
+static unsigned short port;
+static char url[64];
+static char *rsa_priv, *ec_priv, *rsa2_priv;
+
+static enum MHD_Result
+answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
+    const char *version, const char *upload, size_t *upload_size, void **con)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *body;
+	int st;
+
+	(void)cls; (void)u; (void)method; (void)version; (void)upload;
+	(void)upload_size; (void)con;
+	pthread_mutex_lock(&mu);
+	requests++;
+	pthread_cond_broadcast(&cv);
+	if (hang) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += HANG_LIMIT_S;
+		hanging++;
+		pthread_cond_broadcast(&cv);
+		while (hang && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+			;
+		hanging--;
+	}
+	body = strdup(doc);
+	st = status;
+	pthread_mutex_unlock(&mu);
+	r = MHD_create_response_from_buffer(strlen(body), body,
+	    MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "public, max-age=3600");
+	ret = MHD_queue_response(c, (unsigned)st, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void
+serve(int st, const char *jwk1, const char *jwk2)
+{
+	char *d = malloc(8192);
+
+	assert_non_null(d);
+	snprintf(d, 8192, "{\"keys\":[%s%s%s]}", jwk1 ? jwk1 : "",
+	    jwk1 && jwk2 ? "," : "", jwk2 ? jwk2 : "");
+	pthread_mutex_lock(&mu);
+	free(doc);
+	doc = d;
+	status = st;
+	pthread_mutex_unlock(&mu);
+}
+
+static int
+nrequests(void)
+{
+	int n;
+
+	pthread_mutex_lock(&mu);
+	n = requests;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+static int
+setup(void **state)
+{
+	const union MHD_DaemonInfo *info;
+
+	(void)state;
+	rsa_priv = authtest_keygen("RSA", NULL);
+	rsa2_priv = authtest_keygen("RSA", NULL);
+	ec_priv = authtest_keygen("EC", NULL);
+	doc = strdup("{\"keys\":[]}");
+	daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+	    MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL, answer, NULL,
+	    MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+	if (daemon_ == NULL)
+		return -1;
+	info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+	port = info->port;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/jwks", port);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	pthread_mutex_lock(&mu);
+	hang = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	MHD_stop_daemon(daemon_);
+	free(doc);
+	free(rsa_priv);
+	free(rsa2_priv);
+	free(ec_priv);
+	authtest_cleanup();
+	return 0;
+}
+
+static auth_ctx *
+jwks_ctx(int min_interval)
+{
+	char err[256] = "";
+	auth_config c;
+	auth_ctx *a;
+
+	memset(&c, 0, sizeof(c));
+	c.jwks_url = url;
+	c.issuer = "https://token.actions.githubusercontent.com";
+	c.audience = "https://github.com/acme";
+	c.jwks_min_interval = min_interval;
+	c.leeway = -1;
+	a = auth_new(&c, err, sizeof(err));
+	if (a == NULL)
+		fprintf(stderr, "auth_new: %s\n", err);
+	return a;
+}
+
+/* The reason AUTH gives for a token of KID signed by KEY, NULL = valid. */
+static const char *
+verdict(auth_ctx *a, const char *alg, const char *kid, jwt_alg_t jalg,
+    const char *key)
+{
+	static __thread char reason[64];
+	char h[128], *p, *b;
+	auth_identity id;
+	auth_refusal why;
+	int rc;
+
+	snprintf(h, sizeof(h), "{\"alg\":\"%s\",\"typ\":\"JWT\",\"kid\":\"%s\"}",
+	    alg, kid);
+	p = authtest_payload("repo:acme/app:ref:refs/heads/main", 600, 0,
+	    ",\"iss\":\"https://token.actions.githubusercontent.com\","
+	    "\"aud\":\"https://github.com/acme\",\"run_id\":\"123\"");
+	b = authtest_bearer(h, p, jalg, key);
+	rc = auth_verify(a, b, &id, &why);
+	snprintf(reason, sizeof(reason), "%s", rc == 0 ? "ok" : why.reason);
+	auth_identity_clear(&id);
+	free(p);
+	free(b);
+	return reason;
+}
+
+static void
+test_rotation(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	char *k2 = authtest_jwk(ec_priv, "k2");
+	auth_ctx *a;
+	int base;
+
+	(void)state;
+	serve(200, k1, NULL);
+	base = nrequests();
+	a = jwks_ctx(-1); /* tests: no rate limit */
+	assert_non_null(a);
+	assert_int_equal(auth_configured(a), 1);
+	assert_int_equal(nrequests(), base + 1);
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	/* Known kids are served from the cache. */
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	assert_int_equal(nrequests(), base + 1);
+	/* Another key under a known kid is a bad signature, not a fetch. */
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa2_priv),
+	    "bad_signature");
+	assert_int_equal(nrequests(), base + 1);
+
+	/* Rotation: k2 appears (both published). */
+	serve(200, k1, k2);
+	assert_string_equal(verdict(a, "ES256", "k2", JWT_ALG_ES256, ec_priv),
+	    "ok");
+	assert_int_equal(nrequests(), base + 2);
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	/* k1 disappears: tokens of k1 are refused once a fetch saw it go. */
+	serve(200, k2, NULL);
+	assert_string_equal(verdict(a, "ES256", "k9", JWT_ALG_ES256, ec_priv),
+	    "unknown_key");
+	assert_int_equal(nrequests(), base + 3);
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
+	assert_string_equal(verdict(a, "ES256", "k2", JWT_ALG_ES256, ec_priv),
+	    "ok");
+	/* A JWKS key is bound to its type's algorithm: an HS256 token
+	 * naming it is not even tried. */
+	assert_string_equal(verdict(a, "HS256", "k2", JWT_ALG_HS256,
+	    "an-hs256-secret-of-forty-bytes-or-so-123"), "alg_not_allowed");
+	auth_free(a);
+	free(k1);
+	free(k2);
+}
+
+static void
+test_failure_keeps_cache(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	auth_ctx *a;
+	int base;
+
+	(void)state;
+	serve(200, k1, NULL);
+	a = jwks_ctx(-1);
+	assert_non_null(a);
+	base = nrequests();
+	serve(500, k1, NULL);
+	/* An unknown kid asks for a fetch, which fails ... */
+	assert_string_equal(verdict(a, "RS256", "k7", JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
+	assert_int_equal(nrequests(), base + 1);
+	/* ... and the cached k1 still works. */
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	/* A document with no usable key is a failure too. */
+	serve(200, "{\"kty\":\"oct\",\"k\":\"c2VjcmV0\",\"kid\":\"k8\"}", NULL);
+	assert_string_equal(verdict(a, "RS256", "k8", JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	auth_free(a);
+	free(k1);
+}
+
+static void
+test_refetch_rate_limit(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	auth_ctx *a;
+	int base, i;
+
+	(void)state;
+	serve(200, k1, NULL);
+	base = nrequests();
+	a = jwks_ctx(0); /* the default: once a minute */
+	assert_non_null(a);
+	for (i = 0; i < 5; i++)
+		assert_string_equal(verdict(a, "RS256", "nope", JWT_ALG_RS256,
+		    rsa_priv), "unknown_key");
+	/* The start's fetch and one re-fetch: unknown kids cannot make us
+	 * hammer the issuer. */
+	assert_int_equal(nrequests(), base + 2);
+	auth_free(a);
+	free(k1);
+}
+
+static void
+test_server_down_at_start(void **state)
+{
+	char err[256] = "";
+	auth_config c;
+	auth_ctx *a;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.jwks_url = "http://127.0.0.1:1/jwks";
+	c.jwks_min_interval = -1;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	assert_int_equal(auth_configured(a), 1);
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
+	auth_free(a);
+	c.jwks_url = "ftp://127.0.0.1/jwks";
+	assert_null(auth_new(&c, err, sizeof(err)));
+	assert_non_null(strstr(err, "https://"));
+}
+
+typedef struct asker {
+	auth_ctx *a;
+	const char *reason;
+} asker;
+
+static void *
+ask_unknown(void *arg)
+{
+	asker *k = arg;
+
+	k->reason = verdict(k->a, "RS256", "k5", JWT_ALG_RS256, rsa_priv);
+	return NULL;
+}
+
+static void
+test_hanging_fetch_does_not_stall(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	auth_ctx *a;
+	pthread_t t;
+	asker k;
+	struct timespec until;
+	int still_hanging;
+
+	(void)state;
+	serve(200, k1, NULL);
+	a = jwks_ctx(-1);
+	assert_non_null(a);
+	pthread_mutex_lock(&mu);
+	hang = 1;
+	pthread_mutex_unlock(&mu);
+	k.a = a;
+	k.reason = NULL;
+	assert_int_equal(pthread_create(&t, NULL, ask_unknown, &k), 0);
+	/* Wait (bounded) until the fetch is being held by the server. */
+	pthread_mutex_lock(&mu);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_LIMIT_S;
+	while (hanging == 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+		;
+	assert_int_equal(hanging, 1);
+	pthread_mutex_unlock(&mu);
+	/* A token with a cached kid is verified while the fetch hangs. */
+	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
+	    "ok");
+	pthread_mutex_lock(&mu);
+	still_hanging = hanging;
+	hang = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	assert_int_equal(still_hanging, 1);
+	pthread_join(t, NULL);
+	assert_string_equal(k.reason, "unknown_key");
+	auth_free(a);
+	free(k1);
+}
+
+static void
+test_jwks_parse(void **state)
+{
+	char err[256];
+	char *k1 = authtest_jwk(rsa_priv, "k1"), *k2 = authtest_jwk(ec_priv, "k2");
+	char d[8192];
+	auth_keyset *ks;
+
+	(void)state;
+	snprintf(d, sizeof(d), "{\"keys\":[%s,%s,{\"kty\":\"RSA\",\"use\":"
+	    "\"enc\",\"n\":\"AQAB\",\"e\":\"AQAB\",\"kid\":\"enc\"}]}", k1, k2);
+	ks = auth_jwks_parse(d, strlen(d), err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 2);
+	assert_int_equal(ks->keys[0].alg, JWT_ALG_RS256);
+	assert_string_equal(ks->keys[0].kid, "k1");
+	assert_int_equal(ks->keys[1].alg, JWT_ALG_ES256);
+	assert_non_null(strstr((const char *)ks->keys[1].material,
+	    "BEGIN PUBLIC KEY"));
+	auth_keyset_unref(ks);
+	/* A key whose alg disagrees with its type is skipped. */
+	snprintf(d, sizeof(d), "{\"keys\":[%s]}", k1);
+	{
+		char *p = strstr(d, "RS256");
+
+		memcpy(p, "ES256", 5);
+	}
+	assert_null(auth_jwks_parse(d, strlen(d), err, sizeof(err)));
+	assert_null(auth_jwks_parse("[]", 2, err, sizeof(err)));
+	assert_null(auth_jwks_parse("{\"keys\":[]}", 11, err, sizeof(err)));
+	free(k1);
+	free(k2);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_jwks_parse),
+		cmocka_unit_test(test_rotation),
+		cmocka_unit_test(test_failure_keeps_cache),
+		cmocka_unit_test(test_refetch_rate_limit),
+		cmocka_unit_test(test_server_down_at_start),
+		cmocka_unit_test(test_hanging_fetch_does_not_stall),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

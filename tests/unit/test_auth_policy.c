@@ -1,0 +1,363 @@
+/*
+ * test_auth_policy.c: globs, policy parsing and validation, and
+ * auth_allowed with and without a policy, including a reload while
+ * other threads verify and ask.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "auth_testutil.h"
+
+#define SECRET "an-hs256-secret-of-forty-bytes-or-so-123"
+#define HDR_HS "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
+
+static void
+test_glob(void **state)
+{
+	(void)state;
+	assert_true(auth_glob_match("prod/*", "prod/deploy"));
+	assert_false(auth_glob_match("prod/*", "prod/eu/deploy"));
+	assert_false(auth_glob_match("prod/*", "prod"));
+	assert_true(auth_glob_match("prod/*", "prod/"));
+	assert_true(auth_glob_match("prod/**", "prod/eu/deploy"));
+	assert_false(auth_glob_match("prod/**", "production/x"));
+	assert_false(auth_glob_match("prod/**", "staging/prod/x"));
+	assert_true(auth_glob_match("**", "a/b/c"));
+	assert_true(auth_glob_match("**", ""));
+	assert_true(auth_glob_match("*", ""));
+	assert_false(auth_glob_match("*", "a/b"));
+	assert_true(auth_glob_match("db-?", "db-1"));
+	assert_false(auth_glob_match("db-?", "db-12"));
+	assert_false(auth_glob_match("db-?", "db-/"));
+	assert_true(auth_glob_match("*-lock", "deploy-lock"));
+	assert_true(auth_glob_match("a*b*c", "aXbYbZc"));
+	assert_false(auth_glob_match("a*b*c", "aXbYbZ"));
+	assert_true(auth_glob_match("**/main", "refs/heads/main"));
+	assert_true(auth_glob_match("refs/heads/*", "refs/heads/main"));
+	assert_false(auth_glob_match("refs/heads/*", "refs/heads/feat/x"));
+	assert_false(auth_glob_match("exact", "exact2"));
+	assert_false(auth_glob_match("exact", "exac"));
+	/* Many stars are no worse than a few: no backtracking. */
+	assert_false(auth_glob_match("**a**a**a**a**a**a**a**a**a**a**b",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+}
+
+static void
+expect_bad(const char *json, const char *needle)
+{
+	char err[256] = "";
+	auth_policy *p = auth_policy_parse(json, strlen(json), err, sizeof(err));
+
+	if (p != NULL || strstr(err, needle) == NULL)
+		fprintf(stderr, "policy %s: err \"%s\", want \"%s\"\n", json,
+		    err, needle);
+	assert_null(p);
+	assert_non_null(strstr(err, needle));
+}
+
+static void
+test_policy_validation(void **state)
+{
+	(void)state;
+	expect_bad("{", "line");
+	expect_bad("{\"rule\":[]}", "unknown field \"rule\"");
+	expect_bad("{\"rules\":{}}", "array");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"write\"]}]}",
+	    "actions[0]");
+	expect_bad("{\"rules\":[{\"locks\":[],\"actions\":[\"read\"]}]}",
+	    "locks must be");
+	expect_bad("{\"rules\":[{\"actions\":[\"read\"]}]}", "locks must be");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"]}]}", "actions must be");
+	expect_bad("{\"rules\":[{\"name\":\"ci\",\"locks\":[\"a\"],"
+	    "\"actions\":[\"read\"],\"macth\":{}}]}", "policy ci: unknown field");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	    "\"match\":{\"sub\":{}}}]}", "match.sub");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	    "\"match\":{\"sub\":[]}}]}", "match.sub");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	    "\"match\":{\"sub\":\"\"}}]}", "match.sub");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	    "\"match\":{\"sub\":\"x\",\"sub\":\"y\"}}]}", "line");
+	expect_bad("{\"rules\":[], \"rules\":[]}", "line");
+	expect_bad("{\"rules\":[7]}", "rule 1 is not an object");
+}
+
+static const char policy_json[] =
+    "{\"rules\": ["
+    " {\"name\": \"acme main deploys prod\","
+    "  \"match\": {\"repository_owner\": \"acme\","
+    "             \"ref\": [\"refs/heads/main\", \"refs/tags/v*\"]},"
+    "  \"locks\": [\"prod/**\"], \"actions\": [\"acquire\"]},"
+    " {\"name\": \"acme reads all\", \"match\": {\"repository_owner\": \"acme\"},"
+    "  \"locks\": [\"**\"], \"actions\": [\"read\"]},"
+    " {\"name\": \"ops\", \"match\": {\"sub\": \"ops-*\", \"admin\": true},"
+    "  \"locks\": [\"**\"], \"actions\": [\"admin\"]},"
+    " {\"name\": \"run 42\", \"match\": {\"run_id\": 42},"
+    "  \"locks\": [\"runs/*\"], \"actions\": [\"acquire\"]}"
+    "]}";
+
+static auth_ctx *
+ctx_with_policy(const char *policy)
+{
+	char err[256] = "";
+	char *path = authtest_file("policy.json", policy);
+	auth_config c;
+	auth_ctx *a;
+
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.policy_file = path;
+	c.leeway = -1;
+	a = auth_new(&c, err, sizeof(err));
+	if (a == NULL)
+		fprintf(stderr, "auth_new: %s\n", err);
+	free(path);
+	return a;
+}
+
+/* An identity verified from a token with claims EXTRA. */
+static void
+identity(auth_ctx *a, const char *sub, const char *extra, auth_identity *id)
+{
+	char *p = authtest_payload(sub, 600, 0, extra);
+	char *b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	auth_refusal why;
+
+	assert_int_equal(auth_verify(a, b, id, &why), 0);
+	free(p);
+	free(b);
+}
+
+static int
+allowed(auth_ctx *a, const auth_identity *id, auth_action act,
+    const char *name, char *why)
+{
+	why[0] = '\0';
+	return auth_allowed(a, id, act, name, why, 200);
+}
+
+static void
+test_no_policy(void **state)
+{
+	auth_ctx *a = ctx_with_policy("{\"rules\":[]}");
+	char err[256], why[200];
+	auth_config c;
+	auth_identity id, adm;
+
+	(void)state;
+	auth_free(a);
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	identity(a, "alice", "", &id);
+	identity(a, "root", ",\"admin\":true", &adm);
+	assert_true(allowed(a, &id, AUTH_READ, "any/lock", why));
+	assert_true(allowed(a, &id, AUTH_ACQUIRE, "any/lock", why));
+	assert_true(allowed(a, &id, AUTH_READ, NULL, why));
+	assert_false(allowed(a, &id, AUTH_ADMIN, "any/lock", why));
+	assert_non_null(strstr(why, "admin"));
+	assert_true(allowed(a, &adm, AUTH_ADMIN, "any/lock", why));
+	auth_identity_clear(&id);
+	auth_identity_clear(&adm);
+	auth_free(a);
+}
+
+static void
+test_policy_decisions(void **state)
+{
+	auth_ctx *a = ctx_with_policy(policy_json);
+	auth_identity main_, branch, other, ops, opsnot, run;
+	char why[200];
+
+	(void)state;
+	assert_non_null(a);
+	identity(a, "repo:acme/app:ref:refs/heads/main",
+	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\"", &main_);
+	identity(a, "repo:acme/app:ref:refs/heads/feat",
+	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\"", &branch);
+	identity(a, "repo:evil/app", ",\"repository_owner\":\"evil\","
+	    "\"ref\":\"refs/heads/main\",\"admin\":true", &other);
+	identity(a, "ops-carol", ",\"admin\":true", &ops);
+	identity(a, "ops-dave", "", &opsnot);
+	identity(a, "x", ",\"run_id\":\"42\"", &run);
+
+	/* Allowed. */
+	assert_true(allowed(a, &main_, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_true(allowed(a, &main_, AUTH_ACQUIRE, "prod/eu/db", why));
+	assert_true(allowed(a, &main_, AUTH_READ, "prod/deploy", why));
+	assert_true(allowed(a, &branch, AUTH_READ, "prod/deploy", why));
+	assert_true(allowed(a, &branch, AUTH_READ, NULL, why));
+	/* Refused, with a sentence naming what was missing. */
+	assert_false(allowed(a, &branch, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_non_null(strstr(why, "acquire"));
+	assert_non_null(strstr(why, "prod/deploy"));
+	assert_non_null(strstr(why, "repo:acme/app:ref:refs/heads/feat"));
+	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "production", why));
+	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "staging/prod/x", why));
+	/* Another org, even claiming admin, gets nothing. */
+	assert_false(allowed(a, &other, AUTH_READ, "prod/deploy", why));
+	assert_false(allowed(a, &other, AUTH_READ, NULL, why));
+	assert_false(allowed(a, &other, AUTH_ADMIN, "prod/deploy", why));
+	/* Admin only for the ops rule, and acquire/read implied by it. */
+	assert_false(allowed(a, &main_, AUTH_ADMIN, "prod/deploy", why));
+	assert_non_null(strstr(why, "force-release"));
+	assert_true(allowed(a, &ops, AUTH_ADMIN, "prod/deploy", why));
+	assert_true(allowed(a, &ops, AUTH_ACQUIRE, "anything", why));
+	assert_false(allowed(a, &opsnot, AUTH_ADMIN, "prod/deploy", why));
+	assert_false(allowed(a, &opsnot, AUTH_READ, "prod/deploy", why));
+	/* A numeric matcher matches the string a CI system sends. */
+	assert_true(allowed(a, &run, AUTH_ACQUIRE, "runs/a", why));
+	assert_false(allowed(a, &run, AUTH_ACQUIRE, "runs/a/b", why));
+	/* An identity without claims (built by hand) matches no matcher. */
+	{
+		auth_identity bare;
+
+		memset(&bare, 0, sizeof(bare));
+		snprintf(bare.owner, sizeof(bare.owner), "ops-x");
+		bare.admin = true;
+		assert_false(allowed(a, &bare, AUTH_ADMIN, "x", why));
+	}
+	auth_identity_clear(&main_);
+	auth_identity_clear(&branch);
+	auth_identity_clear(&other);
+	auth_identity_clear(&ops);
+	auth_identity_clear(&opsnot);
+	auth_identity_clear(&run);
+	auth_free(a);
+}
+
+static void
+test_bad_policy_file(void **state)
+{
+	char err[256] = "";
+	auth_config c;
+	char *path = authtest_file("broken.json", "{\"rules\":[{}]}");
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.policy_file = path;
+	assert_null(auth_new(&c, err, sizeof(err)));
+	assert_non_null(strstr(err, "broken.json"));
+	assert_non_null(strstr(err, "rule 1"));
+	c.policy_file = "/nonexistent/policy.json";
+	assert_null(auth_new(&c, err, sizeof(err)));
+	assert_non_null(strstr(err, "/nonexistent/policy.json"));
+	free(path);
+}
+
+#define RELOAD_THREADS 2
+#define RELOAD_ROUNDS 200
+
+typedef struct worker {
+	auth_ctx *a;
+	int answers; /* decisions that were one of the two policies' */
+	int wrong;
+} worker;
+
+static void *
+work(void *arg)
+{
+	worker *w = arg;
+	char *p = authtest_payload("alice", 600, 0, ",\"team\":\"blue\"");
+	char *b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	int i;
+
+	for (i = 0; i < RELOAD_ROUNDS; i++) {
+		auth_identity id;
+		auth_refusal why;
+		char msg[200];
+
+		if (auth_verify(w->a, b, &id, &why) != 0) {
+			w->wrong++;
+			continue;
+		}
+		/* Both policies let team blue read "x". */
+		if (auth_allowed(w->a, &id, AUTH_READ, "x", msg, sizeof(msg)))
+			w->answers++;
+		else
+			w->wrong++;
+		auth_identity_clear(&id);
+	}
+	free(p);
+	free(b);
+	return NULL;
+}
+
+static void
+test_reload_under_load(void **state)
+{
+	static const char p1[] = "{\"rules\":[{\"match\":{\"team\":\"blue\"},"
+	    "\"locks\":[\"x\"],\"actions\":[\"read\"]}]}";
+	static const char p2[] = "{\"rules\":[{\"match\":{\"team\":\"b*\"},"
+	    "\"locks\":[\"*\"],\"actions\":[\"acquire\"]}]}";
+	auth_ctx *a = ctx_with_policy(p1);
+	pthread_t t[RELOAD_THREADS];
+	worker w[RELOAD_THREADS];
+	char err[256];
+	auth_identity id;
+	int i;
+
+	(void)state;
+	assert_non_null(a);
+	for (i = 0; i < RELOAD_THREADS; i++) {
+		w[i].a = a;
+		w[i].answers = w[i].wrong = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (i = 0; i < RELOAD_ROUNDS / 4; i++) {
+		free(authtest_file("policy.json", i % 2 ? p1 : p2));
+		assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+	}
+	for (i = 0; i < RELOAD_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].wrong, 0);
+		assert_int_equal(w[i].answers, RELOAD_ROUNDS);
+	}
+	/* The last reload (i = 49: p1) decides now: read yes, acquire no. */
+	identity(a, "alice", ",\"team\":\"blue\"", &id);
+	{
+		char why[200];
+
+		assert_true(allowed(a, &id, AUTH_READ, "x", why));
+		assert_false(allowed(a, &id, AUTH_ACQUIRE, "x", why));
+		/* A broken policy on reload: refused, the old one stays. */
+		free(authtest_file("policy.json", "{\"rules\":[{\"locks\":1}]}"));
+		assert_int_equal(auth_reload(a, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "locks"));
+		assert_true(allowed(a, &id, AUTH_READ, "x", why));
+	}
+	auth_identity_clear(&id);
+	auth_free(a);
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	authtest_cleanup();
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_glob),
+		cmocka_unit_test(test_policy_validation),
+		cmocka_unit_test(test_no_policy),
+		cmocka_unit_test(test_policy_decisions),
+		cmocka_unit_test(test_bad_policy_file),
+		cmocka_unit_test(test_reload_under_load),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, teardown);
+}

@@ -1,0 +1,351 @@
+/* test_events.c: the per-instance event ring (server/events.c). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "server/events.h"
+
+#define T0 1795000000123LL /* 2026-11-18T11:06:40.123Z */
+
+static void
+ev(api_event_kind kind, const char *name, const char *owner,
+    const char *holder, const char *actor, int64_t token, int64_t at)
+{
+	api_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.kind = kind;
+	e.name = name;
+	e.owner = owner;
+	e.holder = holder;
+	e.actor = actor;
+	e.fencing_token = token;
+	e.at_ms = at;
+	srv_events_record(&e);
+}
+
+static int
+reset(void **state)
+{
+	(void)state;
+	srv_events_reset();
+	return 0;
+}
+
+static json_t *
+events_of(const char *name, size_t max)
+{
+	json_t *root = srv_events_json(name, max), *arr;
+
+	assert_non_null(root);
+	arr = json_object_get(root, "events");
+	assert_true(json_is_array(arr));
+	json_incref(arr);
+	json_decref(root);
+	return arr;
+}
+
+static const char *
+field(json_t *arr, size_t i, const char *key)
+{
+	json_t *v = json_object_get(json_array_get(arr, i), key);
+
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void
+test_empty(void **state)
+{
+	json_t *arr;
+
+	(void)state;
+	arr = events_of("nothing", 10);
+	assert_int_equal(json_array_size(arr), 0);
+	json_decref(arr);
+}
+
+static void
+test_fields_and_kinds(void **state)
+{
+	static const struct {
+		api_event_kind kind;
+		const char *str;
+	} kinds[] = {
+		{API_EV_GRANTED, "acquired"},
+		{API_EV_TAKEOVER, "takeover"},
+		{API_EV_RELEASED, "released"},
+		{API_EV_FORCED, "force_released"},
+		{API_EV_LOST, "lost"},
+		{API_EV_REFRESHED, "refreshed"},
+	};
+	size_t i, n = sizeof(kinds) / sizeof(kinds[0]);
+	json_t *arr, *o;
+	char *dump;
+
+	(void)state;
+	for (i = 0; i < n; i++)
+		ev(kinds[i].kind, "prod/deploy", "alice", "job-1", "bob",
+		    1234567890123456LL, T0 + (int64_t)i);
+	arr = events_of("prod/deploy", 0);
+	assert_int_equal(json_array_size(arr), n);
+	for (i = 0; i < n; i++) /* newest first */
+		assert_string_equal(field(arr, i, "kind"), kinds[n - 1 - i].str);
+	assert_string_equal(field(arr, n - 1, "at"), "2026-11-18T11:06:40.123Z");
+	assert_string_equal(field(arr, 0, "at"), "2026-11-18T11:06:40.128Z");
+	assert_string_equal(field(arr, 0, "owner"), "alice");
+	assert_string_equal(field(arr, 0, "holder"), "job-1");
+	assert_string_equal(field(arr, 0, "actor"), "bob");
+	assert_string_equal(field(arr, 0, "fencing_token"), "1234567890123456");
+	o = json_array_get(arr, 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "count")), 1);
+	/* never a lease id, whatever the event carried */
+	dump = json_dumps(arr, 0);
+	assert_non_null(dump);
+	assert_null(strstr(dump, "lease_id"));
+	free(dump);
+	json_decref(arr);
+}
+
+static void
+test_absent_strings_are_null(void **state)
+{
+	json_t *arr, *o;
+
+	(void)state;
+	ev(API_EV_GRANTED, "a", "alice", "", NULL, 1, T0);
+	arr = events_of("a", 5);
+	assert_int_equal(json_array_size(arr), 1);
+	o = json_array_get(arr, 0);
+	assert_true(json_is_null(json_object_get(o, "holder")));
+	assert_true(json_is_null(json_object_get(o, "actor")));
+	assert_string_equal(field(arr, 0, "owner"), "alice");
+	json_decref(arr);
+	/* an event without a name is dropped */
+	ev(API_EV_GRANTED, NULL, "alice", NULL, NULL, 1, T0);
+	ev(API_EV_GRANTED, "", "alice", NULL, NULL, 1, T0);
+	arr = events_of("", 5);
+	assert_int_equal(json_array_size(arr), 0);
+	json_decref(arr);
+}
+
+static void
+test_strings_are_copied(void **state)
+{
+	char name[16], holder[64];
+	json_t *arr;
+
+	(void)state;
+	snprintf(name, sizeof(name), "ci/lock");
+	snprintf(holder, sizeof(holder), "https://ci.example/job/1");
+	ev(API_EV_GRANTED, name, "o", holder, "o", 7, T0);
+	memset(holder, 'X', sizeof(holder) - 1);
+	holder[sizeof(holder) - 1] = '\0';
+	name[0] = 'Z';
+	arr = events_of("ci/lock", 5);
+	assert_int_equal(json_array_size(arr), 1);
+	assert_string_equal(field(arr, 0, "holder"), "https://ci.example/job/1");
+	json_decref(arr);
+}
+
+static void
+test_names_are_separate(void **state)
+{
+	json_t *arr;
+
+	(void)state;
+	ev(API_EV_GRANTED, "a", "x", NULL, NULL, 1, T0);
+	ev(API_EV_GRANTED, "ab", "y", NULL, NULL, 2, T0);
+	ev(API_EV_GRANTED, "a/b", "z", NULL, NULL, 3, T0);
+	arr = events_of("a", 10);
+	assert_int_equal(json_array_size(arr), 1);
+	assert_string_equal(field(arr, 0, "owner"), "x");
+	json_decref(arr);
+	arr = events_of("a/b", 10);
+	assert_int_equal(json_array_size(arr), 1);
+	assert_string_equal(field(arr, 0, "fencing_token"), "3");
+	json_decref(arr);
+	arr = events_of(NULL, 10);
+	assert_int_equal(json_array_size(arr), 0);
+	json_decref(arr);
+}
+
+static void
+test_refreshes_fold(void **state)
+{
+	json_t *arr;
+	int i;
+
+	(void)state;
+	ev(API_EV_GRANTED, "r", "alice", "h", "alice", 10, T0);
+	for (i = 1; i <= 50; i++) {
+		ev(API_EV_REFRESHED, "r", "alice", "h", "alice", 10, T0 + i);
+		/* another lock's refreshes in between do not split them */
+		ev(API_EV_REFRESHED, "other", "bob", "h", "bob", 99, T0 + i);
+	}
+	arr = events_of("r", 10);
+	assert_int_equal(json_array_size(arr), 2);
+	assert_string_equal(field(arr, 0, "kind"), "refreshed");
+	assert_int_equal(json_integer_value(json_object_get(
+	    json_array_get(arr, 0), "count")), 50);
+	assert_string_equal(field(arr, 0, "at"), "2026-11-18T11:06:40.173Z");
+	assert_string_equal(field(arr, 1, "kind"), "acquired");
+	json_decref(arr);
+
+	/* a new lease (another fencing token) starts a new entry */
+	ev(API_EV_RELEASED, "r", "alice", "h", "alice", 10, T0 + 60);
+	ev(API_EV_GRANTED, "r", "carol", "h2", "carol", 11, T0 + 61);
+	ev(API_EV_REFRESHED, "r", "carol", "h2", "carol", 11, T0 + 62);
+	ev(API_EV_REFRESHED, "r", "carol", "h2", "carol", 11, T0 + 63);
+	arr = events_of("r", 10);
+	assert_int_equal(json_array_size(arr), 5);
+	assert_string_equal(field(arr, 0, "owner"), "carol");
+	assert_int_equal(json_integer_value(json_object_get(
+	    json_array_get(arr, 0), "count")), 2);
+	assert_string_equal(field(arr, 2, "kind"), "released");
+	json_decref(arr);
+}
+
+static void
+test_max_limits_answer(void **state)
+{
+	json_t *arr;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 300; i++)
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, "m", "o", NULL,
+		    NULL, i, T0 + i);
+	arr = events_of("m", 3);
+	assert_int_equal(json_array_size(arr), 3);
+	assert_string_equal(field(arr, 0, "fencing_token"), "299");
+	assert_string_equal(field(arr, 2, "fencing_token"), "297");
+	json_decref(arr);
+	arr = events_of("m", 100000);
+	assert_int_equal(json_array_size(arr), SRV_EVENTS_ANSWER_MAX);
+	json_decref(arr);
+}
+
+static void
+test_ring_is_bounded(void **state)
+{
+	char name[32];
+	json_t *arr;
+	int i, total = SRV_EVENTS_MAX + 100;
+
+	(void)state;
+	ev(API_EV_GRANTED, "first", "o", NULL, NULL, 1, T0);
+	for (i = 0; i < total; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		ev(API_EV_GRANTED, name, "o", NULL, NULL, i, T0 + i);
+	}
+	/* the oldest were overwritten (and freed: LSan checks the twin) */
+	arr = events_of("first", 10);
+	assert_int_equal(json_array_size(arr), 0);
+	json_decref(arr);
+	arr = events_of("n0", 10);
+	assert_int_equal(json_array_size(arr), 0);
+	json_decref(arr);
+	snprintf(name, sizeof(name), "n%d", total - SRV_EVENTS_MAX);
+	arr = events_of(name, 10);
+	assert_int_equal(json_array_size(arr), 1);
+	json_decref(arr);
+	snprintf(name, sizeof(name), "n%d", total - 1);
+	arr = events_of(name, 10);
+	assert_int_equal(json_array_size(arr), 1);
+	json_decref(arr);
+}
+
+static void
+test_times_before_epoch(void **state)
+{
+	json_t *arr;
+
+	(void)state;
+	ev(API_EV_GRANTED, "t", "o", NULL, NULL, 1, -1);
+	ev(API_EV_GRANTED, "t", "o", NULL, NULL, 2, 0);
+	arr = events_of("t", 10);
+	assert_string_equal(field(arr, 0, "at"), "1970-01-01T00:00:00.000Z");
+	assert_string_equal(field(arr, 1, "at"), "1969-12-31T23:59:59.999Z");
+	json_decref(arr);
+}
+
+#define THREADS 4
+#define PER_THREAD 1000
+_Static_assert(THREADS * PER_THREAD <= SRV_EVENTS_MAX, "all fit in the ring");
+
+static void *
+writer(void *arg)
+{
+	char name[16];
+	int i, id = (int)(intptr_t)arg;
+
+	snprintf(name, sizeof(name), "w%d", id);
+	for (i = 0; i < PER_THREAD; i++) {
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, name, "o", "h",
+		    NULL, i, T0 + i);
+		if (i % 100 == 0)
+			json_decref(srv_events_json(name, 5));
+	}
+	return NULL;
+}
+
+static void
+test_threads(void **state)
+{
+	pthread_t th[THREADS];
+	char name[16];
+	json_t *arr;
+	size_t total = 0;
+	int i;
+
+	(void)state;
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, writer,
+		    (void *)(intptr_t)i), 0);
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (i = 0; i < THREADS; i++) {
+		snprintf(name, sizeof(name), "w%d", i);
+		arr = events_of(name, SRV_EVENTS_ANSWER_MAX);
+		total += json_array_size(arr);
+		/* each writer's newest event survived */
+		assert_string_equal(field(arr, 0, "fencing_token"), "999");
+		json_decref(arr);
+	}
+	assert_int_equal(total, THREADS * SRV_EVENTS_ANSWER_MAX);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_empty, reset, reset),
+		cmocka_unit_test_setup_teardown(test_fields_and_kinds, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_absent_strings_are_null,
+		    reset, reset),
+		cmocka_unit_test_setup_teardown(test_strings_are_copied, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_names_are_separate, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_refreshes_fold, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_max_limits_answer, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_ring_is_bounded, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_times_before_epoch, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_threads, reset, reset),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

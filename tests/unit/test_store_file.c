@@ -1,0 +1,859 @@
+/*
+ * test_store_file.c: the store contract over file://, then what only the
+ * file store promises: safe name mapping, durability across reopen,
+ * recovery from a writer killed before and after its commit point, two
+ * stores (and two processes) sharing one directory, strictly increasing
+ * generations (also when the clock goes back), group commit, checkpoints.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gcs/store_file.h"
+#include "store_contract.h"
+
+#define T_PATH 1024
+#define T_BASE 256
+#define T_NAME (GCS_NAME_MAX + 1)
+#define T_GROUP_THREADS 64
+#define T_GROUP_OPS 8           /* insert+remove cycles per thread */
+#define T_BIG_OBJECTS 1000      /* for the list and checkpoint tests */
+#define T_BIG_META 5000         /* bytes of metadata: forces checkpoints */
+#define T_FORK_ROUNDS 40
+#define T_RACE_THREADS 8
+
+static char base[T_BASE]; /* mkdtemp'd root of every test directory */
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void
+rm_rf(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh empty directory under base, in BUF. */
+static const char *
+fresh_dir(char *buf)
+{
+	snprintf(buf, T_PATH, "%s/dXXXXXX", base);
+	assert_non_null(mkdtemp(buf));
+	return buf;
+}
+
+static gcs_store *
+open_ok(const char *dir)
+{
+	gcs_err err;
+	gcs_store *s = gcs_file_new(dir, &err);
+
+	if (s == NULL)
+		fail_msg("open %s: %s", dir, err.msg);
+	return s;
+}
+
+static json_t *
+meta1(const char *k, const char *v)
+{
+	json_t *m = json_object();
+
+	json_object_set_new(m, k, json_string(v));
+	return m;
+}
+
+static int64_t
+insert_ok(gcs_store *s, const char *name, const char *val)
+{
+	json_t *m = meta1("v", val);
+	gcs_object o;
+	gcs_err err;
+	int64_t g;
+
+	if (gcs_insert(s, name, m, &o, &err) != GCS_OK)
+		fail_msg("insert %s: %s", name, err.msg);
+	g = o.generation;
+	gcs_object_clear(&o);
+	json_decref(m);
+	return g;
+}
+
+/* Status of get NAME; on GCS_OK fills gen/metagen and checks "v". */
+static int
+get_v(gcs_store *s, const char *name, int64_t *gen, int64_t *mg,
+    const char *want_v)
+{
+	gcs_object o;
+	gcs_err err;
+	int rc = gcs_get(s, name, &o, &err);
+
+	if (rc == GCS_OK) {
+		if (gen)
+			*gen = o.generation;
+		if (mg)
+			*mg = o.metageneration;
+		if (want_v != NULL)
+			assert_string_equal(json_string_value(
+			    json_object_get(o.metadata, "v")), want_v);
+		gcs_object_clear(&o);
+	}
+	return rc;
+}
+
+static int
+count_entries(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* ---- the contract ---- */
+
+static gcs_store *
+contract_open(void *ctx)
+{
+	char dir[T_PATH];
+
+	(void)ctx;
+	return gcs_file_new(fresh_dir(dir), NULL);
+}
+
+static void
+contract_close(gcs_store *s, void *ctx)
+{
+	(void)ctx;
+	gcs_store_free(s); /* the directories go with base at the end */
+}
+
+/* ---- names ---- */
+
+static void
+test_names_stay_inside(void **state)
+{
+	static const char *const names[] = {
+		"..", ".", ".hidden", "a/../../etc/passwd", "%41", "A",
+		"x/y", "x%2Fy", "a b\t\n", "caf\xc3\xa9", "-", "~tilde",
+	};
+	char dir[T_PATH], big[T_NAME];
+	size_t i, k;
+	gcs_store *s;
+	gcs_page pg;
+	gcs_err err;
+	DIR *d;
+	struct dirent *de;
+
+	json_t *m = json_object();
+	gcs_object o;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		insert_ok(s, names[i], names[i]);
+	/* Not UTF-8: refused, as GCS refuses it. */
+	assert_int_equal(gcs_insert(s, "\xff\x01", m, &o, &err), GCS_INVALID);
+	json_decref(m);
+	/* 256 bytes, most of them '/': the encoding is longer than a file
+	 * name may be, so it is hashed; two such names stay distinct. */
+	for (k = 0; k < GCS_NAME_MAX; k++)
+		big[k] = k % 2 ? '/' : 'q';
+	big[GCS_NAME_MAX] = '\0';
+	insert_ok(s, big, "big1");
+	big[0] = 'r';
+	insert_ok(s, big, "big2");
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_int_equal(get_v(s, names[i], NULL, NULL, names[i]), GCS_OK);
+	assert_int_equal(get_v(s, big, NULL, NULL, "big2"), GCS_OK);
+	big[0] = 'q';
+	assert_int_equal(get_v(s, big, NULL, NULL, "big1"), GCS_OK);
+
+	/* Every object is a plain file directly in DIR, none hidden. */
+	d = opendir(dir);
+	assert_non_null(d);
+	k = 0;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		char p[T_PATH * 2];
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		assert_int_equal(lstat(p, &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		if (de->d_name[0] != '.')
+			k++;
+	}
+	closedir(d);
+	assert_int_equal(k, sizeof(names) / sizeof(names[0]) + 2);
+
+	/* list returns the real names, in byte order. */
+	assert_int_equal(gcs_list(s, "", 1000, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, k);
+	for (i = 1; i < pg.n; i++)
+		assert_true(strcmp(pg.items[i - 1].name, pg.items[i].name) < 0);
+	gcs_page_clear(&pg);
+	assert_int_equal(gcs_list(s, "q/", 10, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, 1);
+	assert_string_equal(pg.items[0].name, big);
+	gcs_page_clear(&pg);
+	gcs_store_free(s);
+}
+
+static void
+test_foreign_files_ignored(void **state)
+{
+	char dir[T_PATH], p[T_PATH * 2];
+	gcs_store *s;
+	gcs_page pg;
+	gcs_object o;
+	gcs_err err;
+	FILE *f;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	insert_ok(s, "real", "r");
+	snprintf(p, sizeof(p), "%s/sub", dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/%%zz", dir);
+	f = fopen(p, "w");
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/%%41", dir); /* non-canonical "A" */
+	f = fopen(p, "w");
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/broken", dir);
+	f = fopen(p, "w");
+	fputs("{not json", f);
+	fclose(f);
+	assert_int_equal(gcs_list(s, "", 1000, NULL, &pg, &err), GCS_OK);
+	/* "sub" is a directory: reading it fails, so it is skipped too. */
+	assert_int_equal(pg.n, 1);
+	assert_string_equal(pg.items[0].name, "real");
+	gcs_page_clear(&pg);
+	/* A corrupt object is an error of the store, never a crash. */
+	assert_int_equal(gcs_get(s, "broken", &o, &err), GCS_UNAVAILABLE);
+	assert_int_equal(gcs_get(s, "A", &o, &err), GCS_NOT_FOUND);
+	gcs_store_free(s);
+}
+
+/* ---- open ---- */
+
+static void
+test_open_errors_and_relative(void **state)
+{
+	char dir[T_PATH], p[T_PATH * 2], cwd[T_PATH];
+	gcs_store *s;
+	gcs_err err;
+	struct stat st;
+	FILE *f;
+
+	(void)state;
+	fresh_dir(dir);
+	snprintf(p, sizeof(p), "%s/plain", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_null(gcs_file_new(p, &err));
+	assert_int_equal(err.status, GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "not a directory"));
+	snprintf(p, sizeof(p), "%s/plain/below", dir);
+	assert_null(gcs_file_new(p, &err));
+	assert_non_null(strstr(err.msg, "cannot create"));
+	assert_null(gcs_file_new("", &err));
+	assert_int_equal(err.status, GCS_INVALID);
+	assert_null(gcs_file_new("/proc/lockgate-no/x", &err));
+	assert_non_null(strstr(err.msg, "/proc/lockgate-no"));
+
+	/* Relative to the working directory, created with mode 0700, and
+	 * reachable through gcs_open. */
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(dir), 0);
+	s = gcs_open("file://rel/data", &err);
+	assert_int_equal(chdir(cwd), 0);
+	assert_non_null(s);
+	snprintf(p, sizeof(p), "%s/rel/data", dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	insert_ok(s, "x", "1");
+	gcs_store_free(s);
+	s = open_ok(p);
+	assert_int_equal(get_v(s, "x", NULL, NULL, "1"), GCS_OK);
+	assert_int_equal(gcs_check(s, &err), GCS_OK);
+	gcs_store_free(s);
+}
+
+/* ---- durability and generations ---- */
+
+static void
+test_reopen_keeps_state(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "patched");
+	int64_t g1, g2, gen, mg;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	g1 = insert_ok(s, "keep", "k");
+	assert_int_equal(gcs_patch(s, "keep", g1, 1, m, &o, &err), GCS_OK);
+	gcs_object_clear(&o);
+	g2 = insert_ok(s, "gone", "g");
+	assert_int_equal(gcs_remove(s, "gone", g2, 1, &err), GCS_OK);
+	gcs_store_free(s);
+
+	s = open_ok(dir);
+	assert_int_equal(get_v(s, "keep", &gen, &mg, "patched"), GCS_OK);
+	assert_int_equal(gen, g1);
+	assert_int_equal(mg, 2);
+	assert_int_equal(get_v(s, "gone", NULL, NULL, NULL), GCS_NOT_FOUND);
+	/* Re-created after a restart: a larger generation. */
+	assert_true(insert_ok(s, "gone", "again") > g2);
+	assert_int_equal(count_entries(dir, ".tmp."), 0);
+	gcs_store_free(s);
+	json_decref(m);
+}
+
+static int64_t
+clock_2001(void *ctx)
+{
+	(void)ctx;
+	return 1000000000000LL; /* 2001-09-09 */
+}
+
+static void
+test_generation_survives_clock_going_back(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *s;
+	gcs_err err;
+	gcs_object o;
+	int64_t g, prev;
+	int i;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	prev = insert_ok(s, "n", "now");
+	/* Generations look like GCS's: microseconds of the store clock. */
+	assert_true(prev >= gcs_clock_real(NULL) * 1000 - 60000000LL);
+	assert_int_equal(gcs_remove(s, "n", prev, 1, &err), GCS_OK);
+	gcs_store_free(s);
+
+	s = gcs_file_new_clock(dir, clock_2001, NULL, &err);
+	assert_non_null(s);
+	for (i = 0; i < 5; i++) {
+		g = insert_ok(s, "n", "past");
+		assert_true(g > prev);
+		assert_int_equal(gcs_get(s, "n", &o, &err), GCS_OK);
+		assert_int_equal(o.created_ms, clock_2001(NULL));
+		assert_int_equal(o.now_ms, clock_2001(NULL));
+		gcs_object_clear(&o);
+		assert_int_equal(gcs_remove(s, "n", g, 1, &err), GCS_OK);
+		prev = g;
+	}
+	gcs_store_free(s);
+}
+
+/* ---- crash recovery ---- */
+
+static void
+test_crash_before_commit_keeps_old_state(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *s, *s2;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "new");
+	int64_t g, gen, mg;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	g = insert_ok(s, "x", "old");
+	gcs_file_set_crash_point(s, GCS_FILE_CRASH_BEFORE_COMMIT);
+	assert_int_equal(gcs_patch(s, "x", g, 1, m, &o, &err), GCS_UNAVAILABLE);
+	/* The "killed" writer left its temp file behind. */
+	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	assert_int_equal(gcs_insert(s, "y", m, &o, &err), GCS_UNAVAILABLE);
+	assert_int_equal(gcs_check(s, &err), GCS_UNAVAILABLE);
+
+	s2 = open_ok(dir);
+	assert_int_equal(count_entries(dir, ".tmp."), 0);
+	assert_int_equal(get_v(s2, "x", &gen, &mg, "old"), GCS_OK);
+	assert_int_equal(gen, g);
+	assert_int_equal(mg, 1);
+	assert_int_equal(get_v(s2, "y", NULL, NULL, NULL), GCS_NOT_FOUND);
+	/* The torn record is gone: later writes survive another reopen. */
+	assert_int_equal(gcs_patch(s2, "x", g, 1, m, &o, &err), GCS_OK);
+	gcs_object_clear(&o);
+	gcs_store_free(s2);
+	s2 = open_ok(dir);
+	assert_int_equal(get_v(s2, "x", NULL, &mg, "new"), GCS_OK);
+	assert_int_equal(mg, 2);
+	gcs_store_free(s2);
+	gcs_store_free(s);
+	json_decref(m);
+}
+
+static void
+test_crash_after_commit_is_recovered(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *s, *s2;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "committed");
+	int64_t g, gen;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	g = insert_ok(s, "x", "old");
+	gcs_file_set_crash_point(s, GCS_FILE_CRASH_AFTER_COMMIT);
+	assert_int_equal(gcs_remove(s, "x", g, 1, &err), GCS_UNAVAILABLE);
+	/* Not renamed yet: readers still see the old state. */
+	assert_int_equal(get_v(s, "x", NULL, NULL, "old"), GCS_OK);
+
+	s2 = open_ok(dir);
+	assert_int_equal(get_v(s2, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(count_entries(dir, ".tmp."), 0);
+	gcs_store_free(s);
+
+	/* Same for an insert, and the recovered generation is respected. */
+	gcs_file_set_crash_point(s2, GCS_FILE_CRASH_AFTER_COMMIT);
+	assert_int_equal(gcs_insert(s2, "z", m, &o, &err), GCS_UNAVAILABLE);
+	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	s = open_ok(dir);
+	assert_int_equal(get_v(s, "z", &gen, NULL, "committed"), GCS_OK);
+	assert_true(gen > g);
+	assert_true(insert_ok(s, "w", "after") > gen);
+	gcs_store_free(s);
+	gcs_store_free(s2);
+	json_decref(m);
+}
+
+static void
+test_live_store_finishes_dead_writer(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *a, *b, *c;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "from-a");
+
+	(void)state;
+	fresh_dir(dir);
+	a = open_ok(dir);
+	b = open_ok(dir);
+	/* A commits then "dies" before renaming: B's next write applies
+	 * A's record before its own. */
+	gcs_file_set_crash_point(a, GCS_FILE_CRASH_AFTER_COMMIT);
+	assert_int_equal(gcs_insert(a, "x", m, &o, &err), GCS_UNAVAILABLE);
+	assert_int_equal(get_v(b, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
+	insert_ok(b, "other", "b");
+	assert_int_equal(get_v(b, "x", NULL, NULL, "from-a"), GCS_OK);
+	/* B cannot insert over A's committed object. */
+	assert_int_equal(gcs_insert(b, "x", m, &o, &err), GCS_PRECONDITION);
+	gcs_store_free(a);
+
+	/* A torn record of a dead writer does not hide B's later writes. */
+	a = open_ok(dir);
+	gcs_file_set_crash_point(a, GCS_FILE_CRASH_BEFORE_COMMIT);
+	assert_int_equal(gcs_insert(a, "torn", m, &o, &err), GCS_UNAVAILABLE);
+	insert_ok(b, "later", "b");
+	c = open_ok(dir);
+	assert_int_equal(get_v(c, "later", NULL, NULL, "b"), GCS_OK);
+	assert_int_equal(get_v(c, "torn", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(get_v(c, "x", NULL, NULL, "from-a"), GCS_OK);
+	gcs_store_free(c);
+	gcs_store_free(b);
+	gcs_store_free(a);
+	json_decref(m);
+}
+
+/* ---- two stores, two processes ---- */
+
+typedef struct racer {
+	gcs_store *s;
+	const char *name;
+	pthread_barrier_t *go;
+	int rc;
+	int64_t gen;
+} racer;
+
+static void *
+race_insert(void *arg)
+{
+	racer *r = arg;
+	json_t *m = json_object();
+	gcs_object o;
+	gcs_err err;
+
+	pthread_barrier_wait(r->go);
+	r->rc = gcs_insert(r->s, r->name, m, &o, &err);
+	r->gen = o.generation;
+	gcs_object_clear(&o);
+	json_decref(m);
+	return NULL;
+}
+
+static void
+test_two_stores_one_winner(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *st[2];
+	racer r[2 * T_RACE_THREADS];
+	pthread_t th[2 * T_RACE_THREADS];
+	pthread_barrier_t go;
+	gcs_err err;
+	int64_t prev = 0, winner_gen;
+	int round, i, wins;
+
+	(void)state;
+	fresh_dir(dir);
+	st[0] = open_ok(dir);
+	st[1] = open_ok(dir);
+	for (round = 0; round < 5; round++) {
+		assert_int_equal(pthread_barrier_init(&go, NULL,
+		    2 * T_RACE_THREADS), 0);
+		for (i = 0; i < 2 * T_RACE_THREADS; i++) {
+			r[i] = (racer){ .s = st[i % 2], .name = "contended",
+			    .go = &go };
+			assert_int_equal(pthread_create(&th[i], NULL,
+			    race_insert, &r[i]), 0);
+		}
+		wins = 0;
+		winner_gen = 0;
+		for (i = 0; i < 2 * T_RACE_THREADS; i++) {
+			pthread_join(th[i], NULL);
+			if (r[i].rc == GCS_OK) {
+				wins++;
+				winner_gen = r[i].gen;
+			} else {
+				assert_int_equal(r[i].rc, GCS_PRECONDITION);
+			}
+		}
+		pthread_barrier_destroy(&go);
+		assert_int_equal(wins, 1);
+		assert_true(winner_gen > prev);
+		prev = winner_gen;
+		/* Release through the other store. */
+		assert_int_equal(gcs_remove(st[round % 2], "contended",
+		    winner_gen, 1, &err), GCS_OK);
+	}
+	gcs_store_free(st[0]);
+	gcs_store_free(st[1]);
+}
+
+/* In a child: insert r<i> for every round, write one byte per round
+ * (1 = won) to FD, then insert+remove "shared" and write the generations. */
+static void
+fork_child(const char *dir, int fd)
+{
+	char name[32];
+	gcs_store *s = gcs_file_new(dir, NULL);
+	json_t *m = json_object();
+	gcs_object o;
+	gcs_err err;
+	unsigned char won;
+	int i;
+
+	if (s == NULL)
+		_exit(2);
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		won = gcs_insert(s, name, m, &o, &err) == GCS_OK;
+		gcs_object_clear(&o);
+		if (write(fd, &won, 1) != 1)
+			_exit(3);
+	}
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		int64_t g = 0;
+		while (gcs_insert(s, "shared", m, &o, &err) != GCS_OK)
+			;
+		g = o.generation;
+		gcs_object_clear(&o);
+		if (gcs_remove(s, "shared", g, 1, &err) != GCS_OK ||
+		    write(fd, &g, sizeof(g)) != sizeof(g))
+			_exit(4);
+	}
+	gcs_store_free(s);
+	json_decref(m);
+	_exit(0);
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void
+test_two_processes(void **state)
+{
+	char dir[T_PATH], name[32];
+	int64_t gens[2 * T_FORK_ROUNDS], g;
+	unsigned char won;
+	gcs_store *s;
+	json_t *m = json_object();
+	gcs_object o;
+	gcs_err err;
+	int fds[2], status, i, child_wins = 0, mine = 0, wins;
+	pid_t pid;
+
+	(void)state;
+	fresh_dir(dir);
+	assert_int_equal(pipe(fds), 0);
+	/* Fork before this process has a store (and its thread). */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		fork_child(dir, fds[1]);
+	}
+	close(fds[1]);
+	s = open_ok(dir);
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		wins = gcs_insert(s, name, m, &o, &err) == GCS_OK;
+		gcs_object_clear(&o);
+		mine += wins;
+	}
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		while (gcs_insert(s, "shared", m, &o, &err) != GCS_OK)
+			assert_int_equal(err.status, GCS_PRECONDITION);
+		gens[i] = o.generation;
+		gcs_object_clear(&o);
+		assert_int_equal(gcs_remove(s, "shared", gens[i], 1, &err),
+		    GCS_OK);
+		/* Our own generations increase. */
+		if (i > 0)
+			assert_true(gens[i] > gens[i - 1]);
+	}
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		assert_int_equal(read(fds[0], &won, 1), 1);
+		child_wins += won;
+	}
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		assert_int_equal(read(fds[0], &g, sizeof(g)), sizeof(g));
+		gens[T_FORK_ROUNDS + i] = g;
+	}
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* Every r<i> was won by exactly one of the two processes. */
+	assert_int_equal(mine + child_wins, T_FORK_ROUNDS);
+	for (i = 0; i < T_FORK_ROUNDS; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		assert_int_equal(get_v(s, name, NULL, NULL, NULL), GCS_OK);
+	}
+	/* No generation of "shared" was issued twice across processes. */
+	qsort(gens, 2 * T_FORK_ROUNDS, sizeof(gens[0]), cmp_i64);
+	for (i = 1; i < 2 * T_FORK_ROUNDS; i++)
+		assert_true(gens[i] > gens[i - 1]);
+	gcs_store_free(s);
+	json_decref(m);
+}
+
+/* ---- group commit, checkpoints, big directories ---- */
+
+typedef struct cycler {
+	gcs_store *s;
+	int id, cycles, failures;
+	size_t meta_bytes;
+} cycler;
+
+static void *
+cycle_main(void *arg)
+{
+	cycler *c = arg;
+	char name[32], *pad;
+	json_t *m;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	pad = calloc(1, c->meta_bytes + 1);
+	memset(pad, 'p', c->meta_bytes);
+	m = meta1("pad", pad);
+	for (i = 0; i < c->cycles; i++) {
+		snprintf(name, sizeof(name), "c/%d/%d", c->id, i);
+		if (gcs_insert(c->s, name, m, &o, &err) != GCS_OK) {
+			c->failures++;
+			continue;
+		}
+		if (c->meta_bytes == 0 && gcs_remove(c->s, name, o.generation,
+		    1, &err) != GCS_OK)
+			c->failures++;
+		gcs_object_clear(&o);
+	}
+	json_decref(m);
+	free(pad);
+	return NULL;
+}
+
+static void
+run_cyclers(gcs_store *s, int threads, int cycles, size_t meta_bytes)
+{
+	pthread_t th[T_GROUP_THREADS];
+	cycler c[T_GROUP_THREADS];
+	int i;
+
+	assert_true(threads <= T_GROUP_THREADS);
+	for (i = 0; i < threads; i++) {
+		c[i] = (cycler){ .s = s, .id = i, .cycles = cycles,
+		    .meta_bytes = meta_bytes };
+		assert_int_equal(pthread_create(&th[i], NULL, cycle_main, &c[i]),
+		    0);
+	}
+	for (i = 0; i < threads; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(c[i].failures, 0);
+	}
+}
+
+static void
+test_group_commit_batches(void **state)
+{
+	char dir[T_PATH];
+	gcs_store *s;
+	gcs_file_stats a, b;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	gcs_file_stats_get(s, &a);
+	run_cyclers(s, T_GROUP_THREADS, T_GROUP_OPS, 0);
+	gcs_file_stats_get(s, &b);
+	assert_int_equal(b.ops - a.ops, 2 * T_GROUP_THREADS * T_GROUP_OPS);
+	/* 64 callers at once: far fewer syncs than durable writes. */
+	assert_true((b.syncs - a.syncs) * 4 < b.ops - a.ops);
+	assert_true(b.batches - a.batches < b.ops - a.ops);
+	print_message("group commit: %llu ops, %llu batches, %llu syncs\n",
+	    (unsigned long long)(b.ops - a.ops),
+	    (unsigned long long)(b.batches - a.batches),
+	    (unsigned long long)(b.syncs - a.syncs));
+	gcs_store_free(s);
+}
+
+static void
+test_checkpoint_and_big_list(void **state)
+{
+	char dir[T_PATH], prev[T_NAME] = "";
+	gcs_store *s;
+	gcs_file_stats st;
+	gcs_page pg;
+	gcs_err err;
+	char *token = NULL;
+	size_t total = 0, i;
+	int pages = 0;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	/* 1000 objects of ~5 KB metadata: ~5 MB of log, over the 4 MiB
+	 * checkpoint threshold. */
+	run_cyclers(s, 20, T_BIG_OBJECTS / 20, T_BIG_META);
+	gcs_file_stats_get(s, &st);
+	assert_true(st.checkpoints >= 2); /* one at open, one or more after */
+	gcs_store_free(s);
+
+	s = open_ok(dir);
+	do {
+		assert_int_equal(gcs_list(s, "c/", 300, token, &pg, &err),
+		    GCS_OK);
+		assert_true(++pages <= T_BIG_OBJECTS / 300 + 2);
+		for (i = 0; i < pg.n; i++) {
+			assert_true(strcmp(prev, pg.items[i].name) < 0);
+			snprintf(prev, sizeof(prev), "%s", pg.items[i].name);
+			assert_int_equal(strlen(json_string_value(json_object_get(
+			    pg.items[i].obj.metadata, "pad"))), T_BIG_META);
+		}
+		total += pg.n;
+		free(token);
+		token = pg.next_token ? strdup(pg.next_token) : NULL;
+		gcs_page_clear(&pg);
+	} while (token != NULL);
+	assert_int_equal(total, T_BIG_OBJECTS);
+	gcs_store_free(s);
+}
+
+static void
+test_metadata_limit(void **state)
+{
+	char dir[T_PATH], *pad;
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *m;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	pad = calloc(1, GCS_META_BYTES_MAX + 1);
+	memset(pad, 'x', GCS_META_BYTES_MAX);
+	m = meta1("pad", pad);
+	assert_int_equal(gcs_insert(s, "big", m, &o, &err), GCS_INVALID);
+	assert_int_equal(get_v(s, "big", NULL, NULL, NULL), GCS_NOT_FOUND);
+	json_decref(m);
+	free(pad);
+	gcs_store_free(s);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names_stay_inside),
+		cmocka_unit_test(test_foreign_files_ignored),
+		cmocka_unit_test(test_open_errors_and_relative),
+		cmocka_unit_test(test_reopen_keeps_state),
+		cmocka_unit_test(test_generation_survives_clock_going_back),
+		cmocka_unit_test(test_crash_before_commit_keeps_old_state),
+		cmocka_unit_test(test_crash_after_commit_is_recovered),
+		cmocka_unit_test(test_live_store_finishes_dead_writer),
+		cmocka_unit_test(test_two_stores_one_winner),
+		cmocka_unit_test(test_two_processes),
+		cmocka_unit_test(test_group_commit_batches),
+		cmocka_unit_test(test_checkpoint_and_big_list),
+		cmocka_unit_test(test_metadata_limit),
+	};
+	int failed;
+
+	snprintf(base, sizeof(base), "%s/lockgate-fstest-XXXXXX",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (mkdtemp(base) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	failed = store_contract_run("store_file_contract", contract_open,
+	    contract_close, NULL);
+	failed += cmocka_run_group_tests_name("store_file", tests, NULL, NULL);
+	rm_rf(base);
+	return failed;
+}
