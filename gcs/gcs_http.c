@@ -91,8 +91,8 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 
 int
 gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
-    struct curl_slist *hdrs, const char *body, size_t body_len,
-    long timeout_ms, gcs_resp *resp, char *errbuf, size_t errlen)
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
+    gcs_resp *resp, char *errbuf, size_t errlen)
 {
 	char cerr[CURL_ERROR_SIZE];
 	long conns = 0;
@@ -104,10 +104,12 @@ gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
 	curl_easy_reset(h); /* keeps the connection cache */
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms < 1 ? 1L : timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+	    timeout_ms < 1 ? 1L : timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	    timeout_ms < GCS_CONNECT_TIMEOUT_MS ? (timeout_ms < 1 ? 1L : timeout_ms)
-	    : (long)GCS_CONNECT_TIMEOUT_MS);
+	    timeout_ms < GCS_CONNECT_TIMEOUT_MS
+	        ? (timeout_ms < 1 ? 1L : timeout_ms)
+	        : (long)GCS_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -123,7 +125,8 @@ gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
 			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 		if (body != NULL || strcmp(method, "DELETE") != 0) {
 			curl_easy_setopt(h, CURLOPT_POST, 1L);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+			    body ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 			    (curl_off_t)body_len);
 		}
@@ -134,14 +137,16 @@ gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
 	 * request on the dead one first (see gcs_resp.sends). */
 	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
 	if (rc != CURLE_OK) {
-		snprintf(errbuf, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+		snprintf(errbuf, errlen, "%s",
+		    cerr[0] ? cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
 		resp->sends = reuse && conns > 0 ? 2 : 1;
 		return -1;
 	}
 	resp->sends = reuse && conns > 0 ? 2 : 1;
-	resp->kept = curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) ==
-	    CURLE_OK && sock != CURL_SOCKET_BAD;
+	resp->kept =
+	    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
+	    sock != CURL_SOCKET_BAD;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	return 0;
 }

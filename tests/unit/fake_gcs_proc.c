@@ -31,7 +31,8 @@ fake_gcs_start(fake_gcs *f, const char *const *args)
 	argv[n++] = FAKE_GCS_BIN;
 	argv[n++] = "--port";
 	argv[n++] = "0";
-	for (i = 0; args != NULL && args[i] != NULL && i < FAKE_GCS_ARGS_MAX; i++)
+	for (i = 0; args != NULL && args[i] != NULL && i < FAKE_GCS_ARGS_MAX;
+	     i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
 	if (pipe(fds) != 0)

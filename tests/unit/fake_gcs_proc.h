@@ -9,16 +9,16 @@
 
 #include <jansson.h>
 
-#define FAKE_GCS_BIN "build/tools/fake_gcs"
-#define FAKE_GCS_START_MS 5000  /* wait for the port line at most this long */
-#define FAKE_GCS_STOP_MS 3000   /* then SIGKILL */
+#define FAKE_GCS_BIN      "build/tools/fake_gcs"
+#define FAKE_GCS_START_MS 5000 /* wait for the port line at most this long */
+#define FAKE_GCS_STOP_MS  3000 /* then SIGKILL */
 #define FAKE_GCS_ARGS_MAX 16
 
 typedef struct fake_gcs {
 	pid_t pid;
 	int port;
-	char hostport[32];  /* "127.0.0.1:PORT" */
-	char url[48];       /* "http://127.0.0.1:PORT" */
+	char hostport[32]; /* "127.0.0.1:PORT" */
+	char url[48];      /* "http://127.0.0.1:PORT" */
 } fake_gcs;
 
 /* Start the fake with extra ARGS (NULL-terminated, may be NULL).  0 on

@@ -15,7 +15,7 @@
 
 #include "fake_gcs_proc.h"
 
-#define UPLOAD "/upload/storage/v1/b/bkt/o?uploadType=multipart"
+#define UPLOAD  "/upload/storage/v1/b/bkt/o?uploadType=multipart"
 #define MP_TYPE "Content-Type: multipart/related; boundary=XyZ"
 
 static fake_gcs fake;
@@ -41,7 +41,8 @@ reset(void **state)
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?rate_limit=0",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	return 0;
 }
 
@@ -51,10 +52,12 @@ mp_body(const char *name, const char *value_json)
 {
 	char *b = NULL;
 
-	assert_true(asprintf(&b, "--XyZ\r\nContent-Type: application/json; "
-	    "charset=UTF-8\r\n\r\n{\"name\":\"%s\",\"metadata\":{\"k\":%s}}"
-	    "\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\n\r\n--XyZ--\r\n",
-	    name, value_json) > 0);
+	assert_true(
+	    asprintf(&b,
+	        "--XyZ\r\nContent-Type: application/json; "
+	        "charset=UTF-8\r\n\r\n{\"name\":\"%s\",\"metadata\":{\"k\":%s}}"
+	        "\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\n\r\n--XyZ--\r\n",
+	        name, value_json) > 0);
 	return b;
 }
 
@@ -92,14 +95,20 @@ test_generations_unique_increasing(void **state)
 
 	(void)state;
 	assert_int_equal(insert("x/1", "&ifGenerationMatch=0", &a), 200);
-	assert_string_equal(json_string_value(json_object_get(a,
-	    "metageneration")), "1");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(
-	    a, "metadata"), "k")), "v");
-	snprintf(path, sizeof(path), "/storage/v1/b/bkt/o/x%%2F1?"
-	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1", gen_of(a));
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "1");
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_object_get(a, "metadata"),
+	                            "k")),
+	    "v");
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/x%%2F1?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
+	    gen_of(a));
 	assert_int_equal(fake_gcs_http(&fake, "DELETE", path, NULL, NULL, NULL,
-	    NULL), 204);
+	                     NULL),
+	    204);
 	assert_int_equal(insert("x/1", "&ifGenerationMatch=0", &b), 200);
 	assert_true(gen_of(b) > gen_of(a));
 	json_decref(a);
@@ -120,50 +129,78 @@ test_preconditions(void **state)
 	json_decref(a);
 	/* create-only on a live object: 412 with GCS's error JSON */
 	assert_int_equal(insert("p", "&ifGenerationMatch=0", &e), 412);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(e,
-	    "error"), "code")), 412);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(
-	    json_object_get(json_object_get(e, "error"), "errors"), 0),
-	    "reason")), "conditionNotMet");
+	assert_int_equal(json_integer_value(
+	                     json_object_get(json_object_get(e, "error"),
+	                         "code")),
+	    412);
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_object_get(e, "error"),
+	                           "errors"),
+	            0),
+	        "reason")),
+	    "conditionNotMet");
 	json_decref(e);
 	/* NotMatch forms answer 304 */
-	snprintf(path, sizeof(path), "/storage/v1/b/bkt/o/p?"
-	    "ifGenerationNotMatch=%lld", g);
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/p?"
+	    "ifGenerationNotMatch=%lld",
+	    g);
 	assert_int_equal(fake_gcs_http(&fake, "GET", path, NULL, NULL, NULL,
-	    NULL), 304);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/p?"
-	    "ifMetagenerationNotMatch=1", NULL, NULL, NULL, NULL), 304);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/p?"
-	    "ifGenerationNotMatch=0", NULL, NULL, NULL, NULL), 200);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/p?"
-	    "ifMetagenerationMatch=2", NULL, NULL, NULL, NULL), 412);
+	                     NULL),
+	    304);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifMetagenerationNotMatch=1",
+	                     NULL, NULL, NULL, NULL),
+	    304);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifGenerationNotMatch=0",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifMetagenerationMatch=2",
+	                     NULL, NULL, NULL, NULL),
+	    412);
 	/* patch: both preconditions, merge, null deletes, metageneration+1 */
-	snprintf(path, sizeof(path), "/storage/v1/b/bkt/o/p?ifGenerationMatch="
-	    "%lld&ifMetagenerationMatch=1", g);
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/p?ifGenerationMatch="
+	    "%lld&ifMetagenerationMatch=1",
+	    g);
 	assert_int_equal(fake_gcs_http(&fake, "PATCH", path,
-	    "Content-Type: application/json",
-	    "{\"metadata\":{\"k\":null,\"z\":\"1\"}}", &out, &date), 200);
+	                     "Content-Type: application/json",
+	                     "{\"metadata\":{\"k\":null,\"z\":\"1\"}}", &out,
+	                     &date),
+	    200);
 	assert_true(date);
 	a = json_loads(out, 0, NULL);
 	free(out);
-	assert_string_equal(json_string_value(json_object_get(a,
-	    "metageneration")), "2");
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "2");
 	assert_null(json_object_get(json_object_get(a, "metadata"), "k"));
 	assert_true(json_object_get(a, "updated") != NULL);
 	json_decref(a);
 	assert_int_equal(fake_gcs_http(&fake, "PATCH", path,
-	    "Content-Type: application/json", "{\"metadata\":{}}", NULL, NULL),
+	                     "Content-Type: application/json",
+	                     "{\"metadata\":{}}", NULL, NULL),
 	    412);
 	/* overwrite with ifGenerationMatch=G: new generation, metagen 1 */
 	snprintf(path, sizeof(path), "&ifGenerationMatch=%lld", g);
 	assert_int_equal(insert("p", path, &a), 200);
 	assert_true(gen_of(a) > g);
-	assert_string_equal(json_string_value(json_object_get(a,
-	    "metageneration")), "1");
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "1");
 	json_decref(a);
 	/* absent objects: 404 on get/patch/delete */
-	assert_int_equal(fake_gcs_http(&fake, "DELETE", "/storage/v1/b/bkt/o/"
-	    "nope?ifGenerationMatch=1", NULL, NULL, NULL, NULL), 404);
+	assert_int_equal(fake_gcs_http(&fake, "DELETE",
+	                     "/storage/v1/b/bkt/o/"
+	                     "nope?ifGenerationMatch=1",
+	                     NULL, NULL, NULL, NULL),
+	    404);
 }
 
 static void
@@ -179,28 +216,44 @@ test_names_and_list(void **state)
 		assert_int_equal(insert(names[i], "", NULL), 200);
 	/* An unencoded '/' in the object segment is another path. */
 	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/l/a",
-	    NULL, NULL, NULL, NULL), 404);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/"
-	    "l%2Fa", NULL, NULL, NULL, NULL), 200);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o?"
-	    "prefix=l%2F&maxResults=2", NULL, NULL, &out, NULL), 200);
+	                     NULL, NULL, NULL, NULL),
+	    404);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/"
+	                     "l%2Fa",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?"
+	                     "prefix=l%2F&maxResults=2",
+	                     NULL, NULL, &out, NULL),
+	    200);
 	j = json_loads(out, 0, NULL);
 	free(out);
 	assert_int_equal(json_array_size(json_object_get(j, "items")), 2);
 	assert_non_null(json_object_get(j, "nextPageToken"));
 	json_decref(j);
 	/* Empty listing: no "items" key at all, as GCS does. */
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o?"
-	    "prefix=zzz", NULL, NULL, &out, NULL), 200);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?"
+	                     "prefix=zzz",
+	                     NULL, NULL, &out, NULL),
+	    200);
 	j = json_loads(out, 0, NULL);
 	free(out);
 	assert_null(json_object_get(j, "items"));
 	json_decref(j);
 	/* Another bucket is another namespace; missing-* buckets 404. */
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/other/o/"
-	    "l%2Fa", NULL, NULL, NULL, NULL), 404);
-	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/missing-b/"
-	    "o", NULL, NULL, NULL, NULL), 404);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/other/o/"
+	                     "l%2Fa",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/missing-b/"
+	                     "o",
+	                     NULL, NULL, NULL, NULL),
+	    404);
 }
 
 static void
@@ -211,12 +264,16 @@ test_bad_uploads(void **state)
 	(void)state;
 	/* custom metadata values are strings */
 	assert_int_equal(fake_gcs_http(&fake, "POST", UPLOAD, MP_TYPE, b, NULL,
-	    NULL), 400);
+	                     NULL),
+	    400);
 	free(b);
 	assert_int_equal(fake_gcs_http(&fake, "POST", UPLOAD, MP_TYPE,
-	    "--XyZ\r\nno end", NULL, NULL), 400);
+	                     "--XyZ\r\nno end", NULL, NULL),
+	    400);
 	assert_int_equal(fake_gcs_http(&fake, "POST",
-	    "/upload/storage/v1/b/bkt/o", MP_TYPE, "", NULL, NULL), 400);
+	                     "/upload/storage/v1/b/bkt/o", MP_TYPE, "", NULL,
+	                     NULL),
+	    400);
 }
 
 static void
@@ -227,21 +284,30 @@ test_rate_limit(void **state)
 
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?rate_limit=1",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	assert_int_equal(insert("hot", "&ifGenerationMatch=0", &a), 200);
 	/* A contending create within the second gets 429, not 412. */
 	assert_int_equal(insert("hot", "&ifGenerationMatch=0", &e), 429);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(
-	    json_object_get(json_object_get(e, "error"), "errors"), 0),
-	    "reason")), "rateLimitExceeded");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_object_get(e, "error"),
+	                           "errors"),
+	            0),
+	        "reason")),
+	    "rateLimitExceeded");
 	json_decref(e);
-	snprintf(path, sizeof(path), "/storage/v1/b/bkt/o/hot?"
-	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1", gen_of(a));
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/hot?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
+	    gen_of(a));
 	assert_int_equal(fake_gcs_http(&fake, "DELETE", path, NULL, NULL, NULL,
-	    NULL), 429);
+	                     NULL),
+	    429);
 	/* Reads are not limited. */
 	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/hot",
-	    NULL, NULL, NULL, NULL), 200);
+	                     NULL, NULL, NULL, NULL),
+	    200);
 	json_decref(a);
 }
 
@@ -251,15 +317,18 @@ test_token_endpoints(void **state)
 	char *out = NULL;
 	json_t *j;
 	const char *md = "/computeMetadata/v1/instance/service-accounts/"
-	    "default/token";
+	                 "default/token";
 
 	(void)state;
 	assert_int_equal(fake_gcs_http(&fake, "GET", md, NULL, NULL, NULL,
-	    NULL), 403);
+	                     NULL),
+	    403);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=1967",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	assert_int_equal(fake_gcs_http(&fake, "GET", md,
-	    "Metadata-Flavor: Google", NULL, &out, NULL), 200);
+	                     "Metadata-Flavor: Google", NULL, &out, NULL),
+	    200);
 	j = json_loads(out, 0, NULL);
 	free(out);
 	assert_int_equal(json_integer_value(json_object_get(j, "expires_in")),
@@ -270,7 +339,8 @@ test_token_endpoints(void **state)
 	assert_int_equal(fake_gcs_count(&fake, "tokens_issued"), 1);
 	/* The OAuth endpoint wants a jwt-bearer grant. */
 	assert_int_equal(fake_gcs_http(&fake, "POST", "/token", NULL,
-	    "grant_type=password", NULL, NULL), 400);
+	                     "grant_type=password", NULL, NULL),
+	    400);
 }
 
 int

@@ -29,10 +29,10 @@
 
 #define THREADS 8
 
-static fake_gcs fake;       /* --require-auth, metadata and OAuth */
+static fake_gcs fake; /* --require-auth, metadata and OAuth */
 static char tmpdir[64];
 static char pubkey_path[128];
-static char key_pem[8192];  /* PKCS#8 private key of the test SA */
+static char key_pem[8192]; /* PKCS#8 private key of the test SA */
 
 static int
 make_keys(void)
@@ -47,8 +47,8 @@ make_keys(void)
 	if (k == NULL)
 		return -1;
 	b = BIO_new(BIO_s_mem());
-	if (b == NULL || !PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL,
-	    NULL))
+	if (b == NULL ||
+	    !PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL))
 		goto out;
 	n = BIO_get_mem_data(b, &p);
 	if (n <= 0 || (size_t)n >= sizeof(key_pem))
@@ -110,7 +110,8 @@ test_setup(void **state)
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=3600",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	unsetenv("STORAGE_EMULATOR_HOST");
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
 	setenv("LOCKGATE_GCS_ENDPOINT", fake.url, 1);
@@ -153,8 +154,9 @@ last_auth(void)
 		json_t *e = json_array_get(a, i);
 		if (strcmp(json_string_value(json_object_get(e, "op")), "get"))
 			continue;
-		snprintf(buf, sizeof(buf), "%s", json_string_value(
-		    json_object_get(e, "authorization")) ?: "");
+		snprintf(buf, sizeof(buf), "%s",
+		    json_string_value(json_object_get(e, "authorization"))
+		        ?: "");
 		break;
 	}
 	json_decref(a);
@@ -190,7 +192,8 @@ test_refresh_ahead_of_expiry(void **state)
 	(void)state;
 	/* A 2 s token is refreshed after 2 - 2/5 = 1.6 s. */
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=2",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	s = open_store();
 	get_absent(s, GCS_NOT_FOUND);
 	get_absent(s, GCS_NOT_FOUND);
@@ -223,7 +226,9 @@ test_one_fetch_at_a_time(void **state)
 	(void)state;
 	/* A slow metadata server: all threads need the token at once. */
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/fault?op=metadata&kind=latency&ms=300", NULL), 200);
+	                     "/_fake/fault?op=metadata&kind=latency&ms=300",
+	                     NULL),
+	    200);
 	s = open_store();
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, getter, s), 0);
@@ -246,7 +251,8 @@ test_metadata_failures(void **state)
 
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/fault?op=metadata&kind=500", NULL), 200);
+	                     "/_fake/fault?op=metadata&kind=500", NULL),
+	    200);
 	s = open_store();
 	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
 	assert_non_null(strstr(err.msg, "metadata server"));
@@ -277,7 +283,8 @@ test_401_drops_the_token(void **state)
 	s = open_store();
 	get_absent(s, GCS_NOT_FOUND);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=get&kind=401",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_DENIED);
 	assert_int_equal(err.attempts, 1);
 	get_absent(s, GCS_NOT_FOUND);
@@ -332,7 +339,8 @@ test_service_account(void **state)
 	assert_string_equal(json_string_value(json_object_get(as, "_kid")),
 	    "kid-1");
 	assert_int_equal(json_integer_value(json_object_get(as, "exp")) -
-	    json_integer_value(json_object_get(as, "iat")), 3600);
+	        json_integer_value(json_object_get(as, "iat")),
+	    3600);
 	json_decref(st);
 	gcs_store_free(s);
 }
@@ -418,7 +426,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_metadata_server_once_per_lifetime,
 		    test_setup),
-		cmocka_unit_test_setup(test_refresh_ahead_of_expiry, test_setup),
+		cmocka_unit_test_setup(test_refresh_ahead_of_expiry,
+		    test_setup),
 		cmocka_unit_test_setup(test_one_fetch_at_a_time, test_setup),
 		cmocka_unit_test_setup(test_metadata_failures, test_setup),
 		cmocka_unit_test_setup(test_401_drops_the_token, test_setup),
