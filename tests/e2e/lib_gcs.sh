@@ -33,17 +33,18 @@ lg_store_setup() {
 	LG_STORE_URL=${LG_STORE_URL:-gs://lockgate-e2e/locks/}
 }
 
-# lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.
+# lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.  Safe
+# under set -e (it runs in the EXIT trap).
 lg_store_teardown() {
 	[ -n "$LG_FAKE_GCS_PID" ] || return 0
-	kill -TERM "$LG_FAKE_GCS_PID" 2>/dev/null
+	kill -TERM "$LG_FAKE_GCS_PID" 2>/dev/null || true
 	i=0
 	while kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null && [ $i -lt 60 ]; do
 		sleep 0.05
 		i=$((i + 1))
 	done
-	kill -KILL "$LG_FAKE_GCS_PID" 2>/dev/null
-	wait "$LG_FAKE_GCS_PID" 2>/dev/null
+	kill -KILL "$LG_FAKE_GCS_PID" 2>/dev/null || true
+	wait "$LG_FAKE_GCS_PID" 2>/dev/null || true
 	LG_FAKE_GCS_PID=""
 }
 
