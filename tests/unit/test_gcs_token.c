@@ -292,6 +292,78 @@ test_401_drops_the_token(void **state)
 	gcs_store_free(s);
 }
 
+/* A slow token source never holds a request past the store's deadline:
+ * the fetch itself is bounded by it, and so is a wait for another
+ * thread's fetch. */
+typedef struct slow_arg {
+	gcs_store *s;
+	int rc;
+	char msg[GCS_ERRMSG_MAX];
+} slow_arg;
+
+static void *
+slow_getter(void *arg)
+{
+	slow_arg *a = arg;
+	gcs_object o;
+	gcs_err err;
+
+	memset(&err, 0, sizeof(err));
+	a->rc = gcs_get(a->s, "nothing", &o, &err);
+	snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+	return NULL;
+}
+
+static void
+test_slow_source_bounded_by_deadline(void **state)
+{
+	gcs_retry_policy quick = { 300, 5, 40, 300 };
+	gcs_retry_policy patient = { 5000, 5, 40, 3000 };
+	gcs_store *s, *p;
+	gcs_object o;
+	gcs_err err;
+	pthread_t th;
+	slow_arg a;
+	struct timespec ts = { 0, 200 * 1000000 };
+
+	(void)state;
+	/* The fetch itself: 2 s of latency against a 300 ms deadline. */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=latency&ms=2000",
+	                     NULL),
+	    200);
+	s = open_store();
+	gcs_gs_set_retry(s, &quick);
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "metadata server"));
+	assert_int_equal(fake_gcs_count(&fake, "get"), 0);
+	gcs_store_free(s);
+
+	/* Waiting for another thread's fetch: a patient call fetches for
+	 * 1.5 s; a call made meanwhile on the same store (and token source)
+	 * with a 300 ms deadline gives up waiting.  The policy is read at
+	 * the start of a call (and the try timeout once the token is in),
+	 * so changing it between the two calls is enough here. */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=latency&ms=1500",
+	                     NULL),
+	    200);
+	p = open_store();
+	gcs_gs_set_retry(p, &patient);
+	memset(&a, 0, sizeof(a));
+	a.s = p;
+	assert_int_equal(pthread_create(&th, NULL, slow_getter, &a), 0);
+	nanosleep(&ts, NULL); /* the patient call is fetching */
+	gcs_gs_set_retry(p, &quick);
+	assert_int_equal(gcs_get(p, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "timed out waiting"));
+	pthread_join(th, NULL);
+	assert_int_equal(a.rc, GCS_NOT_FOUND); /* it got its token */
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 1);
+	gcs_store_free(p);
+}
+
 /* Write a service-account key file; returns its path (static buffer). */
 static const char *
 write_key(const char *type, const char *pem, const char *token_uri)
@@ -431,6 +503,8 @@ main(void)
 		cmocka_unit_test_setup(test_one_fetch_at_a_time, test_setup),
 		cmocka_unit_test_setup(test_metadata_failures, test_setup),
 		cmocka_unit_test_setup(test_401_drops_the_token, test_setup),
+		cmocka_unit_test_setup(test_slow_source_bounded_by_deadline,
+		    test_setup),
 		cmocka_unit_test_setup(test_service_account, test_setup),
 		cmocka_unit_test_setup(test_service_account_wrong_key,
 		    test_setup),
