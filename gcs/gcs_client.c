@@ -293,13 +293,13 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_err terr;
 	gcs_status st;
 	CURL *h;
-	int attempt, rc, sent, tries = 0, reuse;
+	int rc, sent, tries = 0, reuse;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
 	memset(resp, 0, sizeof(*resp));
-	for (attempt = 1;; attempt++) {
+	for (;;) {
 		err->attempts = tries + 1;
 		hdrs = NULL;
 		auth[0] = '\0';
@@ -388,12 +388,13 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		    "%d tries: %s",
 		    req->op, req->name ? " of " : "",
 		    req->name ? req->name : "", tries, ebuf);
-	else
+	else {
+		reason_of(resp, reason, sizeof(reason));
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
 		    req->op, req->name ? " of " : "",
 		    req->name ? req->name : "", resp->status,
-		    reason_of(resp, reason, sizeof(reason))[0] ? " (" : "",
-		    reason, reason[0] ? ")" : "");
+		    reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+	}
 	gcs_resp_clear(resp);
 	return rc;
 nomem:

@@ -518,6 +518,9 @@ test_429_outlives_retries_is_busy(void **state)
 	assert_int_equal(gcs_insert(s, "hot", m, &o, &err), GCS_BUSY);
 	assert_true(err.attempts > 1);
 	assert_int_equal(err.http_status, 429);
+	assert_non_null(strstr(err.msg,
+	    "insert of hot: HTTP 429 "
+	    "(rateLimitExceeded)"));
 	assert_int_equal(fake_gcs_count(&fake, "insert"), err.attempts);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
 	fault("get", "503", -1);
