@@ -250,6 +250,16 @@ out:
 	return out;
 }
 
+/* A token goes into a header line: printable ASCII, no spaces. */
+static int
+token_chars_ok(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x21 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
 /* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
  * TOK and its lifetime into *life_ms. */
 static int
@@ -321,7 +331,8 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	j = r.body && !r.too_big ? json_loadb(r.body, r.len, 0, NULL) : NULL;
 	at = json_string_value(json_object_get(j, "access_token"));
 	exp = json_integer_value(json_object_get(j, "expires_in"));
-	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz) {
+	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz ||
+	    !token_chars_ok(at)) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "the %s gave no usable access_token/expires_in", src);
 		goto out;
