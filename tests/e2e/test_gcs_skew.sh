@@ -26,7 +26,7 @@ code=$(lg_curl -o "$out" -w '%{http_code}' -H "$B" "$U2/v1/locks/skew/a")
 lg_eq "$code" 200 "inspect"
 lg_eq "$(lg_jget overdue "$out")" false "not overdue"
 # And it does expire, by the storage's clock: ttl + margin later.
-sleep 5.5
+sleep 6.5 # ttl + 1 s margin + 1 s Date resolution
 code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$B" "$U2/v1/locks/skew/a:acquire?ttl=10")
 lg_eq "$code" 200 "takeover once expired on the storage's clock"
 lg_fake "config?clock_offset_ms=0" >/dev/null
