@@ -144,11 +144,13 @@ cpu_ticks(long pid)
 	fclose(f);
 	buf[n] = '\0';
 	/* comm may hold spaces and parentheses: fields count from the last
-	 * ')'; utime and stime are fields 14 and 15, 12 and 13 after it. */
+	 * ')', which is followed by " " and field 3 (state).  utime and
+	 * stime are fields 14 and 15: skip 11 more spaces to reach the one
+	 * before utime. */
 	if ((p = strrchr(buf, ')')) == NULL)
 		return -1;
 	p++;
-	for (i = 0; i < 12 && p != NULL; i++)
+	for (i = 0; i < 11 && p != NULL; i++)
 		p = strchr(p + 1, ' ');
 	if (p == NULL || sscanf(p, " %llu %llu", &ut, &st) != 2)
 		return -1;
