@@ -79,8 +79,39 @@ for f in "$LOCKGATE" "$FLOOR" "$LOADGEN" "$FAKE_GCS"; do
 done
 command -v ss >/dev/null 2>&1 || die "ss (iproute2) is needed to find ports"
 
+# load: what else this machine is doing (the numbers are only comparable
+# on a quiet machine): load average and, where the kernel has PSI, the
+# share of time some task waited for a CPU (avg10).
+load() {
+	la=$(cut -d' ' -f1-3 /proc/loadavg)
+	psi=$(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu \
+	    2>/dev/null)
+	echo "load average $la, CPU pressure ${psi:-n/a}% (${NPROC} CPUs)"
+}
+NPROC=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
+LOAD_BEFORE=$(load)
+
+# printed_port PID FILE: the port PID printed in FILE (the floor's
+# "listening" line, or fake_gcs's bare number), waiting until it does.
+printed_port() {
+	i=0
+	while [ $i -lt $START_TRIES ]; do
+		port=$(sed -n -e 's/.*"message":"listening".*"port":\([0-9]*\).*/\1/p' \
+		    -e 's/^\([0-9][0-9]*\)$/\1/p' "$2" | head -n 1)
+		if [ -n "$port" ]; then
+			echo "$port"
+			return 0
+		fi
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
 # listen_port PID: the TCP port PID listens on (its only listen socket),
-# waiting until it listens; empty when it died or never did.
+# waiting until it listens; empty when it died or never did.  For lockgate,
+# whose stdout (and so its "listening" line) goes to /dev/null.
 listen_port() {
 	i=0
 	while [ $i -lt $START_TRIES ]; do
@@ -156,7 +187,7 @@ bench_floor() {
 	"$FLOOR" >"$TMP/floor.out" 2>"$TMP/floor.err" &
 	pid=$!
 	PIDS="$PIDS $pid"
-	if ! port=$(listen_port "$pid"); then
+	if ! port=$(printed_port "$pid" "$TMP/floor.out"); then
 		cat "$TMP/floor.err" >&2
 		echo "bench: the floor did not start" >&2
 		BROKEN=1
@@ -172,7 +203,7 @@ bench_gs() {
 	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
 	fpid=$!
 	PIDS="$PIDS $fpid"
-	if ! fport=$(listen_port "$fpid"); then
+	if ! fport=$(printed_port "$fpid" "$TMP/fake_gcs.port"); then
 		cat "$TMP/fake_gcs.err" >&2
 		echo "bench: fake_gcs did not start" >&2
 		BROKEN=1
@@ -198,9 +229,13 @@ for t in $BENCH_TARGETS; do
 	esac
 done
 
+LOAD_AFTER=$(load)
+
 # The table: per target and client count, the median of each column over
 # the runs; then the ratios against the targets.
 echo
+echo "machine before: $LOAD_BEFORE"
+echo "machine after:  $LOAD_AFTER"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
     -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" '
 function median(key, col,    n, i, j, t, v) {
@@ -246,7 +281,8 @@ END {
 		m_ops[key] = median(key, "ops")
 		m_p50[key] = median(key, "p50")
 		m_cpu[key] = median(key, "cpu")
-		printf "%-7s %7s %10.0f %9d %9d %13s\n", parts[1], parts[2], m_ops[key], m_p50[key], median(key, "p99"), m_cpu[key]
+		cpu = m_cpu[key] == "-" ? "-" : sprintf("%.1f", m_cpu[key])
+		printf "%-7s %7s %10.0f %9d %9d %13s\n", parts[1], parts[2], m_ops[key], m_p50[key], median(key, "p99"), cpu
 	}
 	print ""
 	printf "%-40s %10s %10s  %s\n", "ratio", "value", "target", "result"
