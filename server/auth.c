@@ -138,8 +138,9 @@ add_secret(auth_keyset *ks, const unsigned char *secret, size_t len,
     char *err, size_t errlen)
 {
 	if (len < AUTH_SECRET_MIN) {
-		snprintf(err, errlen, "the HS256 secret must be at least %d bytes "
-		    "(try: openssl rand -base64 48)", AUTH_SECRET_MIN);
+		snprintf(err, errlen, "LOCKGATE_JWT_SECRET: the HS256 secret "
+		    "must be at least %d bytes (try: openssl rand -base64 48)",
+		    AUTH_SECRET_MIN);
 		return -1;
 	}
 	return auth_keyset_add(ks, JWT_ALG_HS256, NULL, secret, len,

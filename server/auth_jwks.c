@@ -216,7 +216,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		return NULL;
 	}
 	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "the JWKS URL must start with https:// "
+		snprintf(err, errlen, "LOCKGATE_JWKS_URL must start with https:// "
 		    "(or http:// for tests)");
 		free(j->url);
 		free(j);

@@ -161,8 +161,8 @@ auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
 	int rc = -1;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open public key %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "LOCKGATE_JWT_PUBLIC_KEYS: cannot open "
+		    "public key %s: %s", path, strerror(errno));
 		return -1;
 	}
 	pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);

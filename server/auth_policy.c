@@ -305,8 +305,8 @@ auth_policy_load(const char *path, char *err, size_t errlen)
 	char why[200];
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open the policy %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "LOCKGATE_POLICY: cannot open the policy "
+		    "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(AUTH_POLICY_MAX + 1);

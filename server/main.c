@@ -33,12 +33,13 @@ die(const char *what, const char *why)
 }
 
 /* Development mode (design section 4): no key configured, so make a random
- * secret, print a token, and stay on loopback.  Still closed. */
+ * secret and an admin token, and stay on loopback.  Still closed.  *TOKEN
+ * is the token to print once serving (free it). */
 static auth_ctx *
-dev_mode(srv_config *cfg, char *secret, size_t len)
+dev_mode(srv_config *cfg, char *secret, size_t len, char **token)
 {
 	unsigned char raw[32];
-	char host[256], err[256], *token;
+	char host[256], err[256];
 	auth_ctx *auth;
 	int port;
 	size_t i;
@@ -57,22 +58,32 @@ dev_mode(srv_config *cfg, char *secret, size_t len)
 	cfg->dev_mode = true;
 	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL)
 		die("development mode", err);
-	token = auth_mint_hs256(secret, strlen(secret), "dev",
+	*token = auth_mint_hs256(secret, strlen(secret), "dev",
 	    SRV_DEV_TOKEN_TTL, true);
-	if (token == NULL)
+	if (*token == NULL)
 		die("development mode", "cannot mint a token");
+	return auth;
+}
+
+static void
+dev_banner(const srv_config *cfg, const char *token, int port)
+{
+	char host[256], url[300];
+	int unused;
+
+	if (srv_parse_listen(cfg->listen, host, sizeof(host), &unused) != 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	snprintf(url, sizeof(url), strchr(host, ':') ? "http://[%s]:%d" :
+	    "http://%s:%d", host, port);
 	fprintf(stderr,
 	    "\nlockgate: development mode: no JWT key configured, so a random "
 	    "secret was made\nfor this run and only loopback is served.  An "
 	    "admin token for 12 hours:\n\n  export LOCKGATE_TOKEN=%s\n\n"
 	    "Try:\n  curl -sS -X POST -H \"Authorization: Bearer "
-	    "$LOCKGATE_TOKEN\" \\\n    'http://%s/v1/locks/demo:acquire?"
-	    "ttl=60&holder=me&purpose=try'\n\n"
-	    "The dashboard is at http://%s/ (paste the token).\n\n", token,
-	    cfg->listen, cfg->listen);
-	explicit_bzero(token, strlen(token));
-	free(token);
-	return auth;
+	    "$LOCKGATE_TOKEN\" \\\n    '%s/v1/locks/demo:"
+	    "acquire?ttl=60&holder=me&purpose=try'\n\n"
+	    "The dashboard is at %s/ (paste the token).\n\n",
+	    token, url, url);
 }
 
 static int
@@ -102,7 +113,7 @@ check(srv_config *cfg, gcs_store *store)
 int
 main(int argc, char **argv)
 {
-	char err[512], secret[80];
+	char err[512], secret[80], *dev_token = NULL;
 	srv_config cfg;
 	gcs_store *store;
 	gcs_err ge;
@@ -136,7 +147,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if ((store = gcs_open(cfg.store, &ge)) == NULL) {
-		refuse("cannot open the store", ge.msg);
+		refuse("cannot open the store (--store/LOCKGATE_STORE)", ge.msg);
 		srv_config_free(&cfg);
 		return 2;
 	}
@@ -157,7 +168,7 @@ main(int argc, char **argv)
 	}
 	if (!auth_configured(auth)) {
 		auth_free(auth);
-		auth = dev_mode(&cfg, secret, sizeof(secret));
+		auth = dev_mode(&cfg, secret, sizeof(secret), &dev_token);
 	}
 	if ((srv = srv_new(&cfg)) == NULL ||
 	    (svc = api_new(store, srv_on_event, srv)) == NULL)
@@ -170,6 +181,12 @@ main(int argc, char **argv)
 		auth_free(auth);
 		srv_config_free(&cfg);
 		return 2;
+	}
+	if (dev_token != NULL) {
+		dev_banner(&cfg, dev_token, srv_port(srv));
+		explicit_bzero(dev_token, strlen(dev_token));
+		free(dev_token);
+		dev_token = NULL;
 	}
 	srv_log("INFO", "listening", json_pack("{s:s, s:i, s:s, s:s, s:b}",
 	    "listen", cfg.listen, "port", srv_port(srv), "store",
