@@ -33,11 +33,11 @@
 
 #include "server/srv.h"
 
-#define FLOOR_BODY_MAX 1024       /* bytes of one lease answer */
-#define FLOOR_NAME_MAX 256        /* bytes of a lock name (design 2) */
-#define FLOOR_TIME_MAX 32         /* bytes of an RFC 3339 time */
-#define FLOOR_TTL 300             /* s, lockgate's default ttl */
-#define FLOOR_REFRESH 37          /* s, lockgate's answer for ttl 300 */
+#define FLOOR_BODY_MAX     1024 /* bytes of one lease answer */
+#define FLOOR_NAME_MAX     256  /* bytes of a lock name (design 2) */
+#define FLOOR_TIME_MAX     32   /* bytes of an RFC 3339 time */
+#define FLOOR_TTL          300  /* s, lockgate's default ttl */
+#define FLOOR_REFRESH      37   /* s, lockgate's answer for ttl 300 */
 #define FLOOR_LOCKS_PREFIX "/v1/locks/"
 
 static atomic_uint_fast64_t floor_seq;
@@ -54,7 +54,7 @@ fmt_time(const struct timespec *ts, time_t plus, char *out, size_t len)
 
 	gmtime_r(&t, &tm);
 	n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (n == 0 || n + 6 > len) {
+	if (n == 0 || n + sizeof(".000Z") > len) {
 		out[0] = '\0';
 		return;
 	}
@@ -209,15 +209,13 @@ main(int argc, char **argv)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sin.sin_port = 0;
 	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD |
-	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-	    handler, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-	    MHD_OPTION_THREAD_POOL_SIZE, threads,
+	        MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&sin, MHD_OPTION_THREAD_POOL_SIZE, threads,
 	    MHD_OPTION_CONNECTION_LIMIT, fd_budget(SRV_CONN_LIMIT_DEFAULT),
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_DEFAULT,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
-	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-	    MHD_OPTION_END);
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
 	if (d == NULL) {
 		fprintf(stderr, "floor: cannot listen on 127.0.0.1\n");
 		return 1;
@@ -229,7 +227,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	printf("{\"severity\":\"INFO\",\"message\":\"listening\","
-	    "\"port\":%u,\"threads\":%u}\n", (unsigned)info->port, threads);
+	       "\"port\":%u,\"threads\":%u}\n",
+	    (unsigned)info->port, threads);
 	fflush(stdout);
 	while (sigwait(&set, &sig) != 0)
 		;

@@ -43,22 +43,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LG_CLIENTS_MAX 1024
-#define LG_THREADS_MAX 2
-#define LG_SECONDS_MAX 600
-#define LG_TOKEN_MAX 8192         /* bytes of the bearer token */
-#define LG_REQ_MAX (LG_TOKEN_MAX + 1024)
-#define LG_RESP_MAX 16384         /* bytes of one answer, head and body */
-#define LG_LEASE_MAX 128          /* bytes of a lease_id */
-#define LG_NAME_MAX 64            /* bytes of bench/c<i> */
-#define LG_LABEL_MAX 64
-#define LG_ERRORS_SHOWN 5         /* error answers printed on stderr */
-#define LG_EVENTS 64              /* epoll events per wait */
-#define LG_TICK_MS 10             /* epoll wait cap: the clock is checked */
-#define LG_LAT_INIT 65536         /* latency slots first allocated */
-#define LG_LAT_MAX (64u << 20)    /* latency slots at most, per thread */
-#define LG_DRAIN_MS 10000         /* after the run: held leases released */
-#define LG_NAME_PREFIX "bench/c"
+#define LG_CLIENTS_MAX      1024
+#define LG_THREADS_MAX      2
+#define LG_SECONDS_MAX      600
+#define LG_TOKEN_MAX        8192 /* bytes of the bearer token */
+#define LG_REQ_MAX          (LG_TOKEN_MAX + 1024)
+#define LG_RESP_MAX         16384 /* bytes of one answer, head and body */
+#define LG_LEASE_MAX        128   /* bytes of a lease_id */
+#define LG_NAME_MAX         64    /* bytes of bench/c<i> */
+#define LG_LABEL_MAX        64
+#define LG_STAT_MAX         4096     /* bytes of /proc/PID/stat read */
+#define LG_ERRORS_SHOWN     5        /* error answers printed on stderr */
+#define LG_ERROR_BODY_SHOWN 300      /* bytes of such an answer printed */
+#define LG_SLEEP_SLICE_NS   50000000 /* main thread: notice a failure */
+#define LG_EVENTS           64       /* epoll events per wait */
+#define LG_TICK_MS          10       /* epoll wait cap: the clock is checked */
+#define LG_LAT_INIT         65536    /* latency slots first allocated */
+#define LG_LAT_MAX          (64u << 20) /* latency slots at most, per thread */
+#define LG_DRAIN_MS         10000 /* after the run: held leases released */
+#define LG_NAME_PREFIX      "bench/c"
 
 enum phase { SEND_ACQ, RECV_ACQ, SEND_REL, RECV_REL, IDLE };
 
@@ -73,7 +76,7 @@ typedef struct conn {
 	char in[LG_RESP_MAX];
 	size_t inlen;
 	int64_t cycle_start_ns;
-	bool want_out;               /* EPOLLOUT armed */
+	bool want_out; /* EPOLLOUT armed */
 } conn;
 
 typedef struct worker {
@@ -81,11 +84,11 @@ typedef struct worker {
 	int ep;
 	conn *conns;
 	int nconns;
-	int busy;                    /* connections not IDLE */
-	uint32_t *lat;               /* µs of each measured cycle */
+	int busy;      /* connections not IDLE */
+	uint32_t *lat; /* µs of each measured cycle */
 	size_t nlat, caplat;
 	uint64_t errors;
-	char fatal[256];             /* set when the run must stop */
+	char fatal[256]; /* set when the run must stop */
 } worker;
 
 static struct {
@@ -97,7 +100,7 @@ static struct {
 	long pid;
 	char label[LG_LABEL_MAX];
 	const char *token;
-	int64_t measure_start_ns;    /* set before the workers start */
+	int64_t measure_start_ns; /* set before the workers start */
 	int64_t measure_end_ns;
 } cfg;
 
@@ -131,7 +134,7 @@ parse_int(const char *s, long min, long max, long *out)
 static long long
 cpu_ticks(long pid)
 {
-	char path[64], buf[4096], *p;
+	char path[64], buf[LG_STAT_MAX], *p;
 	unsigned long long ut, st;
 	size_t n;
 	FILE *f;
@@ -173,7 +176,9 @@ error_answer(worker *w, const conn *c, const char *verb, int status,
 	w->errors++;
 	if (atomic_fetch_add(&lg_errors_shown, 1) < LG_ERRORS_SHOWN)
 		fprintf(stderr, "loadgen: %s %s answered %d: %.*s\n", verb,
-		    c->name, status, (int)(bodylen > 300 ? 300 : bodylen),
+		    c->name, status,
+		    (int)(bodylen > LG_ERROR_BODY_SHOWN ? LG_ERROR_BODY_SHOWN
+		                                        : bodylen),
 		    body);
 }
 
@@ -353,8 +358,8 @@ handle_answer(worker *w, conn *c)
 		fatal(w, c, "not an HTTP/1.1 answer");
 		return 0;
 	}
-	status = (c->in[9] - '0') * 100 + (c->in[10] - '0') * 10 +
-	    (c->in[11] - '0');
+	status =
+	    (c->in[9] - '0') * 100 + (c->in[10] - '0') * 10 + (c->in[11] - '0');
 	bodylen = 0;
 	if ((cl = find_header(c->in, headlen, "Content-Length")) != NULL) {
 		errno = 0;
@@ -380,8 +385,8 @@ handle_answer(worker *w, conn *c)
 		return 0;
 	}
 	conn_hdr = find_header(c->in, headlen, "Connection");
-	if (conn_hdr != NULL && strncasecmp(conn_hdr + strspn(conn_hdr, " "),
-	    "close", 5) == 0) {
+	if (conn_hdr != NULL &&
+	    strncasecmp(conn_hdr + strspn(conn_hdr, " "), "close", 5) == 0) {
 		fatal(w, c, "the server closes the connection (no keep-alive)");
 		return 0;
 	}
@@ -393,8 +398,8 @@ handle_answer(worker *w, conn *c)
 			next_cycle(w, c);
 			return 0;
 		}
-		if (parse_lease(body, bodylen, c->lease, sizeof(c->lease))
-		    != 0) {
+		if (parse_lease(body, bodylen, c->lease, sizeof(c->lease)) !=
+		    0) {
 			fatal(w, c, "acquire answer without a lease_id");
 			return 0;
 		}
@@ -428,8 +433,9 @@ on_readable(worker *w, conn *c)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		fatal(w, c, n == 0 ? "the server closed the connection" :
-		    "recv failed");
+		fatal(w, c,
+		    n == 0 ? "the server closed the connection"
+		           : "recv failed");
 		return;
 	}
 	if (c->phase != RECV_ACQ && c->phase != RECV_REL) {
@@ -453,9 +459,10 @@ worker_main(void *arg)
 		send_request(w, &w->conns[i], true);
 	while (!atomic_load(&lg_stop) && w->busy > 0) {
 		if (now_ns() > drain_end) {
-			snprintf(w->fatal, sizeof(w->fatal), "%d connections "
-			    "still waiting %d ms after the run", w->busy,
-			    LG_DRAIN_MS);
+			snprintf(w->fatal, sizeof(w->fatal),
+			    "%d connections "
+			    "still waiting %d ms after the run",
+			    w->busy, LG_DRAIN_MS);
 			atomic_store(&lg_stop, 1);
 			break;
 		}
@@ -510,9 +517,11 @@ cmp_u32(const void *a, const void *b)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: TOKEN=jwt loadgen --port P [--clients 1..%d] "
+	fprintf(stderr,
+	    "usage: TOKEN=jwt loadgen --port P [--clients 1..%d] "
 	    "[--seconds 1..%d] [--warmup MS] [--threads 1..%d] [--pid PID] "
-	    "[--label L]\n", LG_CLIENTS_MAX, LG_SECONDS_MAX, LG_THREADS_MAX);
+	    "[--label L]\n",
+	    LG_CLIENTS_MAX, LG_SECONDS_MAX, LG_THREADS_MAX);
 }
 
 static int
@@ -574,8 +583,8 @@ sleep_until(int64_t t_ns)
 	int64_t d;
 
 	while (!atomic_load(&lg_stop) && (d = t_ns - now_ns()) > 0) {
-		if (d > 50000000)
-			d = 50000000; /* notice a failed run within 50 ms */
+		if (d > LG_SLEEP_SLICE_NS)
+			d = LG_SLEEP_SLICE_NS;
 		ts.tv_sec = d / 1000000000;
 		ts.tv_nsec = d % 1000000000;
 		nanosleep(&ts, NULL);
@@ -623,9 +632,10 @@ main(int argc, char **argv)
 			snprintf(c->name, sizeof(c->name), "%s%d",
 			    LG_NAME_PREFIX, c->idx);
 			if (connect_one(c) != 0) {
-				fprintf(stderr, "loadgen: cannot connect to "
-				    "127.0.0.1:%d: %s\n", cfg.port,
-				    strerror(errno));
+				fprintf(stderr,
+				    "loadgen: cannot connect to "
+				    "127.0.0.1:%d: %s\n",
+				    cfg.port, strerror(errno));
 				goto fail;
 			}
 			memset(&ev, 0, sizeof(ev));
@@ -636,8 +646,8 @@ main(int argc, char **argv)
 		}
 	}
 	cfg.measure_start_ns = now_ns() + (int64_t)cfg.warmup_ms * 1000000;
-	cfg.measure_end_ns = cfg.measure_start_ns +
-	    (int64_t)cfg.seconds * 1000000000;
+	cfg.measure_end_ns =
+	    cfg.measure_start_ns + (int64_t)cfg.seconds * 1000000000;
 	for (t = 0; t < cfg.threads; t++) {
 		if (pthread_create(&ws[t].tid, NULL, worker_main, &ws[t]) != 0)
 			goto fail_join;
@@ -681,15 +691,16 @@ fail_join:
 	cps = (double)total / secs;
 	if (cpu0 >= 0 && cpu1 >= cpu0)
 		snprintf(cpu_text, sizeof(cpu_text), "%.1f",
-		    (double)(cpu1 - cpu0) * 1e6 /
-		    (double)sysconf(_SC_CLK_TCK) / (double)total);
+		    (double)(cpu1 - cpu0) * 1e6 / (double)sysconf(_SC_CLK_TCK) /
+		        (double)total);
 	else
 		snprintf(cpu_text, sizeof(cpu_text), "-");
 	printf("label=%s clients=%d threads=%d seconds=%.2f cycles=%zu "
-	    "cycles_per_s=%.0f p50_us=%u p99_us=%u errors=%" PRIu64
-	    " cpu_us_per_cycle=%s\n", cfg.label, cfg.clients, cfg.threads,
-	    secs, total, cps, all[(total - 1) * 50 / 100],
-	    all[(total - 1) * 99 / 100], errors, cpu_text);
+	       "cycles_per_s=%.0f p50_us=%u p99_us=%u errors=%" PRIu64
+	       " cpu_us_per_cycle=%s\n",
+	    cfg.label, cfg.clients, cfg.threads, secs, total, cps,
+	    all[(total - 1) * 50 / 100], all[(total - 1) * 99 / 100], errors,
+	    cpu_text);
 	fflush(stdout);
 	if (errors > 0) {
 		fprintf(stderr, "loadgen: FAILED: %" PRIu64 " error answers\n",

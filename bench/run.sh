@@ -60,6 +60,7 @@ stop_pid() {
 	PIDS=$rest
 }
 
+# shellcheck disable=SC2317 # called from the EXIT trap
 cleanup() {
 	for p in $PIDS; do
 		stop_pid "$p"
