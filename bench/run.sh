@@ -19,6 +19,7 @@
 # lockgate's stdout (one log line per request) goes to /dev/null.
 # BENCH_TARGETS (default "floor mem file gs") picks targets.
 set -u
+cd "$(dirname "$0")/.." || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
