@@ -677,7 +677,10 @@ fail_join:
 		errors += ws[t].errors;
 	}
 	if (total == 0) {
-		fprintf(stderr, "loadgen: FAILED: no cycle completed\n");
+		fprintf(stderr,
+		    "loadgen: FAILED: no cycle completed (%" PRIu64
+		    " error answers)\n",
+		    errors);
 		goto fail;
 	}
 	if ((all = malloc(total * sizeof(*all))) == NULL)
