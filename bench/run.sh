@@ -5,7 +5,8 @@
 #   floor  build/bench/floor: libmicrohttpd set up like lockgate, no auth,
 #          no store, no log (the HTTP floor)
 #   mem    build/lockgate --store mem://
-#   file   build/lockgate --store file://TMPDIR (durable: fsync per grant)
+#   file   build/lockgate --store file://TMPDIR (durable: on disk before a
+#          grant is answered)
 #   gs     build/lockgate --store gs://bench-bucket/p/ against
 #          build/tools/fake_gcs (STORAGE_EMULATOR_HOST)
 # and drives each with build/bench/loadgen: 64 keep-alive clients on
