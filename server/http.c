@@ -319,7 +319,6 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
-	json_t *f;
 	double secs;
 
 	(void)conn;
@@ -328,18 +327,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	secs = (double)(now_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
-	f = json_pack("{s:s, s:s, s:i, s:f}", "method", r->method, "route",
-	    r->route, "status", r->status, "latency_ms", secs * 1000.0);
-	if (f != NULL) {
-		if (r->lock[0])
-			json_object_set_new(f, "lock", json_string(r->lock));
-		if (r->owner[0])
-			json_object_set_new(f, "owner", json_string(r->owner));
-		if (r->trace[0])
-			json_object_set_new(f, "logging.googleapis.com/trace",
-			    json_string(r->trace));
-	}
-	srv_log(r->status >= 500 ? "ERROR" : "INFO", "request", f);
+	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
+	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
 	json_decref(r->acq.labels);
@@ -533,20 +522,13 @@ srv_on_event(void *ctx, const api_event *ev)
 {
 	srv_server *s = ctx;
 	const char *what = event_name(ev->kind);
-	json_t *f;
 
 	metrics_lock_outcome(what);
 	srv_events_record(ev);
-	if (ev->kind != API_EV_REFRESHED) {
-		f = json_pack("{s:s, s:s, s:s?, s:s?, s:s?}", "event", what,
-		    "lock", ev->name, "owner", ev->owner, "holder", ev->holder,
-		    "actor", ev->actor);
-		if (f != NULL && ev->fencing_token > 0)
-			json_object_set_new(f, "fencing_token",
-			    json_integer(ev->fencing_token));
-		srv_log(ev->kind == API_EV_FORCED || ev->kind == API_EV_LOST ?
-		    "NOTICE" : "INFO", "lock event", f);
-	}
+	if (ev->kind != API_EV_REFRESHED)
+		srv_log_event(ev->kind == API_EV_FORCED ||
+		    ev->kind == API_EV_LOST ? "NOTICE" : "INFO", what, ev->name,
+		    ev->owner, ev->holder, ev->actor, ev->fencing_token);
 	if ((ev->kind == API_EV_RELEASED || ev->kind == API_EV_FORCED) &&
 	    s != NULL && s->waits != NULL)
 		srv_waits_wake(s->waits, ev->name);
