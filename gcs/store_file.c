@@ -2,10 +2,13 @@
  * store_file.c: file://DIR, the durable local store.
  *
  * Layout of DIR:
- *   NAME-ENCODED   one file per live object: the object as JSON
- *   .lock          flock(2)ed by the process that is writing (cross-process)
+ *   NAME-ENCODED   one file per name: "CRC LEN " + the object as JSON, or
+ *                  a tombstone {"name", "deleted", "deleted_ms"}
+ *   .lock          flock(2)ed while writing (the cross-process referee)
  *   .wal           the commit log: header, then one record per batch
- *   .tmp.*         temp files of a batch in flight (removed at open)
+ *   .spare.*       spare files (empty tombstones) for new names
+ *   .spares/       where the spare maker creates them
+ *   .tmp.wal       a new log being written by a checkpoint
  * Object files never start with '.', so nothing else can be mistaken for
  * an object.  A name is encoded byte by byte: [A-Za-z0-9._-] stay, every
  * other byte (and a leading '.') becomes %XX, so '/' never makes a
@@ -18,28 +21,37 @@
  * holding an exclusive flock on .lock:
  *   1. catches up with the log (another process may have written since;
  *      see wal_catch_up),
- *   2. reads each op's object file, checks its preconditions (ops on one
+ *   2. checks each op's preconditions against the object's state (from
+ *      its file, or remembered while no other writer wrote; ops on one
  *      name within the batch see each other's results, in queue order),
- *   3. writes a temp file for each name's final state,
- *   4. appends ONE record (the final state of every name the batch
+ *   3. appends ONE record (the final state of every name the batch
  *      changed, plus the generation counter) to .wal and fdatasyncs it:
  *      this is the commit point, one sync for the whole batch,
- *   5. renames the temp files over the objects and unlinks deleted ones,
- *   6. releases the flock and wakes the callers.
- * A rename may so expose a file whose data is not yet on disk: that is safe
- * because its state is in a durable log record, and the log is replayed
- * (final state per name, atomically per file) before any store serves from
- * DIR after a restart.  A record is dropped only by a checkpoint, which
- * first makes every file durable (syncfs + directory fsync) and then
- * replaces .wal by a fresh one that carries the counter.  A torn record
- * (killed mid-append) fails its CRC and is cut off; its batch was never
- * acknowledged.
+ *   4. rewrites each changed object file in place (a release writes a
+ *      tombstone),
+ *   5. releases the flock and wakes the callers.
+ * Nothing is visible to readers before its record is durable (step 4
+ * follows step 3).  Object files are not synced one by one: after a crash
+ * the log is replayed (final state per name) before any store serves from
+ * DIR, which repairs any file whose rewrite was lost or torn.  A record is
+ * dropped only by a checkpoint, which first makes every file durable
+ * (syncfs + directory fsync) and then replaces .wal by a fresh one that
+ * carries the counter.  A torn record (killed mid-append) fails its CRC and
+ * is cut off; its batch was never acknowledged.
+ *
+ * Why in place and not temp file + rename: on ext4 every rename and unlink
+ * frees an inode and every temp file allocates one, and allocating right
+ * after many frees scans the recently deleted inodes (perf showed it at
+ * 60% of the time, ~400 us per new file).  A name's file is kept across
+ * release and re-acquire; a new name gets a spare file made in advance by
+ * the spare maker thread (renamed into place under the flock); tombstones
+ * older than FILE_TOMB_KEEP_MS become spares.
  *
  * Cross-process: every write happens under the flock, and a writer that
  * finds records it did not write re-applies the newest one (its writer may
- * have died between steps 4 and 5); all older records were applied by a
+ * have died between steps 3 and 4); all older records were applied by a
  * writer that held the flock after them.  Reads (get, list) take no lock:
- * rename and unlink are atomic.
+ * a read that overlaps a rewrite fails the CRC and is retried.
  *
  * Generations: max(counter + 1, store clock in ms * 1000), where counter is
  * the largest generation ever issued in DIR (kept in the log and its
@@ -52,11 +64,15 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -67,13 +83,22 @@
 #define FILE_FNAME_MAX 200        /* longest encoded name kept readable */
 #define FILE_FNAME_BUF 256        /* >= FILE_FNAME_MAX + 1 and hash form */
 #define FILE_PATH_BUF 4096        /* DIR as given, and mkdir -p steps */
-#define FILE_OBJ_BYTES_MAX (64 * 1024) /* an object file, bounded read */
+#define FILE_OBJ_HDR 18           /* "%08x %08x " (CRC, length) + JSON */
+#define FILE_OBJ_BYTES_MAX (16 * 1024) /* an object file, bounded read */
+#define FILE_TORN_RETRIES 100     /* re-reads of a file caught mid-write */
 #define FILE_BATCH_MAX 128        /* ops per committed batch */
-#define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
-#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (GCS_META_BYTES_MAX + 4096))
+#define FILE_GATHER_US 200        /* wait for woken callers to queue again */
+#define FILE_CACHE_MAX 65536      /* object states the committer remembers */
 #define FILE_REC_HDR 8            /* u32 length + u32 CRC-32 */
+#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
 #define FILE_WAL_HDR 16           /* magic + int64 counter floor */
-#define FILE_TMP_BUF 64
+#define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
+#define FILE_TOMB_KEEP_MS GCS_FILE_TOMB_KEEP_MS
+#define FILE_TOMBS_MAX 100000     /* tombstones remembered for recycling */
+#define FILE_SWEEP_EVERY_MS 100   /* how often the committer recycles */
+#define FILE_SPARES_MAX 4096      /* spare files kept ready for new names */
+#define FILE_SPARES_FILL 256      /* the spare maker creates up to this */
+#define FILE_SPARES_LOW 64        /* below this the spare maker refills */
 #define FILE_DIR_MODE 0700
 #define FILE_MODE 0600
 
@@ -81,6 +106,8 @@ static const char wal_magic[8] = { 'L', 'G', 'W', 'A', 'L', '0', '0', '1' };
 #define WAL_NAME ".wal"
 #define LOCK_NAME ".lock"
 #define TMP_PREFIX ".tmp."
+#define SPARE_PREFIX ".spare."
+#define SPARE_DIR ".spares"       /* where spares are created */
 
 enum file_kind { OP_INSERT, OP_PATCH, OP_REMOVE };
 
@@ -91,7 +118,8 @@ typedef struct file_op {
 	const json_t *meta;        /* borrowed */
 	int64_t gen, metagen;
 	char fname[FILE_FNAME_BUF];
-	char tmp[FILE_TMP_BUF];
+	json_t *clean;             /* owned: insert's metadata, nulls dropped */
+	char *text;                /* owned: JSON of the final state */
 	json_t *state;             /* owned: new state (entry), NULL = absent */
 	int ok;                    /* preconditions held: state is the result */
 	int final;                 /* last ok op on its name in the batch */
@@ -112,17 +140,35 @@ typedef struct file_store {
 	int64_t counter;           /* largest generation issued in DIR */
 	gcs_clock_fn clock;
 	void *clock_ctx;
-	unsigned tmp_seq;
+	json_t *cache;             /* committer only: fname -> state or null,
+				      valid while no other writer wrote */
+	json_t *tombs;             /* committer only: fname -> deleted_ms of
+				      tombstones, recycled when old */
+	int64_t last_sweep_ms;
+
+	/* Spare files (empty tombstones named SPARE_PREFIX...) renamed into
+	 * place for a new name, so that no write waits for ext4 to allocate
+	 * an inode.  Made by the spare maker thread, off the write path. */
+	pthread_mutex_t spare_mu;
+	pthread_cond_t spare_cv;
+	char **spares;             /* FILE_SPARES_MAX slots */
+	size_t nspares;
+	unsigned spare_seq;
+	uint64_t spare_id;         /* random: spare names never repeat */
+	int spare_want, spare_stop, spare_started;
+	pthread_t spare_maker;
 
 	pthread_mutex_t mu;        /* queue, done flags, crash, dead */
 	pthread_cond_t work;
 	file_op *head, *tail;
+	size_t qlen;
 	int stop, dead;
 	gcs_file_crash crash;
 	pthread_t committer;
 	int started;
 
 	uint64_t n_ops, n_batches, n_syncs, n_checkpoints; /* atomic */
+	uint64_t n_created, n_spares_used, n_recycled;   /* atomic */
 } file_store;
 
 static void
@@ -261,142 +307,6 @@ entry_to_object(const json_t *e, int64_t now_ms, gcs_object *out)
 	out->metadata = json_incref(json_object_get(e, "metadata"));
 }
 
-/* Read object file FNAME into *ENTRY (new reference).  GCS_OK,
- * GCS_NOT_FOUND, or GCS_UNAVAILABLE with err set. */
-static int
-obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	ssize_t r;
-	json_error_t je;
-	int fd, rc;
-
-	*entry = NULL;
-	fd = openat(fs->dirfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return gcs_fail(err, GCS_NOT_FOUND, "no such object");
-		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s",
-		    fs->dir, fname, strerror(errno));
-	}
-	buf = malloc(FILE_OBJ_BYTES_MAX);
-	if (buf == NULL) {
-		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
-		goto out;
-	}
-	while (len < FILE_OBJ_BYTES_MAX) {
-		r = read(fd, buf + len, FILE_OBJ_BYTES_MAX - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s/%s: %s",
-			    fs->dir, fname, strerror(errno));
-			goto out;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	*entry = json_loadb(buf, len, 0, &je);
-	if (*entry == NULL || !entry_valid(*entry) || !entry_exists(*entry)) {
-		json_decref(*entry);
-		*entry = NULL;
-		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "object file %s/%s is corrupt", fs->dir, fname);
-		goto out;
-	}
-	rc = GCS_OK;
-out:
-	free(buf);
-	close(fd);
-	return rc;
-}
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Write ENTRY to a new temp file; its name goes to TMP. */
-static int
-tmp_write(file_store *fs, const json_t *entry, char *tmp, gcs_err *err)
-{
-	char *text = json_dumps(entry, JSON_COMPACT);
-	unsigned seq = __atomic_add_fetch(&fs->tmp_seq, 1, __ATOMIC_RELAXED);
-	int fd, rc = GCS_OK;
-
-	if (text == NULL)
-		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	snprintf(tmp, FILE_TMP_BUF, TMP_PREFIX "%ld.%p.%u", (long)getpid(),
-	    (void *)fs, seq);
-	fd = openat(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    FILE_MODE);
-	if (fd < 0 || write_all(fd, text, strlen(text)) != 0) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "write %s/%s: %s", fs->dir,
-		    tmp, strerror(errno));
-		if (fd >= 0)
-			unlinkat(fs->dirfd, tmp, 0);
-		tmp[0] = '\0';
-	}
-	if (fd >= 0)
-		close(fd);
-	free(text);
-	return rc;
-}
-
-/* Make the object named in ENTRY match ENTRY, unless it already does.
- * Used by replay; not durable by itself. */
-static int
-entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
-{
-	const char *name = json_string_value(json_object_get(entry, "name"));
-	char fname[FILE_FNAME_BUF], tmp[FILE_TMP_BUF];
-	json_t *cur = NULL;
-	int rc;
-
-	if (name_encode(name, fname) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "bad name in the log");
-	rc = obj_read(fs, fname, &cur, err);
-	if (rc != GCS_OK && rc != GCS_NOT_FOUND)
-		cur = NULL; /* corrupt: rewrite it */
-	if (!entry_exists(entry)) {
-		json_decref(cur);
-		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
-			return gcs_fail(err, GCS_UNAVAILABLE, "unlink %s/%s: %s",
-			    fs->dir, fname, strerror(errno));
-		return GCS_OK;
-	}
-	if (cur != NULL && entry_int(cur, "generation") ==
-	    entry_int(entry, "generation") && entry_int(cur, "metageneration") ==
-	    entry_int(entry, "metageneration")) {
-		json_decref(cur);
-		return GCS_OK;
-	}
-	json_decref(cur);
-	rc = tmp_write(fs, entry, tmp, err);
-	if (rc != GCS_OK)
-		return rc;
-	if (renameat(fs->dirfd, tmp, fs->dirfd, fname) != 0) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "rename in %s: %s", fs->dir,
-		    strerror(errno));
-		unlinkat(fs->dirfd, tmp, 0);
-	}
-	return rc;
-}
-
-/* ---- the log ---- */
-
 static uint32_t crc_table[256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
@@ -413,7 +323,7 @@ crc_init(void)
 	}
 }
 
-/* CRC-32 (IEEE) of a log record: catches torn and stale tails. */
+/* CRC-32 (IEEE): catches torn object files and torn log records. */
 static uint32_t
 crc32_buf(const unsigned char *p, size_t n)
 {
@@ -425,22 +335,89 @@ crc32_buf(const unsigned char *p, size_t n)
 	return c ^ 0xffffffffu;
 }
 
+/* Read object file FNAME once.  0 with *ENTRY (a live object or a
+ * tombstone), ENOENT, EAGAIN when torn or corrupt, or another errno. */
 static int
-pread_all(int fd, void *buf, size_t n, off_t off)
+obj_read_once(file_store *fs, const char *fname, char *buf, json_t **entry)
 {
-	char *p = buf;
+	size_t len = 0;
+	ssize_t r;
+	json_error_t je;
+	unsigned long crc, jlen;
+	char *end;
+	int fd, rc = EAGAIN;
 
-	while (n > 0) {
-		ssize_t r = pread(fd, p, n, off);
+	*entry = NULL;
+	fd = openat(fs->dirfd, fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno;
+	while (len < FILE_OBJ_BYTES_MAX) {
+		r = read(fd, buf + len, FILE_OBJ_BYTES_MAX - len);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-		off += r;
+		if (r < 0) {
+			rc = errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
 	}
-	return 0;
+	if (len < FILE_OBJ_HDR || buf[8] != ' ' || buf[17] != ' ')
+		goto out;
+	buf[8] = buf[17] = '\0';
+	crc = strtoul(buf, &end, 16);
+	if (end != buf + 8)
+		goto out;
+	jlen = strtoul(buf + 9, &end, 16);
+	if (end != buf + 17 || jlen == 0 || jlen > len - FILE_OBJ_HDR ||
+	    crc != crc32_buf((unsigned char *)buf + FILE_OBJ_HDR, jlen))
+		goto out;
+	*entry = json_loadb(buf + FILE_OBJ_HDR, jlen, 0, &je);
+	if (*entry == NULL || !entry_valid(*entry)) {
+		json_decref(*entry);
+		*entry = NULL;
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Read object file FNAME: GCS_OK with *ENTRY (new reference, a live
+ * object), GCS_NOT_FOUND (no file, or a tombstone), or GCS_UNAVAILABLE.
+ * Files are rewritten in place under the flock while readers take no lock,
+ * so a read that overlaps a write fails its CRC and is retried. */
+static int
+obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err)
+{
+	char *buf = malloc(FILE_OBJ_BYTES_MAX);
+	int rc = EAGAIN, i;
+
+	*entry = NULL;
+	if (buf == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	for (i = 0; i < FILE_TORN_RETRIES && rc == EAGAIN; i++) {
+		if (i > 0)
+			sched_yield();
+		rc = obj_read_once(fs, fname, buf, entry);
+	}
+	free(buf);
+	if (rc == 0 && !entry_exists(*entry)) {
+		json_decref(*entry);
+		*entry = NULL;
+		rc = ENOENT;
+	}
+	if (rc == 0)
+		return GCS_OK;
+	if (rc == ENOENT)
+		return gcs_fail(err, GCS_NOT_FOUND, "no such object");
+	if (rc == EAGAIN)
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "object file %s/%s is corrupt", fs->dir, fname);
+	return gcs_fail(err, GCS_UNAVAILABLE, "read %s/%s: %s", fs->dir, fname,
+	    strerror(rc));
 }
 
 static int
@@ -457,6 +434,315 @@ pwrite_all(int fd, const void *buf, size_t n, off_t off)
 		p += w;
 		n -= (size_t)w;
 		off += w;
+	}
+	return 0;
+}
+
+static int spare_take(file_store *fs, const char *fname);
+
+/* Write TEXT (the JSON of an object or a tombstone) over object file
+ * FNAME, in place: no new inode per write (ext4 makes creating files right
+ * after deleting others slow) and no truncation (the header gives the
+ * length; bytes after it are ignored).  Not durable by itself: the log
+ * record is.  With TORN, write only the first half (the crash hook). */
+static int
+obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
+    int torn, gcs_err *err)
+{
+	char hdr[FILE_OBJ_HDR + 1];
+	struct iovec iov[2];
+	size_t n = FILE_OBJ_HDR + tlen;
+	ssize_t w;
+	int fd, rc = GCS_OK;
+
+	if (n > FILE_OBJ_BYTES_MAX)
+		return gcs_fail(err, GCS_INVALID, "object of %zu bytes", n);
+	snprintf(hdr, sizeof(hdr), "%08x %08x ", (unsigned)crc32_buf(
+	    (const unsigned char *)text, tlen), (unsigned)tlen);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = FILE_OBJ_HDR;
+	iov[1].iov_base = (void *)text;
+	iov[1].iov_len = torn ? tlen / 2 : tlen;
+	fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+		fd = spare_take(fs, fname);
+	if (fd < 0) {
+		fd = openat(fs->dirfd, fname, O_WRONLY | O_CREAT | O_CLOEXEC |
+		    O_NOFOLLOW, FILE_MODE);
+		if (fd >= 0)
+			stat_add(&fs->n_created, 1);
+	}
+	if (fd < 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s", fs->dir,
+		    fname, strerror(errno));
+	do
+		w = pwritev(fd, iov, 2, 0);
+	while (w < 0 && errno == EINTR);
+	/* A short write of a few hundred bytes is an error (disk full). */
+	if (w != (ssize_t)(iov[0].iov_len + iov[1].iov_len))
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "write %s/%s: %s", fs->dir,
+		    fname, w < 0 ? strerror(errno) : "short write");
+	close(fd);
+	return rc;
+}
+
+/* obj_write of ENTRY. */
+static int
+obj_write_entry(file_store *fs, const char *fname, const json_t *entry,
+    gcs_err *err)
+{
+	char *text = json_dumps(entry, JSON_COMPACT);
+	int rc;
+
+	if (text == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	rc = obj_write(fs, fname, text, strlen(text), 0, err);
+	free(text);
+	return rc;
+}
+
+/* Make the object named in ENTRY match ENTRY, unless it already does.
+ * Used to replay the log; not durable by itself. */
+static int
+entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
+{
+	const char *name = json_string_value(json_object_get(entry, "name"));
+	char fname[FILE_FNAME_BUF];
+	json_t *cur = NULL;
+	int rc, same;
+
+	if (name_encode(name, fname) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "bad name in the log");
+	rc = obj_read(fs, fname, &cur, NULL);
+	if (rc != GCS_OK)
+		cur = NULL; /* absent, a tombstone, or torn: rewrite */
+	if (cur != NULL && strcmp(json_string_value(json_object_get(cur,
+	    "name")), name) != 0) {
+		/* Another name's inode under this name (only a crash of the
+		 * machine mid-recycling can do that): never write into it. */
+		json_decref(cur);
+		cur = NULL;
+		rc = GCS_NOT_FOUND;
+		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
+			return gcs_fail(err, GCS_UNAVAILABLE, "unlink %s/%s: %s",
+			    fs->dir, fname, strerror(errno));
+	}
+	if (!entry_exists(entry))
+		same = rc == GCS_NOT_FOUND;
+	else
+		same = cur != NULL && entry_int(cur, "generation") ==
+		    entry_int(entry, "generation") &&
+		    entry_int(cur, "metageneration") ==
+		    entry_int(entry, "metageneration");
+	json_decref(cur);
+	if (same)
+		return GCS_OK;
+	return obj_write_entry(fs, fname, entry, err);
+}
+
+/* ---- spare files ---- */
+
+/* The content of a spare: a tombstone of no name (never an object). */
+static const char spare_text[] = "{\"name\":\"\",\"deleted\":true}";
+
+static void
+spare_name(file_store *fs, char *out)
+{
+	unsigned seq = __atomic_add_fetch(&fs->spare_seq, 1, __ATOMIC_RELAXED);
+
+	snprintf(out, FILE_FNAME_BUF, SPARE_PREFIX "%016llx.%u",
+	    (unsigned long long)fs->spare_id, seq);
+}
+
+/* Add NAME (taken over) to the pool; 0, or -1 when the pool is full. */
+static int
+spare_push(file_store *fs, char *name)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&fs->spare_mu);
+	if (fs->nspares < FILE_SPARES_MAX) {
+		fs->spares[fs->nspares++] = name;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&fs->spare_mu);
+	return rc;
+}
+
+/* Under the flock: rename a spare to FNAME (which does not exist) and
+ * open it for writing.  -1 when no spare could be used. */
+static int
+spare_take(file_store *fs, const char *fname)
+{
+	char *name;
+	int fd = -1;
+
+	for (;;) {
+		pthread_mutex_lock(&fs->spare_mu);
+		name = fs->nspares > 0 ? fs->spares[--fs->nspares] : NULL;
+		if (fs->nspares < FILE_SPARES_LOW && !fs->spare_want) {
+			fs->spare_want = 1;
+			pthread_cond_signal(&fs->spare_cv);
+		}
+		pthread_mutex_unlock(&fs->spare_mu);
+		if (name == NULL)
+			return -1;
+		/* Another store on DIR may have adopted and used it. */
+		if (renameat2(fs->dirfd, name, fs->dirfd, fname,
+		    RENAME_NOREPLACE) == 0)
+			fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC |
+			    O_NOFOLLOW);
+		free(name);
+		if (fd >= 0) {
+			stat_add(&fs->n_spares_used, 1);
+			return fd;
+		}
+	}
+}
+
+/* Make one spare file, without the flock; 0 or -1.  It is created in
+ * SPARE_DIR, so that the slow inode allocation holds that directory's
+ * lock, not DIR's (which every rename in DIR needs), then renamed into DIR:
+ * a spare visible under SPARE_PREFIX is complete and nobody holds it open,
+ * so another store may adopt and use it. */
+static int
+spare_make(file_store *fs)
+{
+	char name[FILE_FNAME_BUF], tmp[FILE_FNAME_BUF + sizeof(SPARE_DIR)];
+	char hdr[FILE_OBJ_HDR + 1];
+	size_t tlen = sizeof(spare_text) - 1;
+	char *dup = NULL;
+	int fd, ok;
+
+	spare_name(fs, name);
+	snprintf(tmp, sizeof(tmp), SPARE_DIR "/%s", name + 1);
+	fd = openat(fs->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	    FILE_MODE);
+	if (fd < 0)
+		return -1;
+	snprintf(hdr, sizeof(hdr), "%08x %08x ", (unsigned)crc32_buf(
+	    (const unsigned char *)spare_text, tlen), (unsigned)tlen);
+	ok = write(fd, hdr, FILE_OBJ_HDR) == FILE_OBJ_HDR &&
+	    write(fd, spare_text, tlen) == (ssize_t)tlen;
+	close(fd);
+	if (!ok || renameat2(fs->dirfd, tmp, fs->dirfd, name,
+	    RENAME_NOREPLACE) != 0) {
+		unlinkat(fs->dirfd, tmp, 0);
+		return -1;
+	}
+	dup = strdup(name);
+	if (dup == NULL || spare_push(fs, dup) != 0) {
+		free(dup);
+		unlinkat(fs->dirfd, name, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/* The spare maker: refills the pool when the committer asks. */
+static void *
+spare_main(void *arg)
+{
+	file_store *fs = arg;
+	size_t n;
+
+	pthread_mutex_lock(&fs->spare_mu);
+	for (;;) {
+		while (!fs->spare_want && !fs->spare_stop)
+			pthread_cond_wait(&fs->spare_cv, &fs->spare_mu);
+		if (fs->spare_stop)
+			break;
+		n = fs->nspares;
+		pthread_mutex_unlock(&fs->spare_mu);
+		while (n < FILE_SPARES_FILL && spare_make(fs) == 0) {
+			n++;
+			pthread_mutex_lock(&fs->spare_mu);
+			if (fs->spare_stop) {
+				pthread_mutex_unlock(&fs->spare_mu);
+				return NULL;
+			}
+			pthread_mutex_unlock(&fs->spare_mu);
+		}
+		pthread_mutex_lock(&fs->spare_mu);
+		fs->spare_want = 0;
+	}
+	pthread_mutex_unlock(&fs->spare_mu);
+	return NULL;
+}
+
+/* ---- tombstones ---- */
+
+/* Remember that FNAME became a tombstone at MS (a later release of the
+ * same name replaces the time).  Past FILE_TOMBS_MAX names, tombstones
+ * stay on disk until the next open. */
+static void
+tomb_add(file_store *fs, const char *fname, int64_t ms)
+{
+	if (json_object_size(fs->tombs) < FILE_TOMBS_MAX ||
+	    json_object_get(fs->tombs, fname) != NULL)
+		json_object_set_new(fs->tombs, fname,
+		    json_integer((json_int_t)ms));
+}
+
+/* Under the flock: turn the tombstones older than FILE_TOMB_KEEP_MS that
+ * are still tombstones into spare files (or remove them when the pool is
+ * full).  A missing file is the same state as a tombstone, and a spare is
+ * never an object, so this needs no log record and no sync.  Younger
+ * tombstones stay: a name released and taken again reuses its file. */
+static void
+tomb_sweep(file_store *fs)
+{
+	int64_t now = fs->clock(fs->clock_ctx);
+	char *buf = malloc(FILE_OBJ_BYTES_MAX), spare[FILE_FNAME_BUF], *dup;
+	const char *fname;
+	json_t *ms, *e;
+	void *tmp;
+
+	fs->last_sweep_ms = now;
+	if (buf == NULL)
+		return;
+	json_object_foreach_safe(fs->tombs, tmp, fname, ms) {
+		if (json_integer_value(ms) + FILE_TOMB_KEEP_MS > now)
+			continue;
+		if (obj_read_once(fs, fname, buf, &e) == 0) {
+			if (!entry_exists(e)) {
+				json_object_del(fs->cache, fname);
+				spare_name(fs, spare);
+				dup = strdup(spare);
+				if (dup == NULL || renameat2(fs->dirfd, fname,
+				    fs->dirfd, spare, RENAME_NOREPLACE) != 0)
+					unlinkat(fs->dirfd, fname, 0);
+				else if (spare_push(fs, dup) != 0)
+					unlinkat(fs->dirfd, spare, 0);
+				else {
+					dup = NULL;
+					stat_add(&fs->n_recycled, 1);
+				}
+				free(dup);
+			}
+			json_decref(e);
+		}
+		json_object_del(fs->tombs, fname);
+	}
+	free(buf);
+}
+
+/* ---- the log ---- */
+
+static int
+pread_all(int fd, void *buf, size_t n, off_t off)
+{
+	char *p = buf;
+
+	while (n > 0) {
+		ssize_t r = pread(fd, p, n, off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+		off += r;
 	}
 	return 0;
 }
@@ -597,6 +883,7 @@ wal_catch_up(file_store *fs, gcs_err *err)
 
 	if (fstatat(fs->dirfd, WAL_NAME, &st, 0) != 0 ||
 	    st.st_ino != fs->wal_ino) {
+		json_object_clear(fs->cache);
 		/* Replaced by a checkpoint (or removed): start over. */
 		rc = wal_open(fs, err);
 		if (rc != GCS_OK)
@@ -607,6 +894,8 @@ wal_catch_up(file_store *fs, gcs_err *err)
 	}
 	if (st.st_size == fs->wal_end)
 		return GCS_OK;
+	/* Another writer was here: forget what we knew of the files. */
+	json_object_clear(fs->cache);
 	off = st.st_size > fs->wal_end ? fs->wal_end : FILE_WAL_HDR;
 	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
 		counter_see(fs, entry_int(rec, "counter"));
@@ -636,6 +925,7 @@ wal_checkpoint(file_store *fs, gcs_err *err)
 	if (syncfs(fs->dirfd) != 0 || fsync(fs->dirfd) != 0)
 		return gcs_fail(err, GCS_UNAVAILABLE, "sync %s: %s", fs->dir,
 		    strerror(errno));
+	tomb_sweep(fs);
 	memcpy(hdr, wal_magic, 8);
 	memcpy(hdr + 8, &floor, 8);
 	fd = openat(fs->dirfd, tmpname, O_WRONLY | O_CREAT | O_TRUNC |
@@ -675,6 +965,31 @@ dir_stream(file_store *fs)
 	return d;
 }
 
+/* Create SPARE_DIR, or empty it of spares a stopped store was making. */
+static void
+spare_dir_clean(file_store *fs)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	if (mkdirat(fs->dirfd, SPARE_DIR, FILE_DIR_MODE) == 0 || errno != EEXIST)
+		return;
+	fd = openat(fs->dirfd, SPARE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			unlinkat(fd, de->d_name, 0);
+	closedir(d);
+}
+
 /* At open, under the flock: replay the whole log (final state per name),
  * remove stray temp files, and checkpoint. */
 static int
@@ -686,6 +1001,7 @@ recover(file_store *fs, gcs_err *err)
 	DIR *d = NULL;
 	struct dirent *de;
 	off_t off = FILE_WAL_HDR;
+	char *buf;
 	size_t i;
 	int rc;
 
@@ -726,9 +1042,34 @@ recover(file_store *fs, gcs_err *err)
 		    strerror(errno));
 		goto out;
 	}
-	while ((de = readdir(d)) != NULL)
-		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+	spare_dir_clean(fs);
+	buf = malloc(FILE_OBJ_BYTES_MAX);
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
 			unlinkat(fs->dirfd, de->d_name, 0);
+			continue;
+		}
+		if (strncmp(de->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) == 0) {
+			/* Left by a store that stopped (or still runs: a
+			 * spare used twice fails its rename, harmlessly). */
+			char *dup = strdup(de->d_name);
+
+			if (dup == NULL || spare_push(fs, dup) != 0) {
+				free(dup);
+				unlinkat(fs->dirfd, de->d_name, 0);
+			}
+			continue;
+		}
+		if (de->d_name[0] == '.' || buf == NULL ||
+		    obj_read_once(fs, de->d_name, buf, &e) != 0)
+			continue;
+		if (!entry_exists(e))
+			tomb_add(fs, de->d_name, entry_int(e, "deleted_ms"));
+		else
+			counter_see(fs, entry_int(e, "generation"));
+		json_decref(e);
+	}
+	free(buf);
 	closedir(d);
 	rc = wal_checkpoint(fs, err);
 out:
@@ -796,15 +1137,8 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 			    "object exists");
 			return;
 		}
-		meta = meta_clean(op->meta);
-		if (meta == NULL)
-			goto nomem;
-		if (meta_too_big(meta)) {
-			json_decref(meta);
-			op->rc = gcs_fail(&op->err, GCS_INVALID,
-			    "metadata over %d bytes", GCS_META_BYTES_MAX);
-			return;
-		}
+		meta = op->clean;
+		op->clean = NULL;
 		fs->counter = fs->counter + 1 > now_ms * 1000 ?
 		    fs->counter + 1 : now_ms * 1000;
 		op->state = entry_new(op->name, fs->counter, 1, now_ms, now_ms,
@@ -882,16 +1216,17 @@ batch_fail(file_op **ops, size_t n, gcs_status st, const char *msg)
 /* Append REC to the log and make it durable: the commit point.  With
  * HALF, write only part of it and stop (the crash hook). */
 static int
-wal_append(file_store *fs, const json_t *rec, int half, gcs_err *err)
+wal_append(file_store *fs, const char *text, size_t tlen, int half,
+    gcs_err *err)
 {
-	char *text = json_dumps(rec, JSON_COMPACT);
 	unsigned char hdr[FILE_REC_HDR];
-	uint32_t len, crc;
+	uint32_t len = (uint32_t)tlen, crc;
 	int rc = GCS_OK;
 
-	if (text == NULL)
-		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	len = (uint32_t)strlen(text);
+	/* Replay would take a longer record for a torn one. */
+	if (tlen == 0 || tlen > FILE_REC_BYTES_MAX)
+		return gcs_fail(err, GCS_INVALID, "log record of %zu bytes",
+		    tlen);
 	crc = crc32_buf((const unsigned char *)text, len);
 	memcpy(hdr, &len, 4);
 	memcpy(hdr + 4, &crc, 4);
@@ -915,16 +1250,45 @@ out:
 	if (rc != GCS_OK && !half &&
 	    ftruncate(fs->walfd, fs->wal_end) == 0 && fdatasync(fs->walfd) == 0)
 		stat_add(&fs->n_syncs, 1);
-	free(text);
 	return rc;
+}
+
+/* A growable string for the record text. */
+typedef struct file_buf {
+	char *p;
+	size_t n, cap;
+} file_buf;
+
+static int
+buf_add(file_buf *b, const char *s, size_t n)
+{
+	char *np;
+	size_t ncap;
+
+	if (b->n + n + 1 > b->cap) {
+		ncap = b->cap ? b->cap : 4096;
+		while (ncap < b->n + n + 1)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (np == NULL)
+			return -1;
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return 0;
 }
 
 static void
 batch_run(file_store *fs, file_op **ops, size_t n)
 {
-	json_t *rec = NULL, *entries, *cur;
+	json_t *entries = NULL, *cur, *c;
+	file_buf rec = { 0 };
 	gcs_file_crash crash;
 	gcs_err err = { 0 };
+	char head[64];
 	int64_t now_ms;
 	off_t rec_start;
 	size_t i, j, nfinal = 0;
@@ -949,126 +1313,174 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		batch_fail(ops, n, err.status, err.msg);
 		goto unlock;
 	}
+	if (json_object_size(fs->cache) > FILE_CACHE_MAX)
+		json_object_clear(fs->cache);
 	now_ms = fs->clock(fs->clock_ctx);
 	for (i = 0; i < n; i++) {
 		file_op *op = ops[i];
 		json_t *disk = NULL;
 
-		if (name_encode(op->name, op->fname) != 0 ||
-		    !utf8_ok(op->name)) {
-			op->rc = gcs_fail(&op->err, GCS_INVALID,
-			    "object name is not UTF-8");
-			continue;
-		}
-		/* The newest earlier result on this name, else the disk. */
+		/* The newest earlier result on this name, else what we know
+		 * of the file, else the file. */
 		for (j = i; j-- > 0;)
 			if (ops[j]->ok && strcmp(ops[j]->fname, op->fname) == 0)
 				break;
 		if (j != (size_t)-1) {
 			cur = ops[j]->state;
+		} else if ((c = json_object_get(fs->cache, op->fname)) != NULL) {
+			cur = json_is_null(c) ? NULL : c;
 		} else {
 			rc = obj_read(fs, op->fname, &disk, &op->err);
+			if (rc == GCS_OK && strcmp(json_string_value(
+			    json_object_get(disk, "name")), op->name) != 0) {
+				json_decref(disk);
+				rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
+				    "object file %s/%s holds another name",
+				    fs->dir, op->fname);
+			}
 			if (rc != GCS_OK && rc != GCS_NOT_FOUND) {
 				op->rc = rc;
 				continue;
 			}
+			json_object_set(fs->cache, op->fname,
+			    disk ? disk : json_null());
 			cur = disk;
 		}
 		op_eval(fs, op, cur, now_ms);
 		json_decref(disk);
 	}
+	/* The record: the final state of every name the batch changed. */
 	entries = json_array();
-	rec = json_pack("{s:I, s:o}", "counter", (json_int_t)fs->counter,
-	    "entries", entries);
-	if (rec == NULL) {
-		batch_fail(ops, n, GCS_NOMEM, "out of memory");
-		goto unlock;
-	}
+	snprintf(head, sizeof(head), "{\"counter\":%lld,\"entries\":[",
+	    (long long)fs->counter);
+	if (entries == NULL || buf_add(&rec, head, strlen(head)) != 0)
+		goto nomem;
 	for (i = 0; i < n; i++) {
-		if (!ops[i]->ok)
+		file_op *op = ops[i];
+
+		if (!op->ok)
 			continue;
-		ops[i]->final = 1;
+		op->final = 1;
 		for (j = i + 1; j < n; j++)
-			if (ops[j]->ok &&
-			    strcmp(ops[j]->fname, ops[i]->fname) == 0)
-				ops[i]->final = 0;
-		if (!ops[i]->final)
+			if (ops[j]->ok && strcmp(ops[j]->fname, op->fname) == 0)
+				op->final = 0;
+		if (!op->final)
 			continue;
-		nfinal++;
-		if (ops[i]->state != NULL) {
-			rc = json_array_append(entries, ops[i]->state);
-			if (rc == 0)
-				rc = tmp_write(fs, ops[i]->state, ops[i]->tmp,
-				    &err);
-		} else {
+		if (op->state != NULL)
+			rc = json_array_append(entries, op->state);
+		else
 			rc = json_array_append_new(entries, json_pack(
-			    "{s:s, s:b}", "name", ops[i]->name, "deleted", 1));
+			    "{s:s, s:b, s:I}", "name", op->name, "deleted",
+			    1, "deleted_ms", (json_int_t)now_ms));
+		if (rc != 0)
+			goto nomem;
+		op->text = json_dumps(json_array_get(entries,
+		    json_array_size(entries) - 1), JSON_COMPACT);
+		if (op->text == NULL || (nfinal > 0 && buf_add(&rec, ",", 1)) ||
+		    buf_add(&rec, op->text, strlen(op->text)) != 0)
+			goto nomem;
+		/* Bounded by the metadata limit; checked before the commit,
+		 * as a committed state that cannot be written would stop
+		 * every later batch. */
+		if (FILE_OBJ_HDR + strlen(op->text) > FILE_OBJ_BYTES_MAX) {
+			batch_fail(ops, n, GCS_INVALID, "object too large");
+			goto unlock;
 		}
-		if (rc != 0) {
-			batch_fail(ops, n, err.status ? err.status : GCS_NOMEM,
-			    err.status ? err.msg : "out of memory");
-			goto cleanup;
-		}
+		nfinal++;
 	}
 	if (nfinal == 0)
 		goto unlock;
+	if (buf_add(&rec, "]}", 2) != 0)
+		goto nomem;
 	rec_start = fs->wal_end;
 	if (crash == GCS_FILE_CRASH_BEFORE_COMMIT) {
-		wal_append(fs, rec, 1, &err);
+		wal_append(fs, rec.p, rec.n, 1, &err);
 		goto die;
 	}
-	if (wal_append(fs, rec, 0, &err) != GCS_OK) {
+	if (wal_append(fs, rec.p, rec.n, 0, &err) != GCS_OK) {
 		batch_fail(ops, n, err.status, err.msg);
-		goto cleanup;
+		goto unlock;
 	}
-	if (crash == GCS_FILE_CRASH_AFTER_COMMIT)
-		goto die;
 	for (i = 0; i < n; i++) {
 		file_op *op = ops[i];
 
 		if (!op->final)
 			continue;
-		if (op->state != NULL)
-			rc = renameat(fs->dirfd, op->tmp, fs->dirfd, op->fname);
-		else if ((rc = unlinkat(fs->dirfd, op->fname, 0)) != 0 &&
-		    errno == ENOENT)
-			rc = 0;
-		if (rc == 0) {
-			op->tmp[0] = '\0';
-			continue;
+		if (crash == GCS_FILE_CRASH_AFTER_COMMIT) {
+			obj_write(fs, op->fname, op->text, strlen(op->text), 1,
+			    &err);
+			goto die;
 		}
-		/* Committed but not applied: the next batch re-applies the
-		 * record; callers get "unavailable" (the write may stand). */
-		fs->wal_end = rec_start;
-		gcs_fail(&err, GCS_UNAVAILABLE, "apply in %s: %s", fs->dir,
-		    strerror(errno));
-		batch_fail(ops, n, err.status, err.msg);
-		goto cleanup;
+		if (obj_write(fs, op->fname, op->text, strlen(op->text), 0,
+		    &err) != GCS_OK) {
+			/* Committed but not applied: the next batch re-applies
+			 * the record; callers get "unavailable" (the write may
+			 * stand, as after a lost GCS response). */
+			fs->wal_end = rec_start;
+			json_object_clear(fs->cache);
+			batch_fail(ops, n, err.status, err.msg);
+			goto unlock;
+		}
+		json_object_set(fs->cache, op->fname,
+		    op->state ? op->state : json_null());
+		if (op->state == NULL)
+			tomb_add(fs, op->fname, now_ms);
+		else
+			json_object_del(fs->tombs, op->fname);
 	}
 	for (i = 0; i < n; i++)
 		if (ops[i]->ok && ops[i]->state != NULL)
-			entry_to_object(ops[i]->state, fs->clock(fs->clock_ctx),
-			    &ops[i]->out);
+			entry_to_object(ops[i]->state, now_ms, &ops[i]->out);
 	if (fs->wal_end > FILE_WAL_CHECKPOINT)
 		(void)wal_checkpoint(fs, &err); /* retried after the next batch */
-cleanup:
-	for (i = 0; i < n; i++)
-		if (ops[i]->tmp[0] != '\0') {
-			unlinkat(fs->dirfd, ops[i]->tmp, 0);
-			ops[i]->tmp[0] = '\0';
-		}
+	else if (now_ms - fs->last_sweep_ms >= FILE_SWEEP_EVERY_MS)
+		tomb_sweep(fs);
+	goto unlock;
+nomem:
+	batch_fail(ops, n, GCS_NOMEM, "out of memory");
 unlock:
-	json_decref(rec);
 	flock(fs->lockfd, LOCK_UN);
-	return;
+	goto out;
 die:
-	/* As if killed here: leave the temp files, drop the lock. */
-	json_decref(rec);
+	/* As if killed here: stop writing, drop the lock. */
+	json_object_clear(fs->cache);
 	pthread_mutex_lock(&fs->mu);
 	fs->dead = 1;
 	pthread_mutex_unlock(&fs->mu);
+	pthread_mutex_lock(&fs->spare_mu);
+	fs->spare_stop = 1;
+	pthread_cond_signal(&fs->spare_cv);
+	pthread_mutex_unlock(&fs->spare_mu);
 	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
 	flock(fs->lockfd, LOCK_UN);
+out:
+	for (i = 0; i < n; i++) {
+		free(ops[i]->text);
+		ops[i]->text = NULL;
+	}
+	json_decref(entries);
+	free(rec.p);
+}
+
+/* Wait (up to FILE_GATHER_US) until QLEN ops are queued: the callers just
+ * woken are about to queue their next op, and one sync for all of them
+ * beats two for two halves.  Returns at once when nobody is expected. */
+static void
+gather(file_store *fs, size_t want)
+{
+	struct timespec dl;
+
+	if (want > FILE_BATCH_MAX)
+		want = FILE_BATCH_MAX;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_nsec += FILE_GATHER_US * 1000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (fs->qlen < want && !fs->stop)
+		if (pthread_cond_timedwait(&fs->work, &fs->mu, &dl) != 0)
+			break;
 }
 
 static void *
@@ -1076,10 +1488,12 @@ committer_main(void *arg)
 {
 	file_store *fs = arg;
 	file_op *batch[FILE_BATCH_MAX];
-	size_t n, i;
+	size_t n = 0, i;
 
 	pthread_mutex_lock(&fs->mu);
 	for (;;) {
+		if (n > 0 && fs->qlen > 0)
+			gather(fs, fs->qlen + n);
 		while (fs->head == NULL && !fs->stop)
 			pthread_cond_wait(&fs->work, &fs->mu);
 		if (fs->head == NULL)
@@ -1088,6 +1502,7 @@ committer_main(void *arg)
 			batch[n] = fs->head;
 			fs->head = fs->head->next;
 		}
+		fs->qlen -= n;
 		if (fs->head == NULL)
 			fs->tail = NULL;
 		pthread_mutex_unlock(&fs->mu);
@@ -1108,6 +1523,20 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 {
 	int rc;
 
+	/* Work that needs no lock is done here, in parallel, not by the
+	 * committer. */
+	if (name_encode(op->name, op->fname) != 0 || !utf8_ok(op->name))
+		return gcs_fail(err, GCS_INVALID, "object name is not UTF-8");
+	if (op->kind == OP_INSERT) {
+		op->clean = meta_clean(op->meta);
+		if (op->clean == NULL)
+			return gcs_fail(err, GCS_NOMEM, "out of memory");
+		if (meta_too_big(op->clean)) {
+			json_decref(op->clean);
+			return gcs_fail(err, GCS_INVALID,
+			    "metadata over %d bytes", GCS_META_BYTES_MAX);
+		}
+	}
 	pthread_cond_init(&op->cv, NULL);
 	pthread_mutex_lock(&fs->mu);
 	op->next = NULL;
@@ -1116,17 +1545,27 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	else
 		fs->head = op;
 	fs->tail = op;
+	fs->qlen++;
 	pthread_cond_signal(&fs->work);
 	while (!op->done)
 		pthread_cond_wait(&op->cv, &fs->mu);
 	pthread_mutex_unlock(&fs->mu);
 	pthread_cond_destroy(&op->cv);
 	json_decref(op->state);
+	json_decref(op->clean);
 	rc = op->rc;
-	if (rc == GCS_OK && out != NULL)
+	if (rc == GCS_OK && out != NULL) {
+		/* The committer keeps the state: hand out a private copy. */
 		*out = op->out;
-	else
+		out->metadata = json_deep_copy(op->out.metadata);
+		json_decref(op->out.metadata);
+		if (out->metadata == NULL) {
+			memset(out, 0, sizeof(*out));
+			return gcs_fail(err, GCS_NOMEM, "out of memory");
+		}
+	} else {
 		gcs_object_clear(&op->out);
+	}
 	if (rc != GCS_OK && err != NULL)
 		*err = op->err;
 	return rc;
@@ -1177,9 +1616,10 @@ file_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 	if (rc != GCS_OK)
 		return rc;
 	if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0) {
+		/* Read through a file that was a tombstone when opened and
+		 * was recycled since: the object was absent then. */
 		json_decref(e);
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "object file %s/%s holds another name", fs->dir, fname);
+		return gcs_fail(err, GCS_NOT_FOUND, "no such object");
 	}
 	entry_to_object(e, fs->clock(fs->clock_ctx), out);
 	json_decref(e);
@@ -1262,9 +1702,15 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 				goto nomem;
 			break;
 		}
-		/* Gone since readdir: skip it, the page stays full. */
+		/* Gone since readdir (or recycled): skip it, the page stays
+		 * full. */
 		if (obj_read(fs, c[i].fname, &e, NULL) != GCS_OK)
 			continue;
+		if (strcmp(json_string_value(json_object_get(e, "name")),
+		    c[i].name) != 0) {
+			json_decref(e);
+			continue;
+		}
 		it = &out->items[out->n];
 		it->name = c[i].name;
 		c[i].name = NULL;
@@ -1313,14 +1759,29 @@ file_free(gcs_store *s)
 		pthread_mutex_unlock(&fs->mu);
 		pthread_join(fs->committer, NULL);
 	}
+	if (fs->spare_started) {
+		pthread_mutex_lock(&fs->spare_mu);
+		fs->spare_stop = 1;
+		pthread_cond_signal(&fs->spare_cv);
+		pthread_mutex_unlock(&fs->spare_mu);
+		pthread_join(fs->spare_maker, NULL);
+	}
+	/* The spare files stay for the next store to adopt. */
+	while (fs->nspares > 0)
+		free(fs->spares[--fs->nspares]);
+	free(fs->spares);
 	if (fs->walfd >= 0)
 		close(fs->walfd);
 	if (fs->lockfd >= 0)
 		close(fs->lockfd);
 	if (fs->dirfd >= 0)
 		close(fs->dirfd);
+	json_decref(fs->tombs);
+	json_decref(fs->cache);
 	pthread_mutex_destroy(&fs->mu);
 	pthread_cond_destroy(&fs->work);
+	pthread_mutex_destroy(&fs->spare_mu);
+	pthread_cond_destroy(&fs->spare_cv);
 	free(fs->dir);
 	free(fs);
 }
@@ -1366,6 +1827,7 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 {
 	file_store *fs;
 	gcs_err e = { 0 };
+	pthread_condattr_t ca;
 
 	if (err == NULL)
 		err = &e;
@@ -1383,9 +1845,22 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	fs->clock = clock ? clock : gcs_clock_real;
 	fs->clock_ctx = clock_ctx;
 	pthread_mutex_init(&fs->mu, NULL);
-	pthread_cond_init(&fs->work, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->work, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&fs->spare_mu, NULL);
+	pthread_cond_init(&fs->spare_cv, NULL);
+	if (getrandom(&fs->spare_id, sizeof(fs->spare_id), 0) !=
+	    (ssize_t)sizeof(fs->spare_id))
+		fs->spare_id = (uint64_t)gcs_clock_real(NULL) ^
+		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)fs;
 	fs->dir = strdup(dir);
-	if (fs->dir == NULL) {
+	fs->cache = json_object();
+	fs->tombs = json_object();
+	fs->spares = calloc(FILE_SPARES_MAX, sizeof(*fs->spares));
+	if (fs->dir == NULL || fs->cache == NULL || fs->tombs == NULL ||
+	    fs->spares == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1421,6 +1896,11 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		goto fail;
 	}
 	fs->started = 1;
+	if (pthread_create(&fs->spare_maker, NULL, spare_main, fs) != 0) {
+		gcs_fail(err, GCS_UNAVAILABLE, "cannot start the spare maker");
+		goto fail;
+	}
+	fs->spare_started = 1;
 	return &fs->base;
 fail:
 	file_free(&fs->base);
@@ -1458,4 +1938,8 @@ gcs_file_stats_get(gcs_store *s, gcs_file_stats *out)
 	out->syncs = __atomic_load_n(&fs->n_syncs, __ATOMIC_RELAXED);
 	out->checkpoints = __atomic_load_n(&fs->n_checkpoints,
 	    __ATOMIC_RELAXED);
+	out->files_created = __atomic_load_n(&fs->n_created, __ATOMIC_RELAXED);
+	out->spares_used = __atomic_load_n(&fs->n_spares_used,
+	    __ATOMIC_RELAXED);
+	out->recycled = __atomic_load_n(&fs->n_recycled, __ATOMIC_RELAXED);
 }

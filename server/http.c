@@ -176,6 +176,41 @@ http_fail(srv_req *r, api_code code, const char *reason, const char *fmt, ...)
 	return http_error(r, &err, NULL);
 }
 
+/* The query string of a connection, for params.c. */
+static const char *
+mhd_query(void *ctx, const char *key)
+{
+	const char *v;
+
+	if (MHD_lookup_connection_value_n(ctx, MHD_GET_ARGUMENT_KIND, key,
+	    strlen(key), &v, NULL) != MHD_YES)
+		return NULL;
+	return v ? v : "";
+}
+
+typedef struct visit {
+	params_visit_fn fn;
+	void *arg;
+} visit;
+
+static enum MHD_Result
+mhd_visit(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	visit *v = cls;
+
+	(void)kind;
+	return v->fn(v->arg, key, value) ? MHD_NO : MHD_YES;
+}
+
+static void
+mhd_each(void *ctx, params_visit_fn fn, void *arg)
+{
+	visit v = { fn, arg };
+
+	MHD_get_connection_values(ctx, MHD_GET_ARGUMENT_KIND, mhd_visit, &v);
+}
+
 /*
  * Cloud Logging groups a request's lines by trace: take TRACE_ID from
  * "X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1" and the project from the
@@ -225,6 +260,9 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		r->start_us = now_us();
 		r->route = "other";
 		r->waiter.fd = -1;
+		r->params.query = mhd_query;
+		r->params.each = mhd_each;
+		r->params.ctx = conn;
 		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 		*con_cls = r;
 		trace_of(conn, r->trace, sizeof(r->trace));
@@ -303,7 +341,7 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	srv_log(r->status >= 500 ? "ERROR" : "INFO", "request", f);
 	metrics_http(r->route, r->status, secs);
-	json_decref(r->params);
+	params_clear(&r->params);
 	json_decref(r->acq.labels);
 	json_decref(r->acq.claims);
 	api_lock_clear(&r->waiter.lock);

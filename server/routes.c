@@ -90,7 +90,7 @@ prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
 	api_err err;
 
 	memset(&err, 0, sizeof(err));
-	if (params_prepare(r, allowed, &err) != 0) {
+	if (params_prepare(&r->params, r->body, r->len, allowed, &err) != 0) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
 	}
@@ -181,14 +181,14 @@ do_acquire(srv_req *r, const char *name)
 	memset(&err, 0, sizeof(err));
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
-	if (params_int(r, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
-	    &ttl, &err) || params_int(r, "wait", 0, r->srv->cfg->max_wait, 0,
-	    &wait, &err) || params_int(r, "expected_duration", 0,
+	if (params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
+	    &ttl, &err) || params_int(&r->params, "wait", 0, r->srv->cfg->max_wait, 0,
+	    &wait, &err) || params_int(&r->params, "expected_duration", 0,
 	    API_EXPECTED_MAX, 0, &expected, &err) ||
-	    params_str(r, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
-	    params_str(r, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
-	    params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
-	    &err) < 0 || params_labels(r, &q->labels, &err))
+	    params_str(&r->params, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
+	    params_str(&r->params, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
+	    params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
+	    &err) < 0 || params_labels(&r->params, &q->labels, &err))
 		return http_error(r, &err, NULL);
 	if (q->lease_id[0] && !api_lease_id_valid(q->lease_id))
 		return http_fail(r, API_BAD_REQUEST, "bad_lease_id",
@@ -238,9 +238,9 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
 	q->admin = r->id.admin;
-	have = params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
+	have = params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
 	    &err);
-	if (have < 0 || (with_ttl && params_int(r, "ttl", API_TTL_MIN,
+	if (have < 0 || (with_ttl && params_int(&r->params, "ttl", API_TTL_MIN,
 	    API_TTL_MAX, 0, &ttl, &err))) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
@@ -344,7 +344,7 @@ do_events(srv_req *r, const char *name)
 	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
 	    prepare(r, events_params, &mr) != 0)
 		return mr;
-	if (params_int(r, "max", 1, SRV_EVENTS_ANSWER_MAX,
+	if (params_int(&r->params, "max", 1, SRV_EVENTS_ANSWER_MAX,
 	    SRV_EVENTS_ANSWER_MAX, &limit, &err))
 		return http_error(r, &err, NULL);
 	return http_json(r, 200, srv_events_json(name, (size_t)limit));
@@ -393,11 +393,11 @@ do_list(srv_req *r)
 	memset(&err, 0, sizeof(err));
 	if (prepare(r, list_params, &mr) != 0)
 		return mr;
-	if (params_str(r, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
-	    params_str(r, "page_token", q.page_token, sizeof(q.page_token),
-	    &err) < 0 || params_int(r, "page_size", 1, API_PAGE_SIZE_MAX,
+	if (params_str(&r->params, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
+	    params_str(&r->params, "page_token", q.page_token, sizeof(q.page_token),
+	    &err) < 0 || params_int(&r->params, "page_size", 1, API_PAGE_SIZE_MAX,
 	    API_PAGE_SIZE_DEFAULT, &size, &err) ||
-	    params_bool(r, "include_expired", false, &q.include_expired, &err))
+	    params_bool(&r->params, "include_expired", false, &q.include_expired, &err))
 		return http_error(r, &err, NULL);
 	if (!prefix_valid(q.prefix))
 		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
@@ -415,6 +415,11 @@ do_list(srv_req *r)
 	    res.next_page_token);
 	if (body != NULL && res.next_page_token == NULL)
 		json_object_set_new(body, "next_page_token", json_null());
+	if (body != NULL && r->env_format) {
+		/* lockctl list: KEY='value' lines, no ETag. */
+		api_list_res_clear(&res);
+		return http_json(r, 200, body);
+	}
 	/* Expiry states are part of the content; "now" is not. */
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (text == NULL) {

@@ -1,9 +1,12 @@
 /*
  * test_store_file.c: the store contract over file://, then what only the
  * file store promises: safe name mapping, durability across reopen,
- * recovery from a writer killed before and after its commit point, two
- * stores (and two processes) sharing one directory, strictly increasing
- * generations (also when the clock goes back), group commit, checkpoints.
+ * recovery from a writer stopped before and after its commit point, a live
+ * store finishing a dead writer's batch, kill -9 of a writing process,
+ * two stores (and two processes) sharing one directory, strictly
+ * increasing generations (also when the clock goes back), group commit
+ * (fewer syncs than writes: counts, never timings), checkpoints, tombstone
+ * recycling and spare files.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,8 +35,8 @@
 #define T_NAME (GCS_NAME_MAX + 1)
 #define T_GROUP_THREADS 64
 #define T_GROUP_OPS 8           /* insert+remove cycles per thread */
-#define T_BIG_OBJECTS 1000      /* for the list and checkpoint tests */
-#define T_BIG_META 5000         /* bytes of metadata: forces checkpoints */
+#define T_BIG_OBJECTS 1024      /* for the list and checkpoint tests */
+#define T_BIG_META 8000         /* near GCS_META_BYTES_MAX: big records */
 #define T_FORK_ROUNDS 40
 #define T_RACE_THREADS 8
 
@@ -205,10 +209,11 @@ test_names_stay_inside(void **state)
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (de->d_name[0] == '.')
+			continue; /* the store's own files, spares */
 		assert_int_equal(lstat(p, &st), 0);
 		assert_true(S_ISREG(st.st_mode));
-		if (de->d_name[0] != '.')
-			k++;
+		k++;
 	}
 	closedir(d);
 	assert_int_equal(k, sizeof(names) / sizeof(names[0]) + 2);
@@ -398,8 +403,7 @@ test_crash_before_commit_keeps_old_state(void **state)
 	g = insert_ok(s, "x", "old");
 	gcs_file_set_crash_point(s, GCS_FILE_CRASH_BEFORE_COMMIT);
 	assert_int_equal(gcs_patch(s, "x", g, 1, m, &o, &err), GCS_UNAVAILABLE);
-	/* The "killed" writer left its temp file behind. */
-	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	assert_int_equal(get_v(s, "x", NULL, NULL, "old"), GCS_OK);
 	assert_int_equal(gcs_insert(s, "y", m, &o, &err), GCS_UNAVAILABLE);
 	assert_int_equal(gcs_check(s, &err), GCS_UNAVAILABLE);
 
@@ -436,8 +440,9 @@ test_crash_after_commit_is_recovered(void **state)
 	g = insert_ok(s, "x", "old");
 	gcs_file_set_crash_point(s, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_remove(s, "x", g, 1, &err), GCS_UNAVAILABLE);
-	/* Not renamed yet: readers still see the old state. */
-	assert_int_equal(get_v(s, "x", NULL, NULL, "old"), GCS_OK);
+	/* Killed half way through rewriting the file: readers see a torn
+	 * file as an error, never as a state. */
+	assert_int_equal(get_v(s, "x", NULL, NULL, NULL), GCS_UNAVAILABLE);
 
 	s2 = open_ok(dir);
 	assert_int_equal(get_v(s2, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
@@ -447,7 +452,7 @@ test_crash_after_commit_is_recovered(void **state)
 	/* Same for an insert, and the recovered generation is respected. */
 	gcs_file_set_crash_point(s2, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_insert(s2, "z", m, &o, &err), GCS_UNAVAILABLE);
-	assert_int_equal(count_entries(dir, ".tmp."), 1);
+	assert_int_equal(get_v(s2, "z", NULL, NULL, NULL), GCS_UNAVAILABLE);
 	s = open_ok(dir);
 	assert_int_equal(get_v(s, "z", &gen, NULL, "committed"), GCS_OK);
 	assert_true(gen > g);
@@ -474,7 +479,7 @@ test_live_store_finishes_dead_writer(void **state)
 	 * A's record before its own. */
 	gcs_file_set_crash_point(a, GCS_FILE_CRASH_AFTER_COMMIT);
 	assert_int_equal(gcs_insert(a, "x", m, &o, &err), GCS_UNAVAILABLE);
-	assert_int_equal(get_v(b, "x", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(get_v(b, "x", NULL, NULL, NULL), GCS_UNAVAILABLE);
 	insert_ok(b, "other", "b");
 	assert_int_equal(get_v(b, "x", NULL, NULL, "from-a"), GCS_OK);
 	/* B cannot insert over A's committed object. */
@@ -494,6 +499,57 @@ test_live_store_finishes_dead_writer(void **state)
 	gcs_store_free(b);
 	gcs_store_free(a);
 	json_decref(m);
+}
+
+static int64_t
+clock_var(void *ctx)
+{
+	return *(const int64_t *)ctx;
+}
+
+static void
+test_tombstones_recycled_when_old(void **state)
+{
+	char dir[T_PATH], p[T_PATH * 2];
+	int64_t now = gcs_clock_real(NULL), g;
+	gcs_file_stats fst, fst2;
+	gcs_store *s;
+	gcs_page pg;
+	gcs_err err;
+	struct stat st;
+
+	(void)state;
+	s = gcs_file_new_clock(fresh_dir(dir), clock_var, &now, &err);
+	assert_non_null(s);
+	g = insert_ok(s, "t", "1");
+	assert_int_equal(gcs_remove(s, "t", g, 1, &err), GCS_OK);
+	gcs_store_free(s);
+	snprintf(p, sizeof(p), "%s/t", dir);
+	/* Released: a tombstone file, invisible to get and list. */
+	assert_int_equal(stat(p, &st), 0);
+	now += GCS_FILE_TOMB_KEEP_MS / 2;
+	s = gcs_file_new_clock(dir, clock_var, &now, &err);
+	assert_non_null(s);
+	assert_int_equal(get_v(s, "t", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(gcs_list(s, "", 10, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
+	gcs_store_free(s);
+	assert_int_equal(stat(p, &st), 0); /* young: kept for reuse */
+	now += GCS_FILE_TOMB_KEEP_MS;
+	s = gcs_file_new_clock(dir, clock_var, &now, &err);
+	assert_non_null(s);
+	assert_int_equal(stat(p, &st), -1); /* old: recycled at open */
+	gcs_file_stats_get(s, &fst);
+	assert_true(fst.recycled >= 1);
+	/* A new file takes a ready spare (at least the recycled one)
+	 * instead of creating one. */
+	assert_true(insert_ok(s, "t", "2") > g);
+	gcs_file_stats_get(s, &fst2);
+	assert_int_equal(fst2.spares_used - fst.spares_used, 1);
+	assert_int_equal(fst2.files_created, fst.files_created);
+	assert_int_equal(get_v(s, "t", NULL, NULL, "2"), GCS_OK);
+	gcs_store_free(s);
 }
 
 /* ---- two stores, two processes ---- */
@@ -683,6 +739,183 @@ test_two_processes(void **state)
 	json_decref(m);
 }
 
+/* ---- kill -9 ---- */
+
+#define T_KILL_THREADS 8
+#define T_KILL_NAMES 4096  /* per thread, more than a round can reach */
+
+/* What a child reports after each acknowledged write. */
+typedef struct kill_report {
+	int32_t thread, index;
+	int32_t op;            /* 1 insert acknowledged, 2 remove acknowledged */
+	int32_t pad;
+	int64_t gen;
+} kill_report;
+
+typedef struct kill_worker {
+	gcs_store *s;
+	int fd, thread;
+} kill_worker;
+
+static void *
+kill_worker_main(void *arg)
+{
+	kill_worker *w = arg;
+	char name[32];
+	json_t *m = meta1("v", "k");
+	int64_t prev = 0;
+	gcs_object o;
+	gcs_err err;
+	kill_report r;
+	int i;
+
+	for (i = 0; i < T_KILL_NAMES; i++) {
+		int64_t g;
+
+		snprintf(name, sizeof(name), "t%d/%d", w->thread, i);
+		if (gcs_insert(w->s, name, m, &o, &err) != GCS_OK)
+			_exit(5);
+		g = o.generation;
+		gcs_object_clear(&o);
+		r = (kill_report){ w->thread, i, 1, 0, g };
+		if (write(w->fd, &r, sizeof(r)) != sizeof(r))
+			_exit(6);
+		if (i > 0) {
+			snprintf(name, sizeof(name), "t%d/%d", w->thread, i - 1);
+			if (gcs_remove(w->s, name, prev, 1, &err) != GCS_OK)
+				_exit(7);
+			r = (kill_report){ w->thread, i - 1, 2, 0, prev };
+			if (write(w->fd, &r, sizeof(r)) != sizeof(r))
+				_exit(6);
+		}
+		prev = g;
+	}
+	json_decref(m);
+	return NULL;
+}
+
+static void
+kill_child(const char *dir, int fd)
+{
+	pthread_t th[T_KILL_THREADS];
+	kill_worker w[T_KILL_THREADS];
+	gcs_store *s = gcs_file_new(dir, NULL);
+	int i;
+
+	if (s == NULL)
+		_exit(2);
+	for (i = 0; i < T_KILL_THREADS; i++) {
+		w[i] = (kill_worker){ s, fd, i };
+		if (pthread_create(&th[i], NULL, kill_worker_main, &w[i]) != 0)
+			_exit(3);
+	}
+	for (i = 0; i < T_KILL_THREADS; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+/* Per thread of the child: what the store acknowledged. */
+typedef struct kill_seen {
+	int last_ins, last_del; /* highest acknowledged index, -1 none */
+	int64_t gen[T_KILL_NAMES];
+} kill_seen;
+
+static void
+kill_note(kill_seen *seen, const kill_report *r, int64_t *max_gen)
+{
+	kill_seen *k;
+
+	assert_true(r->thread >= 0 && r->thread < T_KILL_THREADS);
+	assert_true(r->index >= 0 && r->index < T_KILL_NAMES);
+	k = &seen[r->thread];
+	if (r->op == 1) {
+		assert_int_equal(r->index, k->last_ins + 1);
+		k->last_ins = r->index;
+		k->gen[r->index] = r->gen;
+		if (r->gen > *max_gen)
+			*max_gen = r->gen;
+	} else {
+		assert_int_equal(r->op, 2);
+		assert_int_equal(r->index, k->last_del + 1);
+		k->last_del = r->index;
+	}
+}
+
+/* Kill -9 a child that writes from 8 threads, at three different points;
+ * reopen; every acknowledged write must be there, and only the one write
+ * per thread that was in flight may have gone either way. */
+static void
+test_kill9_loses_nothing(void **state)
+{
+	static kill_seen seen[T_KILL_THREADS];
+	static const int kill_after[] = { 40, 400, 1500 };
+	char dir[T_PATH], sub[T_PATH + 16], name[32];
+	int64_t max_gen, gen;
+	kill_report r;
+	gcs_store *s;
+	int round, fds[2], status, t, i, rc, got;
+	pid_t pid;
+
+	(void)state;
+	fresh_dir(dir);
+	for (round = 0; round < 3; round++) {
+		snprintf(sub, sizeof(sub), "%s/r%d", dir, round);
+		memset(seen, 0, sizeof(seen));
+		for (t = 0; t < T_KILL_THREADS; t++)
+			seen[t].last_ins = seen[t].last_del = -1;
+		max_gen = 0;
+		assert_int_equal(pipe(fds), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(fds[0]);
+			kill_child(sub, fds[1]);
+		}
+		close(fds[1]);
+		for (got = 0; got < kill_after[round]; got++) {
+			assert_int_equal(read(fds[0], &r, sizeof(r)), sizeof(r));
+			kill_note(seen, &r, &max_gen);
+		}
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status));
+		/* Reports written before the kill are still in the pipe. */
+		while (read(fds[0], &r, sizeof(r)) == sizeof(r))
+			kill_note(seen, &r, &max_gen);
+		close(fds[0]);
+
+		s = open_ok(sub);
+		for (t = 0; t < T_KILL_THREADS; t++) {
+			kill_seen *k = &seen[t];
+
+			for (i = 0; i <= k->last_ins + 2 && i < T_KILL_NAMES; i++) {
+				snprintf(name, sizeof(name), "t%d/%d", t, i);
+				rc = get_v(s, name, &gen, NULL, NULL);
+				if (i <= k->last_del) {
+					assert_int_equal(rc, GCS_NOT_FOUND);
+				} else if (i == k->last_ins + 1) {
+					/* The insert in flight: either way. */
+					assert_true(rc == GCS_OK ||
+					    rc == GCS_NOT_FOUND);
+				} else if (i > k->last_ins) {
+					assert_int_equal(rc, GCS_NOT_FOUND);
+				} else if (i == k->last_del + 1 &&
+				    i < k->last_ins) {
+					/* The remove in flight: either way. */
+					assert_true(rc == GCS_NOT_FOUND ||
+					    (rc == GCS_OK && gen == k->gen[i]));
+				} else {
+					assert_int_equal(rc, GCS_OK);
+					assert_int_equal(gen, k->gen[i]);
+				}
+			}
+		}
+		/* Tokens keep growing after the crash. */
+		assert_true(insert_ok(s, "after", "x") > max_gen);
+		gcs_store_free(s);
+	}
+}
+
 /* ---- group commit, checkpoints, big directories ---- */
 
 typedef struct cycler {
@@ -777,9 +1010,11 @@ test_checkpoint_and_big_list(void **state)
 
 	(void)state;
 	s = open_ok(fresh_dir(dir));
-	/* 1000 objects of ~5 KB metadata: ~5 MB of log, over the 4 MiB
-	 * checkpoint threshold. */
-	run_cyclers(s, 20, T_BIG_OBJECTS / 20, T_BIG_META);
+	/* 1024 objects of ~8 KB metadata from 64 threads: batches of up to
+	 * 64 near-maximal objects, ~8 MB of log, over the 4 MiB checkpoint
+	 * threshold. */
+	run_cyclers(s, T_GROUP_THREADS, T_BIG_OBJECTS / T_GROUP_THREADS,
+	    T_BIG_META);
 	gcs_file_stats_get(s, &st);
 	assert_true(st.checkpoints >= 2); /* one at open, one or more after */
 	gcs_store_free(s);
@@ -812,6 +1047,7 @@ test_metadata_limit(void **state)
 	gcs_object o;
 	gcs_err err;
 	json_t *m;
+	int64_t g, mg;
 
 	(void)state;
 	s = open_ok(fresh_dir(dir));
@@ -820,6 +1056,14 @@ test_metadata_limit(void **state)
 	m = meta1("pad", pad);
 	assert_int_equal(gcs_insert(s, "big", m, &o, &err), GCS_INVALID);
 	assert_int_equal(get_v(s, "big", NULL, NULL, NULL), GCS_NOT_FOUND);
+	json_decref(m);
+	/* A patch that would grow it past the limit changes nothing. */
+	pad[GCS_META_BYTES_MAX / 2] = '\0';
+	g = insert_ok(s, "grow", pad);
+	m = meta1("b", pad);
+	assert_int_equal(gcs_patch(s, "grow", g, 1, m, &o, &err), GCS_INVALID);
+	assert_int_equal(get_v(s, "grow", NULL, &mg, pad), GCS_OK);
+	assert_int_equal(mg, 1);
 	json_decref(m);
 	free(pad);
 	gcs_store_free(s);
@@ -837,8 +1081,10 @@ main(void)
 		cmocka_unit_test(test_crash_before_commit_keeps_old_state),
 		cmocka_unit_test(test_crash_after_commit_is_recovered),
 		cmocka_unit_test(test_live_store_finishes_dead_writer),
+		cmocka_unit_test(test_tombstones_recycled_when_old),
 		cmocka_unit_test(test_two_stores_one_winner),
 		cmocka_unit_test(test_two_processes),
+		cmocka_unit_test(test_kill9_loses_nothing),
 		cmocka_unit_test(test_group_commit_batches),
 		cmocka_unit_test(test_checkpoint_and_big_list),
 		cmocka_unit_test(test_metadata_limit),
