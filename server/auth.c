@@ -889,6 +889,12 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	for (i = 0; i < c.n && good == NULL; i++) {
 		jwt_t *j = NULL;
 
+		/* Forged RS256/ES256 tokens stop here, for ~50 us instead of
+		 * the ~1.5 ms libjwt's PEM decode costs. */
+		if (c.k[i]->alg != JWT_ALG_HS256 &&
+		    !auth_sig_ok(c.k[i]->pkey, alg, (const unsigned char *)tok,
+			(size_t)(dot2 - tok), sig, siglen))
+			continue;
 		__atomic_add_fetch(&a->sigchecks, 1, __ATOMIC_SEQ_CST);
 		if (jwt_decode(&j, copy, c.k[i]->material, (int)c.k[i]->len) ==
 			0 &&

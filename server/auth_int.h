@@ -54,6 +54,9 @@ typedef struct auth_key {
 	char *kid;               /* NULL: the key matches any kid */
 	unsigned char *material; /* HS256: the secret; else a PEM */
 	size_t len;
+	struct evp_pkey_st *pkey; /* RS256/ES256: MATERIAL parsed once, for
+				     a cheap check before libjwt's costly
+				     one; NULL for HS256 */
 	auth_source source;
 } auth_key;
 
@@ -80,6 +83,13 @@ char *auth_b64url_encode(const unsigned char *src, size_t len);
  * key PEM).  New string (free()), NULL on failure. */
 char *auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
     const unsigned char *key, size_t keylen);
+
+/* 1 when SIG[0..SIGLEN) is PKEY's RS256 or ES256 (raw R||S) signature of
+ * INPUT[0..LEN), else 0.  A filter that spares libjwt's ~1.5 ms PEM decode
+ * for forged tokens; libjwt still decides. */
+int auth_sig_ok(struct evp_pkey_st *pkey, jwt_alg_t alg,
+    const unsigned char *input, size_t len, const unsigned char *sig,
+    size_t siglen);
 
 /* A claim as a string, the way CI systems mean it: strings as they are,
  * integers in decimal, booleans as true/false.  0 and BUF filled, -1 for

@@ -229,6 +229,49 @@ out:
 }
 
 int
+auth_sig_ok(EVP_PKEY *pkey, jwt_alg_t alg, const unsigned char *input,
+    size_t len, const unsigned char *sig, size_t siglen)
+{
+	EVP_MD_CTX *md = NULL;
+	ECDSA_SIG *es = NULL;
+	BIGNUM *r = NULL, *s = NULL;
+	unsigned char *der = NULL;
+	int derlen, ok = 0;
+
+	if (pkey == NULL)
+		return 0;
+	if (alg == JWT_ALG_ES256) {
+		if (siglen != 2 * ES256_HALF)
+			return 0;
+		es = ECDSA_SIG_new();
+		r = BN_bin2bn(sig, ES256_HALF, NULL);
+		s = BN_bin2bn(sig + ES256_HALF, ES256_HALF, NULL);
+		if (es == NULL || r == NULL || s == NULL ||
+		    ECDSA_SIG_set0(es, r, s) != 1)
+			goto out;
+		r = s = NULL; /* owned by es now */
+		derlen = i2d_ECDSA_SIG(es, &der);
+		if (derlen <= 0)
+			goto out;
+		sig = der;
+		siglen = (size_t)derlen;
+	} else if (alg != JWT_ALG_RS256) {
+		return 0;
+	}
+	md = EVP_MD_CTX_new();
+	ok = md != NULL &&
+	    EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, pkey) == 1 &&
+	    EVP_DigestVerify(md, sig, siglen, input, len) == 1;
+out:
+	EVP_MD_CTX_free(md);
+	ECDSA_SIG_free(es);
+	BN_free(r);
+	BN_free(s);
+	OPENSSL_free(der);
+	return ok;
+}
+
+int
 auth_claim_string(const json_t *v, char *buf, size_t buflen)
 {
 	int n;

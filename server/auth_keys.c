@@ -53,6 +53,7 @@ auth_keyset_unref(auth_keyset *ks)
 	for (i = 0; i < ks->n; i++) {
 		OPENSSL_cleanse(ks->keys[i].material, ks->keys[i].len);
 		free(ks->keys[i].material);
+		EVP_PKEY_free(ks->keys[i].pkey);
 		free(ks->keys[i].kid);
 	}
 	free(ks);
@@ -91,6 +92,19 @@ auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 	}
 	memcpy(k->material, material, len);
 	k->material[len] = '\0';
+	if (alg != JWT_ALG_HS256) {
+		BIO *bio = BIO_new_mem_buf(k->material, (int)len);
+
+		k->pkey = bio != NULL ?
+		    PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+		BIO_free(bio);
+		if (k->pkey == NULL) {
+			free(k->material);
+			free(k->kid);
+			snprintf(err, errlen, "a public key is not a PEM");
+			return -1;
+		}
+	}
 	k->len = len;
 	k->alg = alg;
 	k->source = source;

@@ -694,6 +694,13 @@ test_verified_cache(void **state)
 	expect(a, str(be), "token_expired");
 	expect(a, str(be), "token_expired");
 	assert_int_equal(auth_sigchecks(a) - n0, 2);
+	/* A forged signature is refused without reaching libjwt. */
+	{
+		char *f = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa2_priv);
+
+		expect(a, f, "bad_signature");
+		assert_int_equal(auth_sigchecks(a) - n0, 2);
+	}
 	/* A reload brings new key objects: the token is checked again. */
 	assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
 	expect(a, str(b), NULL);
