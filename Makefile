@@ -86,7 +86,7 @@ test: deps-test
 	    $(UNIT) $(AUNIT) $(TOOLS)
 	@sh tests/run.sh
 
-unit: $(UNIT)
+unit: $(UNIT) $(TOOLS)
 	@sh tests/run.sh unit
 
 e2e: build/lockgate build/asan/lockgate $(TOOLS)

@@ -124,6 +124,7 @@ typedef struct api_list_res {
 	api_lock *locks; /* owned array */
 	size_t n;
 	char *next_page_token; /* owned, NULL at the end */
+	int64_t now_ms;        /* the store's time of this answer */
 } api_list_res;
 
 /* What happened, for the server's logs, metrics and event timeline. */

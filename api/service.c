@@ -452,6 +452,7 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 		out->n++;
 	}
 	out->next_page_token = page.next_token;
+	out->now_ms = page.now_ms;
 	page.next_token = NULL;
 	gcs_page_clear(&page);
 	return API_OK;

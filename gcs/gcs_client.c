@@ -26,8 +26,8 @@
 #include "gcs_http.h"
 #include "gcs_token.h"
 
-#define OBJ_FIELDS "name,generation,metageneration,timeCreated,updated,metadata"
-#define LIST_FIELDS "items(" OBJ_FIELDS "),nextPageToken"
+#define OBJ_FIELDS   "name,generation,metageneration,timeCreated,updated,metadata"
+#define LIST_FIELDS  "items(" OBJ_FIELDS "),nextPageToken"
 #define BOUNDARY_HEX 16 /* random bytes of a multipart boundary */
 #define AUTH_HDR_MAX (GCS_TOKEN_MAX + 32)
 
@@ -37,43 +37,51 @@ typedef struct gs_store {
 	char prefix[GCS_PREFIX_MAX + 1];
 	size_t plen;
 	char endpoint[GCS_ENDPOINT_MAX];
-	gcs_token_src *tok;            /* NULL: no auth (emulator) */
+	gcs_token_src *tok; /* NULL: no auth (emulator) */
 	gcs_retry_policy policy;
 	pthread_mutex_t pool_mu;
-	CURL *pool[GCS_POOL_MAX];
+	CURL *pool[GCS_POOL_MAX]; /* idle handles */
+	int kept[GCS_POOL_MAX];   /* ...whose connection stayed open */
 	int npool;
 } gs_store;
 
 /* One request, before retries. */
 typedef struct gs_req {
-	const char *op;        /* for messages: "insert", "get", ... */
+	const char *op; /* for messages: "insert", "get", ... */
 	const char *method;
 	const char *url;
-	const char *ctype;     /* Content-Type of BODY, or NULL */
+	const char *ctype; /* Content-Type of BODY, or NULL */
 	const char *body;
 	size_t body_len;
-	const char *name;      /* lock name for messages, or NULL */
+	const char *name; /* lock name for messages, or NULL */
 } gs_req;
 
 /* ---- handle pool ---- */
 
+/* An idle handle (*reuse = 1 when its last transfer kept the connection
+ * open) or a new one. */
 static CURL *
-pool_take(gs_store *g)
+pool_take(gs_store *g, int *reuse)
 {
 	CURL *h = NULL;
 
+	*reuse = 0;
 	pthread_mutex_lock(&g->pool_mu);
-	if (g->npool > 0)
-		h = g->pool[--g->npool];
+	if (g->npool > 0) {
+		g->npool--;
+		h = g->pool[g->npool];
+		*reuse = g->kept[g->npool];
+	}
 	pthread_mutex_unlock(&g->pool_mu);
 	return h ? h : curl_easy_init();
 }
 
 static void
-pool_put(gs_store *g, CURL *h)
+pool_put(gs_store *g, CURL *h, int kept)
 {
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
+		g->kept[g->npool] = kept;
 		g->pool[g->npool++] = h;
 		h = NULL;
 	}
@@ -203,19 +211,21 @@ parse_object(const json_t *j, int64_t now_ms, gcs_object *out)
 	if (!json_is_object(j) ||
 	    parse_i64(json_object_get(j, "generation"), &out->generation) ||
 	    parse_i64(json_object_get(j, "metageneration"),
-	    &out->metageneration) || out->generation <= 0)
+	        &out->metageneration) ||
+	    out->generation <= 0)
 		return -1;
 	out->created_ms = gcs_parse_rfc3339(
 	    json_string_value(json_object_get(j, "timeCreated")));
-	out->updated_ms = gcs_parse_rfc3339(
-	    json_string_value(json_object_get(j, "updated")));
+	out->updated_ms =
+	    gcs_parse_rfc3339(json_string_value(json_object_get(j, "updated")));
 	if (out->updated_ms < 0)
 		return -1;
 	if (out->created_ms < 0)
 		out->created_ms = out->updated_ms;
 	out->now_ms = now_ms;
-	/* GCS omits "metadata" when the object has none. */
-	out->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+	/* GCS omits "metadata" when the object has none.  The map is shared
+	 * with the parsed answer, which the caller drops right after. */
+	out->metadata = json_is_object(md) ? json_incref(md) : json_object();
 	return out->metadata == NULL ? -1 : 0;
 }
 
@@ -231,14 +241,19 @@ static gcs_status
 classify(long status)
 {
 	switch (status) {
-	case 404: return GCS_NOT_FOUND;
+	case 404:
+		return GCS_NOT_FOUND;
 	case 409: /* FALLTHROUGH */
-	case 412: return GCS_PRECONDITION;
-	case 429: return GCS_BUSY;
+	case 412:
+		return GCS_PRECONDITION;
+	case 429:
+		return GCS_BUSY;
 	case 401: /* FALLTHROUGH */
-	case 403: return GCS_DENIED;
+	case 403:
+		return GCS_DENIED;
 	case 0: /* FALLTHROUGH */
-	case 408: return GCS_UNAVAILABLE;
+	case 408:
+		return GCS_UNAVAILABLE;
 	default:
 		if (status >= 500)
 			return GCS_UNAVAILABLE;
@@ -252,7 +267,8 @@ reason_of(const gcs_resp *r, char *buf, size_t bufsz)
 {
 	json_t *j = r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
 	json_t *e = json_array_get(json_object_get(json_object_get(j, "error"),
-	    "errors"), 0);
+	                               "errors"),
+	    0);
 	const char *s = json_string_value(json_object_get(e, "reason"));
 	size_t i;
 
@@ -277,20 +293,20 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_err terr;
 	gcs_status st;
 	CURL *h;
-	int attempt, rc, sent, tries = 0;
+	int rc, sent, tries = 0, reuse;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
 	memset(resp, 0, sizeof(*resp));
-	for (attempt = 1;; attempt++) {
+	for (;;) {
 		err->attempts = tries + 1;
 		hdrs = NULL;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
 			memset(&terr, 0, sizeof(terr));
 			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
-			    &terr) != GCS_OK) {
+			        &terr) != GCS_OK) {
 				err->attempts = tries;
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
@@ -310,13 +326,14 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		hdrs = h2;
 		if (req->ctype != NULL) {
 			char ct[128];
-			snprintf(ct, sizeof(ct), "Content-Type: %s", req->ctype);
+			snprintf(ct, sizeof(ct), "Content-Type: %s",
+			    req->ctype);
 			h2 = curl_slist_append(hdrs, ct);
 			if (h2 == NULL)
 				goto nomem;
 			hdrs = h2;
 		}
-		h = pool_take(g);
+		h = pool_take(g, &reuse);
 		if (h == NULL)
 			goto nomem;
 		now = gcs_mono_ms();
@@ -325,12 +342,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			timeout = g->policy.try_timeout_ms;
 		if (timeout < 1)
 			timeout = 1;
-		sent = gcs_http_perform(h, req->method, req->url, hdrs,
+		sent = gcs_http_perform(h, reuse, req->method, req->url, hdrs,
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
-		pool_put(g, h);
-		/* A silent resend by libcurl counts as a try: the first
-		 * send may have been applied. */
+		pool_put(g, h, resp->kept);
+		/* A possible silent resend by libcurl counts as a try: the
+		 * first send may have been applied. */
 		tries += resp->sends > 1 ? resp->sends : 1;
 		err->attempts = tries;
 		for (h2 = hdrs; h2 != NULL; h2 = h2->next)
@@ -366,14 +383,18 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	}
 	st = classify(sent == 0 ? resp->status : 0);
 	if (sent != 0)
-		rc = gcs_fail(err, st, "Cloud Storage %s%s%s unreachable after "
-		    "%d tries: %s", req->op, req->name ? " of " : "",
+		rc = gcs_fail(err, st,
+		    "Cloud Storage %s%s%s unreachable after "
+		    "%d tries: %s",
+		    req->op, req->name ? " of " : "",
 		    req->name ? req->name : "", tries, ebuf);
-	else
+	else {
+		reason_of(resp, reason, sizeof(reason));
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
-		    req->op, req->name ? " of " : "", req->name ? req->name : "",
-		    resp->status, reason_of(resp, reason, sizeof(reason))[0] ?
-		    " (" : "", reason, reason[0] ? ")" : "");
+		    req->op, req->name ? " of " : "",
+		    req->name ? req->name : "", resp->status,
+		    reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+	}
 	gcs_resp_clear(resp);
 	return rc;
 nomem:
@@ -394,8 +415,7 @@ now_of(const gcs_resp *r)
 
 /* Parse a 2xx answer carrying one object into OUT. */
 static int
-answer_object(const gcs_resp *r, const char *op, gcs_object *out,
-    gcs_err *err)
+answer_object(const gcs_resp *r, const char *op, gcs_object *out, gcs_err *err)
 {
 	json_t *j = r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
 	int rc = GCS_OK;
@@ -428,21 +448,24 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	int rc, n, i;
 
 	memset(&r, 0, sizeof(r));
-	n = snprintf(url, sizeof(url), "%s/upload/storage/v1/b/%s/o?"
+	n = snprintf(url, sizeof(url),
+	    "%s/upload/storage/v1/b/%s/o?"
 	    "uploadType=multipart&ifGenerationMatch=0&fields=" OBJ_FIELDS,
 	    g->endpoint, g->bucket);
 	if (n < 0 || (size_t)n >= sizeof(url))
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	snprintf(full, sizeof(full), "%s%s", g->prefix, name);
 	for (i = 0; i < BOUNDARY_HEX; i++)
-		snprintf(boundary + 2 * i, 3, "%02x", (unsigned)(rand64() & 0xff));
+		snprintf(boundary + 2 * i, 3, "%02x",
+		    (unsigned)(rand64() & 0xff));
 	snprintf(ctype, sizeof(ctype), "multipart/related; boundary=%s",
 	    boundary);
 	md = json_object();
 	res = json_object();
 	if (md == NULL || res == NULL)
 		goto nomem;
-	json_object_foreach((json_t *)metadata, k, v) {
+	json_object_foreach((json_t *)metadata, k, v)
+	{
 		if (json_is_null(v))
 			continue;
 		if (json_object_set(md, k, v) != 0)
@@ -451,13 +474,14 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	if (json_object_set_new(res, "name", json_string(full)) != 0 ||
 	    json_object_set_new(res, "cacheControl", json_string("no-store")) ||
 	    json_object_set_new(res, "contentType",
-	    json_string("application/octet-stream")) ||
+	        json_string("application/octet-stream")) ||
 	    json_object_set(res, "metadata", md) != 0)
 		goto nomem;
 	meta = json_dumps(res, JSON_COMPACT);
 	if (meta == NULL)
 		goto nomem;
-	if (strlen(meta) > GCS_META_BYTES_MAX + GCS_NAME_MAX + GCS_PREFIX_MAX + 256) {
+	if (strlen(meta) >
+	    GCS_META_BYTES_MAX + GCS_NAME_MAX + GCS_PREFIX_MAX + 256) {
 		rc = gcs_fail(err, GCS_INVALID, "metadata over %d bytes",
 		    GCS_META_BYTES_MAX);
 		goto out;
@@ -469,11 +493,17 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	n = snprintf(body, blen,
 	    "--%s\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
 	    "%s\r\n--%s\r\nContent-Type: application/octet-stream\r\n\r\n"
-	    "\r\n--%s--\r\n", boundary, meta, boundary, boundary);
+	    "\r\n--%s--\r\n",
+	    boundary, meta, boundary, boundary);
 	if (n < 0 || (size_t)n >= blen)
 		goto nomem;
-	req = (gs_req){ .op = "insert", .method = "POST", .url = url,
-	    .ctype = ctype, .body = body, .body_len = (size_t)n, .name = name };
+	req = (gs_req){ .op = "insert",
+		.method = "POST",
+		.url = url,
+		.ctype = ctype,
+		.body = body,
+		.body_len = (size_t)n,
+		.name = name };
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
 		rc = answer_object(&r, "insert", out, err);
@@ -500,7 +530,8 @@ gs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 
 	if (object_url(g, url, sizeof(url), name, "fields=" OBJ_FIELDS) != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
-	req = (gs_req){ .op = "get", .method = "GET", .url = url, .name = name };
+	req =
+	    (gs_req){ .op = "get", .method = "GET", .url = url, .name = name };
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
 		rc = answer_object(&r, "get", out, err);
@@ -521,8 +552,10 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	int rc;
 
 	memset(&r, 0, sizeof(r));
-	snprintf(q, sizeof(q), "ifGenerationMatch=%lld&ifMetagenerationMatch="
-	    "%lld&fields=" OBJ_FIELDS, (long long)gen, (long long)metagen);
+	snprintf(q, sizeof(q),
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch="
+	    "%lld&fields=" OBJ_FIELDS,
+	    (long long)gen, (long long)metagen);
 	if (object_url(g, url, sizeof(url), name, q) != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	/* A key set to null is deleted by GCS: pass nulls through. */
@@ -531,9 +564,13 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	json_decref(res);
 	if (body == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	req = (gs_req){ .op = "patch", .method = "PATCH", .url = url,
-	    .ctype = "application/json", .body = body,
-	    .body_len = strlen(body), .name = name };
+	req = (gs_req){ .op = "patch",
+		.method = "PATCH",
+		.url = url,
+		.ctype = "application/json",
+		.body = body,
+		.body_len = strlen(body),
+		.name = name };
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
 		rc = answer_object(&r, "patch", out, err);
@@ -552,12 +589,16 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	gs_req req;
 	int rc;
 
-	snprintf(q, sizeof(q), "ifGenerationMatch=%lld&ifMetagenerationMatch="
-	    "%lld", (long long)gen, (long long)metagen);
+	snprintf(q, sizeof(q),
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch="
+	    "%lld",
+	    (long long)gen, (long long)metagen);
 	if (object_url(g, url, sizeof(url), name, q) != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
-	req = (gs_req){ .op = "delete", .method = "DELETE", .url = url,
-	    .name = name };
+	req = (gs_req){ .op = "delete",
+		.method = "DELETE",
+		.url = url,
+		.name = name };
 	rc = gs_call(g, &req, &r, err);
 	gcs_resp_clear(&r);
 	return rc;
@@ -576,9 +617,11 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 	    enc(ep, sizeof(ep), full) != 0 ||
 	    (token != NULL && enc(et, sizeof(et), token) != 0))
 		return -1;
-	n = snprintf(url, urlsz, "%s/storage/v1/b/%s/o?prefix=%s&maxResults=%d"
-	    "%s%s&fields=%s", g->endpoint, g->bucket, ep, max,
-	    token ? "&pageToken=" : "", token ? et : "", fields);
+	n = snprintf(url, urlsz,
+	    "%s/storage/v1/b/%s/o?prefix=%s&maxResults=%d"
+	    "%s%s&fields=%s",
+	    g->endpoint, g->bucket, ep, max, token ? "&pageToken=" : "",
+	    token ? et : "", fields);
 	return n < 0 || (size_t)n >= urlsz ? -1 : 0;
 }
 
@@ -596,7 +639,7 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	int rc;
 
 	if (list_url(g, url, sizeof(url), prefix, max, page_token,
-	    LIST_FIELDS) != 0)
+	        LIST_FIELDS) != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "list", .method = "GET", .url = url };
 	rc = gs_call(g, &req, &r, err);
@@ -610,13 +653,15 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	if (items != NULL && !json_is_array(items))
 		goto bad;
 	if (json_array_size(items) > 0) {
-		out->items = calloc(json_array_size(items), sizeof(*out->items));
+		out->items =
+		    calloc(json_array_size(items), sizeof(*out->items));
 		if (out->items == NULL) {
 			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 			goto out;
 		}
 	}
-	json_array_foreach(items, i, it) {
+	json_array_foreach(items, i, it)
+	{
 		gcs_entry *e = &out->items[out->n];
 		nm = json_string_value(json_object_get(it, "name"));
 		if (nm == NULL)
@@ -666,17 +711,21 @@ gs_check(gcs_store *s, gcs_err *err)
 
 	if (list_url(g, url, sizeof(url), "", 1, NULL, "nextPageToken") != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
-	req = (gs_req){ .op = "list (readiness check)", .method = "GET",
-	    .url = url };
+	req = (gs_req){ .op = "list (readiness check)",
+		.method = "GET",
+		.url = url };
 	rc = gs_call(g, &req, &r, err);
 	gcs_resp_clear(&r);
 	if (rc == GCS_NOT_FOUND)
-		gcs_fail(err, GCS_NOT_FOUND, "Cloud Storage bucket '%s' not "
-		    "found", g->bucket);
+		gcs_fail(err, GCS_NOT_FOUND,
+		    "Cloud Storage bucket '%s' not "
+		    "found",
+		    g->bucket);
 	else if (rc == GCS_DENIED)
-		gcs_fail(err, GCS_DENIED, "Cloud Storage refused the "
-		    "credentials for bucket '%s' (HTTP %d)", g->bucket,
-		    err->http_status);
+		gcs_fail(err, GCS_DENIED,
+		    "Cloud Storage refused the "
+		    "credentials for bucket '%s' (HTTP %d)",
+		    g->bucket, err->http_status);
 	return rc;
 }
 
@@ -726,7 +775,8 @@ bucket_valid(const char *b)
 	}
 	return ((b[0] >= 'a' && b[0] <= 'z') || (b[0] >= '0' && b[0] <= '9')) &&
 	    ((b[n - 1] >= 'a' && b[n - 1] <= 'z') ||
-	    (b[n - 1] >= '0' && b[n - 1] <= '9')) && strstr(b, "..") == NULL;
+	        (b[n - 1] >= '0' && b[n - 1] <= '9')) &&
+	    strstr(b, "..") == NULL;
 }
 
 /* Prefixes: printable ASCII, no leading '/', no "." or ".." segment. */
@@ -756,12 +806,37 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 	    strstr(v, "://") ? "" : "http://", v);
 	if (n < 0 || (size_t)n >= sizeof(g->endpoint) ||
 	    (strncmp(g->endpoint, "http://", 7) != 0 &&
-	    strncmp(g->endpoint, "https://", 8) != 0))
+	        strncmp(g->endpoint, "https://", 8) != 0))
 		return gcs_fail(err, GCS_INVALID,
 		    "Cloud Storage endpoint '%.64s' is not an http(s) URL", v);
 	len = strlen(g->endpoint);
 	while (len > 0 && g->endpoint[len - 1] == '/')
 		g->endpoint[--len] = '\0';
+	return GCS_OK;
+}
+
+/* LOCKGATE_GCS_RETRY_TOTAL_MS shortens (or lengthens) the total retry
+ * deadline; the try timeout never exceeds it. */
+static int
+retry_total_env(gcs_retry_policy *p, gcs_err *err)
+{
+	const char *v = getenv("LOCKGATE_GCS_RETRY_TOTAL_MS");
+	char *end;
+	long ms;
+
+	if (v == NULL || v[0] == '\0')
+		return GCS_OK;
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || ms < GCS_RETRY_TOTAL_MIN_MS ||
+	    ms > GCS_RETRY_TOTAL_MAX_MS)
+		return gcs_fail(err, GCS_INVALID,
+		    "LOCKGATE_GCS_RETRY_TOTAL_MS "
+		    "must be %d..%d",
+		    GCS_RETRY_TOTAL_MIN_MS, GCS_RETRY_TOTAL_MAX_MS);
+	p->total_ms = (int)ms;
+	if (p->try_timeout_ms > p->total_ms)
+		p->try_timeout_ms = p->total_ms;
 	return GCS_OK;
 }
 
@@ -775,14 +850,18 @@ gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 	if (prefix == NULL)
 		prefix = "";
 	if (bucket == NULL || !bucket_valid(bucket)) {
-		gcs_fail(err, GCS_INVALID, "gs:// bucket name '%.64s' is not "
-		    "valid (3-63 of a-z 0-9 - _ . per part)", bucket ? bucket : "");
+		gcs_fail(err, GCS_INVALID,
+		    "gs:// bucket name '%.64s' is not "
+		    "valid (3-63 of a-z 0-9 - _ . per part)",
+		    bucket ? bucket : "");
 		return NULL;
 	}
 	if (!prefix_valid(prefix)) {
-		gcs_fail(err, GCS_INVALID, "gs:// prefix is not valid (at most "
+		gcs_fail(err, GCS_INVALID,
+		    "gs:// prefix is not valid (at most "
 		    "%d printable characters, no '//', '.' or '..' segment, "
-		    "no # ? [ ] *)", GCS_PREFIX_MAX);
+		    "no # ? [ ] *)",
+		    GCS_PREFIX_MAX);
 		return NULL;
 	}
 	gcs_curl_global_init();
@@ -796,8 +875,11 @@ gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 	memcpy(g->bucket, bucket, strlen(bucket) + 1);
 	memcpy(g->prefix, prefix, strlen(prefix) + 1);
 	g->plen = strlen(prefix);
-	g->policy = (gcs_retry_policy){ GCS_RETRY_TOTAL_MS,
-	    GCS_BACKOFF_INITIAL_MS, GCS_BACKOFF_MAX_MS, GCS_TRY_TIMEOUT_MS };
+	g->policy =
+	    (gcs_retry_policy){ GCS_RETRY_TOTAL_MS, GCS_BACKOFF_INITIAL_MS,
+		    GCS_BACKOFF_MAX_MS, GCS_TRY_TIMEOUT_MS };
+	if (retry_total_env(&g->policy, err) != GCS_OK)
+		goto fail;
 	if (emu != NULL && emu[0] != '\0') {
 		if (set_endpoint(g, emu, err) != GCS_OK)
 			goto fail;

@@ -4,6 +4,8 @@
  * Environment read by gcs_gs_new():
  *   STORAGE_EMULATOR_HOST  "host:port" or a URL: use it, without auth.
  *   LOCKGATE_GCS_ENDPOINT  another JSON API endpoint, auth kept (tests).
+ *   LOCKGATE_GCS_RETRY_TOTAL_MS  the total retry deadline of one call
+ *                          (default GCS_RETRY_TOTAL_MS).
  *   GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST: see gcs_token.h.
  */
 #ifndef LOCKGATE_GCS_CLIENT_H
@@ -12,19 +14,21 @@
 #include "gcs.h"
 
 #define GCS_DEFAULT_ENDPOINT "https://storage.googleapis.com"
-#define GCS_ENDPOINT_MAX 512
-#define GCS_BUCKET_NAME_MAX 222      /* with dots; 63 without */
+#define GCS_ENDPOINT_MAX     512
+#define GCS_BUCKET_NAME_MAX  222 /* with dots; 63 without */
 #define GCS_BUCKET_LABEL_MAX 63
-#define GCS_POOL_MAX 64              /* idle keep-alive handles kept */
-#define GCS_URL_MAX 4096
+#define GCS_POOL_MAX         64 /* idle keep-alive handles kept */
+#define GCS_URL_MAX          4096
 
 /* Retry policy (facts §1): 408, 429, 5xx and transport errors are retried
  * with capped exponential backoff and full jitter inside a total deadline;
  * only reads and requests that carry a precondition. */
-#define GCS_RETRY_TOTAL_MS 10000     /* all tries of one call */
-#define GCS_BACKOFF_INITIAL_MS 100   /* first backoff cap */
-#define GCS_BACKOFF_MAX_MS 2000      /* largest backoff cap */
-#define GCS_TRY_TIMEOUT_MS 5000      /* one try */
+#define GCS_RETRY_TOTAL_MS     10000 /* all tries of one call */
+#define GCS_RETRY_TOTAL_MIN_MS 100   /* LOCKGATE_GCS_RETRY_TOTAL_MS range */
+#define GCS_RETRY_TOTAL_MAX_MS 120000
+#define GCS_BACKOFF_INITIAL_MS 100  /* first backoff cap */
+#define GCS_BACKOFF_MAX_MS     2000 /* largest backoff cap */
+#define GCS_TRY_TIMEOUT_MS     5000 /* one try */
 
 typedef struct gcs_retry_policy {
 	int total_ms;

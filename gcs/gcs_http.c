@@ -89,26 +89,14 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
-/* Count the request header blocks sent (see gcs_resp.sends). */
-static int
-on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
-{
-	gcs_resp *r = ud;
-
-	(void)h;
-	(void)data;
-	(void)size;
-	if (type == CURLINFO_HEADER_OUT)
-		r->sends++;
-	return 0;
-}
-
 int
-gcs_http_perform(CURL *h, const char *method, const char *url,
-    struct curl_slist *hdrs, const char *body, size_t body_len,
-    long timeout_ms, gcs_resp *resp, char *errbuf, size_t errlen)
+gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
+    gcs_resp *resp, char *errbuf, size_t errlen)
 {
 	char cerr[CURL_ERROR_SIZE];
+	long conns = 0;
+	curl_socket_t sock = CURL_SOCKET_BAD;
 	CURLcode rc;
 
 	memset(resp, 0, sizeof(*resp));
@@ -116,10 +104,12 @@ gcs_http_perform(CURL *h, const char *method, const char *url,
 	curl_easy_reset(h); /* keeps the connection cache */
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms < 1 ? 1L : timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+	    timeout_ms < 1 ? 1L : timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	    timeout_ms < GCS_CONNECT_TIMEOUT_MS ? (timeout_ms < 1 ? 1L : timeout_ms)
-	    : (long)GCS_CONNECT_TIMEOUT_MS);
+	    timeout_ms < GCS_CONNECT_TIMEOUT_MS
+	        ? (timeout_ms < 1 ? 1L : timeout_ms)
+	        : (long)GCS_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -128,9 +118,6 @@ gcs_http_perform(CURL *h, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
-	curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
-	curl_easy_setopt(h, CURLOPT_DEBUGDATA, resp);
-	curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* only feeds on_debug */
 	if (hdrs != NULL)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	if (strcmp(method, "GET") != 0) {
@@ -138,20 +125,28 @@ gcs_http_perform(CURL *h, const char *method, const char *url,
 			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 		if (body != NULL || strcmp(method, "DELETE") != 0) {
 			curl_easy_setopt(h, CURLOPT_POST, 1L);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+			    body ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 			    (curl_off_t)body_len);
 		}
 	}
 	rc = curl_easy_perform(h);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	/* A new connection where one was kept: libcurl may have sent the
+	 * request on the dead one first (see gcs_resp.sends). */
+	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
 	if (rc != CURLE_OK) {
-		int sends = resp->sends;
-		snprintf(errbuf, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+		snprintf(errbuf, errlen, "%s",
+		    cerr[0] ? cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
-		resp->sends = sends;
+		resp->sends = reuse && conns > 0 ? 2 : 1;
 		return -1;
 	}
+	resp->sends = reuse && conns > 0 ? 2 : 1;
+	resp->kept =
+	    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
+	    sock != CURL_SOCKET_BAD;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	return 0;
 }

@@ -20,27 +20,27 @@
 #include "gcs_token.h"
 
 #define TOKEN_URL_MAX 1024
-#define SA_EMAIL_MAX 512
-#define FORM_MAX 16384 /* bytes of the token request body */
-#define MD_PATH "/computeMetadata/v1/instance/service-accounts/default/token"
+#define SA_EMAIL_MAX  512
+#define FORM_MAX      16384 /* bytes of the token request body */
+#define MD_PATH       "/computeMetadata/v1/instance/service-accounts/default/token"
 
 typedef enum { SRC_SA, SRC_METADATA } src_kind;
 
 struct gcs_token_src {
 	src_kind kind;
-	char key_path[1024];          /* SRC_SA */
-	char email[SA_EMAIL_MAX];     /* SRC_SA */
+	char key_path[1024];      /* SRC_SA */
+	char email[SA_EMAIL_MAX]; /* SRC_SA */
 	char token_url[TOKEN_URL_MAX];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int refreshing;
-	uint64_t fetch_seq;          /* bumped after every fetch */
+	uint64_t fetch_seq; /* bumped after every fetch */
 	int last_ok;
-	int64_t last_fail_ms;        /* mono time of the last failed fetch */
+	int64_t last_fail_ms; /* mono time of the last failed fetch */
 	char last_msg[GCS_ERRMSG_MAX];
-	char token[GCS_TOKEN_MAX];   /* "" when none */
-	int64_t expires_ms;          /* mono time the token expires */
-	int64_t refresh_ms;          /* mono time to refresh from */
+	char token[GCS_TOKEN_MAX]; /* "" when none */
+	int64_t expires_ms;        /* mono time the token expires */
+	int64_t refresh_ms;        /* mono time to refresh from */
 };
 
 /* Read PATH (at most GCS_SA_KEY_FILE_MAX bytes) and parse it.  The caller
@@ -111,13 +111,15 @@ static int
 sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
 {
 	const char *type = json_string_value(json_object_get(j, "type"));
-	const char *email = json_string_value(json_object_get(j, "client_email"));
+	const char *email =
+	    json_string_value(json_object_get(j, "client_email"));
 	const char *key = json_string_value(json_object_get(j, "private_key"));
 	const char *uri = json_string_value(json_object_get(j, "token_uri"));
 
 	if (type == NULL || strcmp(type, "service_account") != 0)
 		return gcs_fail(err, GCS_INVALID,
-		    "GOOGLE_APPLICATION_CREDENTIALS is not a service-account key "
+		    "GOOGLE_APPLICATION_CREDENTIALS is not a service-account "
+		    "key "
 		    "(type must be \"service_account\")");
 	if (email == NULL || email[0] == '\0' ||
 	    copy_str(t->email, sizeof(t->email), email) != 0)
@@ -128,7 +130,8 @@ sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
 		    "service-account key: private_key missing or not PEM");
 	if (uri == NULL)
 		uri = GCS_DEFAULT_TOKEN_URI;
-	if ((strncmp(uri, "https://", 8) != 0 && strncmp(uri, "http://", 7) != 0) ||
+	if ((strncmp(uri, "https://", 8) != 0 &&
+	        strncmp(uri, "http://", 7) != 0) ||
 	    copy_str(t->token_url, sizeof(t->token_url), uri) != 0)
 		return gcs_fail(err, GCS_INVALID,
 		    "service-account key: token_uri must be an http(s) URL");
@@ -222,25 +225,39 @@ sa_assertion(gcs_token_src *t, gcs_err *err)
 		goto out;
 	}
 	if (jwt_set_alg(jwt, JWT_ALG_RS256, (const unsigned char *)key,
-	    (int)strlen(key)) != 0 ||
+	        (int)strlen(key)) != 0 ||
 	    jwt_add_grant(jwt, "iss", t->email) != 0 ||
 	    jwt_add_grant(jwt, "scope", GCS_TOKEN_SCOPE) != 0 ||
 	    jwt_add_grant(jwt, "aud", t->token_url) != 0 ||
 	    jwt_add_grant_int(jwt, "iat", (long)now) != 0 ||
-	    jwt_add_grant_int(jwt, "exp", (long)now + GCS_SA_ASSERTION_TTL_S) != 0 ||
-	    (kid != NULL && kid[0] != '\0' && jwt_add_header(jwt, "kid", kid) != 0)) {
-		gcs_fail(err, GCS_INVALID, "service-account key: cannot build "
+	    jwt_add_grant_int(jwt, "exp", (long)now + GCS_SA_ASSERTION_TTL_S) !=
+	        0 ||
+	    (kid != NULL && kid[0] != '\0' &&
+	        jwt_add_header(jwt, "kid", kid) != 0)) {
+		gcs_fail(err, GCS_INVALID,
+		    "service-account key: cannot build "
 		    "the token assertion");
 		goto out;
 	}
 	out = jwt_encode_str(jwt);
 	if (out == NULL)
-		gcs_fail(err, GCS_INVALID, "service-account key: cannot sign "
+		gcs_fail(err, GCS_INVALID,
+		    "service-account key: cannot sign "
 		    "with private_key (not an RSA PEM key?)");
 out:
 	jwt_free(jwt); /* scrubs its copy of the key */
 	sa_wipe_free(j);
 	return out;
+}
+
+/* A token goes into a header line: printable ASCII, no spaces. */
+static int
+token_chars_ok(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x21 || *s > 0x7e)
+			return 0;
+	return 1;
 }
 
 /* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
@@ -252,8 +269,8 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	CURL *h = NULL;
 	struct curl_slist *hdrs = NULL;
 	char *assertion = NULL, *form = NULL, ebuf[GCS_ERRMSG_MAX];
-	const char *src = t->kind == SRC_SA ? "service-account token_uri"
-	    : "metadata server";
+	const char *src =
+	    t->kind == SRC_SA ? "service-account token_uri" : "metadata server";
 	size_t formlen = 0;
 	gcs_resp r;
 	json_t *j = NULL;
@@ -278,7 +295,8 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 			goto out;
 		}
-		n = snprintf(form, FORM_MAX, "grant_type=urn%%3Aietf%%3Aparams"
+		n = snprintf(form, FORM_MAX,
+		    "grant_type=urn%%3Aietf%%3Aparams"
 		    "%%3Aoauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s",
 		    assertion);
 		if (n < 0 || n >= FORM_MAX) {
@@ -296,8 +314,8 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
 	}
-	if (gcs_http_perform(h, form ? "POST" : "GET", t->token_url, hdrs, form,
-	    formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
+	if (gcs_http_perform(h, 0, form ? "POST" : "GET", t->token_url, hdrs,
+	        form, formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot get a Cloud Storage access token from the %s: %s",
 		    src, ebuf);
@@ -306,13 +324,15 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	if (r.status != 200) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot get a Cloud Storage access token: the %s answered "
-		    "HTTP %ld", src, r.status);
+		    "HTTP %ld",
+		    src, r.status);
 		goto out;
 	}
 	j = r.body && !r.too_big ? json_loadb(r.body, r.len, 0, NULL) : NULL;
 	at = json_string_value(json_object_get(j, "access_token"));
 	exp = json_integer_value(json_object_get(j, "expires_in"));
-	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz) {
+	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz ||
+	    !token_chars_ok(at)) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "the %s gave no usable access_token/expires_in", src);
 		goto out;
@@ -385,7 +405,8 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 				    "timed out waiting for a Cloud Storage "
 				    "access token from the %s",
 				    t->kind == SRC_SA ? "service-account "
-				    "token_uri" : "metadata server");
+				                        "token_uri"
+				                      : "metadata server");
 				goto out;
 			}
 			seq = t->fetch_seq;

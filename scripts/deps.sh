@@ -6,7 +6,8 @@ set -eu
 
 BUILD="gcc make pkg-config libc6-dev libmicrohttpd-dev libcurl4-openssl-dev
 libjansson-dev libssl-dev libjwt-dev ca-certificates"
-TEST="libcmocka-dev curl dash wrk python3 chromium"
+TEST="libcmocka-dev curl dash python3 chromium clang-format cppcheck faketime
+iproute2"
 
 want=$BUILD
 [ "${1:-build}" = test ] && want="$BUILD $TEST"

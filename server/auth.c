@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
+#include <openssl/evp.h>
 
 #include "server/auth.h"
 #include "server/auth_int.h"
@@ -36,6 +36,21 @@ typedef struct auth_state {
 	auth_keyset *keys; /* the HS256 secret and the PEM keys */
 	auth_policy *policy; /* or NULL */
 } auth_state;
+
+/* A token whose signature a key verified.  The token is named by its
+ * SHA-256 (the exact bytes, so any change misses), the key by its id: an
+ * entry counts only while that key is among the current candidates, so a
+ * reload or a JWKS rotation retires it.  Claims are checked every time. */
+typedef struct verified {
+	unsigned char hash[32];
+	unsigned long key_id; /* 0: empty */
+} verified;
+
+typedef struct candidates {
+	size_t n;
+	bool alg_seen; /* some key of this alg exists, whatever its kid */
+	const auth_key *k[CANDIDATES_MAX];
+} candidates;
 
 typedef struct auth_strlist {
 	size_t n;
@@ -60,17 +75,18 @@ struct auth_ctx {
 	pthread_mutex_t mu; /* guards the state pointer, nothing else */
 	auth_state *state;
 	auth_jwks *jwks; /* or NULL */
+
+	pthread_mutex_t cache_mu; /* guards cache */
+	verified *cache;          /* AUTH_VERIFIED_SLOTS, direct-mapped */
+	unsigned long sigchecks;  /* atomic */
 };
 
+/* A refusal: REASON and the sentence MSG, which never quotes the token. */
 static void
-refuse(auth_refusal *why, const char *reason, const char *fmt, const char *arg)
+refuse(auth_refusal *why, const char *reason, const char *msg)
 {
 	why->reason = reason;
-	/* The format is ours and takes at most one %s, never the token. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-	snprintf(why->message, sizeof(why->message), fmt, arg);
-#pragma GCC diagnostic pop
+	snprintf(why->message, sizeof(why->message), "%s", msg);
 }
 
 static void
@@ -105,8 +121,8 @@ read_secret_file(const char *path, size_t *len, char *err, size_t errlen)
 	size_t n;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open the secret file %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "cannot open the secret file %s: %s",
+		    path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(AUTH_SECRET_MAX + 1);
@@ -114,8 +130,10 @@ read_secret_file(const char *path, size_t *len, char *err, size_t errlen)
 		goto fail;
 	n = fread(buf, 1, AUTH_SECRET_MAX + 1, f);
 	if (ferror(f) || n > AUTH_SECRET_MAX) {
-		snprintf(err, errlen, "the secret file %s is unreadable or over "
-		    "%d bytes", path, AUTH_SECRET_MAX);
+		snprintf(err, errlen,
+		    "the secret file %s is unreadable or over "
+		    "%d bytes",
+		    path, AUTH_SECRET_MAX);
 		goto fail;
 	}
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
@@ -133,13 +151,15 @@ fail:
 	return NULL;
 }
 
+/* WHAT names the setting in messages. */
 static int
 add_secret(auth_keyset *ks, const unsigned char *secret, size_t len,
-    char *err, size_t errlen)
+    const char *what, char *err, size_t errlen)
 {
 	if (len < AUTH_SECRET_MIN) {
-		snprintf(err, errlen, "the HS256 secret must be at least %d bytes "
-		    "(try: openssl rand -base64 48)", AUTH_SECRET_MIN);
+		snprintf(err, errlen, "%s: the HS256 secret must be at least "
+		    "%d bytes (try: openssl rand -base64 48)", what,
+		    AUTH_SECRET_MIN);
 		return -1;
 	}
 	return auth_keyset_add(ks, JWT_ALG_HS256, NULL, secret, len,
@@ -198,12 +218,13 @@ state_load(const auth_ctx *a, char *err, size_t errlen)
 	}
 	if (a->secret != NULL &&
 	    add_secret(s->keys, (const unsigned char *)a->secret,
-		strlen(a->secret), err, errlen) != 0)
+		strlen(a->secret), "LOCKGATE_JWT_SECRET", err, errlen) != 0)
 		goto fail;
 	if (a->secret_file != NULL) {
 		secret = read_secret_file(a->secret_file, &slen, err, errlen);
 		if (secret == NULL ||
-		    add_secret(s->keys, secret, slen, err, errlen) != 0)
+		    add_secret(s->keys, secret, slen,
+			"LOCKGATE_JWT_SECRET_FILE", err, errlen) != 0)
 			goto fail;
 	}
 	if (a->public_keys != NULL &&
@@ -283,6 +304,12 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	pthread_mutex_init(&a->mu, NULL);
+	pthread_mutex_init(&a->cache_mu, NULL);
+	a->cache = calloc(AUTH_VERIFIED_SLOTS, sizeof(verified));
+	if (a->cache == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	if (cfg->jwt_secret != NULL && *cfg->jwt_secret != '\0' &&
 	    cfg->jwt_secret_file != NULL && *cfg->jwt_secret_file != '\0') {
 		snprintf(err, errlen, "give the HS256 secret or a secret file, "
@@ -319,7 +346,8 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		goto fail;
 	}
 	if (cfg->max_token_age < 0) {
-		snprintf(err, errlen, "the maximum token age cannot be negative");
+		snprintf(
+		    err, errlen, "the maximum token age cannot be negative");
 		goto fail;
 	}
 	a->leeway = cfg->leeway < 0 ? AUTH_LEEWAY_DEFAULT : cfg->leeway;
@@ -374,13 +402,114 @@ auth_free(auth_ctx *a)
 			free(a->audiences[s].v[i]);
 	}
 	pthread_mutex_destroy(&a->mu);
+	pthread_mutex_destroy(&a->cache_mu);
+	free(a->cache);
 	free(a);
+}
+
+unsigned long
+auth_sigchecks(auth_ctx *a)
+{
+	return __atomic_load_n(&a->sigchecks, __ATOMIC_SEQ_CST);
+}
+
+static size_t
+slot_of(const unsigned char hash[32])
+{
+	return ((size_t)hash[0] | (size_t)hash[1] << 8) %
+	    AUTH_VERIFIED_SLOTS;
+}
+
+/* The candidate a remembered signature names, or NULL. */
+static const auth_key *
+cache_find(auth_ctx *a, const unsigned char hash[32], const candidates *c)
+{
+	verified *v = &a->cache[slot_of(hash)];
+	unsigned long id = 0;
+	size_t i;
+
+	pthread_mutex_lock(&a->cache_mu);
+	if (v->key_id != 0 && CRYPTO_memcmp(v->hash, hash, 32) == 0)
+		id = v->key_id;
+	pthread_mutex_unlock(&a->cache_mu);
+	for (i = 0; id != 0 && i < c->n; i++)
+		if (c->k[i]->id == id)
+			return c->k[i];
+	return NULL;
+}
+
+static void
+cache_put(auth_ctx *a, const unsigned char hash[32], const auth_key *k)
+{
+	verified *v = &a->cache[slot_of(hash)];
+
+	pthread_mutex_lock(&a->cache_mu);
+	memcpy(v->hash, hash, 32);
+	v->key_id = k->id;
+	pthread_mutex_unlock(&a->cache_mu);
 }
 
 int
 auth_configured(const auth_ctx *a)
 {
-	return a != NULL && (a->state->keys->n > 0 || a->jwks != NULL);
+	auth_state *st;
+	int yes;
+
+	if (a == NULL)
+		return 0;
+	st = state_get((auth_ctx *)a); /* the mutex, not the keys, changes */
+	yes = st->keys->n > 0 || a->jwks != NULL;
+	state_unref(st);
+	return yes;
+}
+
+int
+auth_describe(auth_ctx *a, char *buf, size_t len)
+{
+	auth_state *st = state_get(a);
+	size_t i, secrets = 0, pems = 0, off = 0;
+	char why[200] = "";
+	int rc = 0, n;
+
+	for (i = 0; i < st->keys->n; i++) {
+		if (st->keys->keys[i].source == AUTH_SRC_SECRET)
+			secrets++;
+		else
+			pems++;
+	}
+	buf[0] = '\0';
+#define ADD(...)                                                          \
+	do {                                                              \
+		n = snprintf(buf + off, len - off, __VA_ARGS__);          \
+		if (n > 0 && (size_t)n < len - off)                       \
+			off += (size_t)n;                                 \
+	} while (0)
+	if (secrets > 0)
+		ADD("HS256 secret");
+	if (pems > 0)
+		ADD("%s%zu PEM key%s", off ? "; " : "", pems,
+		    pems == 1 ? "" : "s");
+	if (a->jwks != NULL) {
+		size_t k = auth_jwks_status(a->jwks, why, sizeof(why));
+
+		if (k > 0) {
+			ADD("%sJWKS %zu key%s", off ? "; " : "", k,
+			    k == 1 ? "" : "s");
+		} else {
+			ADD("%sJWKS: no key yet (%s)", off ? "; " : "", why);
+			rc = -1;
+		}
+	}
+	if (off == 0)
+		ADD("no key source");
+	if (st->policy != NULL)
+		ADD("; policy %zu rule%s", auth_policy_rules(st->policy),
+		    auth_policy_rules(st->policy) == 1 ? "" : "s");
+	else
+		ADD("; no policy (any valid token reads and acquires)");
+#undef ADD
+	state_unref(st);
+	return rc;
 }
 
 int
@@ -409,7 +538,8 @@ segment_json(const char *seg, size_t len)
 
 	if (raw == NULL)
 		return NULL;
-	v = json_loadb((const char *)raw, rawlen, JSON_REJECT_DUPLICATES, &jerr);
+	v = json_loadb(
+	    (const char *)raw, rawlen, JSON_REJECT_DUPLICATES, &jerr);
 	free(raw);
 	if (v != NULL && !json_is_object(v)) {
 		json_decref(v);
@@ -430,12 +560,6 @@ header_alg(const char *alg)
 		return JWT_ALG_ES256;
 	return JWT_ALG_INVAL;
 }
-
-typedef struct candidates {
-	size_t n;
-	bool alg_seen; /* some key of this alg exists, whatever its kid */
-	const auth_key *k[CANDIDATES_MAX];
-} candidates;
 
 static void
 collect(candidates *c, const auth_keyset *ks, jwt_alg_t alg, const char *kid)
@@ -489,40 +613,42 @@ check_times(const auth_ctx *a, const json_t *claims, auth_refusal *why)
 	r = numeric_date(claims, "exp", &exp);
 	if (r == 0) {
 		refuse(why, "missing_claim", "The token has no exp claim; "
-		    "tokens must expire.%s", "");
+		    "tokens must expire.");
 		return -1;
 	}
 	if (r < 0 || numeric_date(claims, "nbf", &nbf) < 0 ||
 	    numeric_date(claims, "iat", &iat) < 0) {
 		refuse(why, "malformed_token", "The token's exp, nbf or iat is "
-		    "not a number.%s", "");
+		    "not a number.");
 		return -1;
 	}
 	if (now > exp + a->leeway) {
 		refuse(why, "token_expired", "The token has expired; get a new "
-		    "one.%s", "");
+		    "one.");
 		return -1;
 	}
 	if (numeric_date(claims, "nbf", &nbf) > 0 && nbf > now + a->leeway) {
 		refuse(why, "token_not_yet_valid", "The token is not valid yet "
-		    "(nbf is in the future); check the clocks.%s", "");
+		    "(nbf is in the future); check the clocks.");
 		return -1;
 	}
 	r = numeric_date(claims, "iat", &iat);
 	if (r > 0 && iat > now + a->leeway) {
 		refuse(why, "token_issued_in_future", "The token was issued in "
-		    "the future (iat); check the clocks.%s", "");
+		    "the future (iat); check the clocks.");
 		return -1;
 	}
 	if (a->max_age > 0) {
 		if (r == 0) {
-			refuse(why, "missing_claim", "The token has no iat claim, "
-			    "which a maximum token age needs.%s", "");
+			refuse(why, "missing_claim",
+			    "The token has no iat claim, "
+			    "which a maximum token age needs.");
 			return -1;
 		}
 		if (now - iat > (double)a->max_age + a->leeway) {
-			refuse(why, "token_too_old", "The token is older than the "
-			    "maximum token age; get a new one.%s", "");
+			refuse(why, "token_too_old",
+			    "The token is older than the "
+			    "maximum token age; get a new one.");
 			return -1;
 		}
 	}
@@ -541,8 +667,9 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 	if (iss->n > 0) {
 		v = json_object_get(claims, "iss");
 		if (!json_is_string(v) || !in_list(iss, json_string_value(v))) {
-			refuse(why, "wrong_issuer", "The token's issuer (iss) is "
-			    "not the configured one.%s", "");
+			refuse(why, "wrong_issuer",
+			    "The token's issuer (iss) is "
+			    "not the configured one.");
 			return -1;
 		}
 	}
@@ -559,8 +686,9 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 			}
 		}
 		if (!ok) {
-			refuse(why, "wrong_audience", "The token's audience (aud) "
-			    "does not name this service.%s", "");
+			refuse(why, "wrong_audience",
+			    "The token's audience (aud) "
+			    "does not name this service.");
 			return -1;
 		}
 	}
@@ -583,11 +711,12 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 	char buf[AUTH_CLAIM_MAX];
 	size_t i;
 
-	if (auth_claim_string(json_object_get(claims, a->owner_claim), id->owner,
-		sizeof(id->owner)) != 0 || id->owner[0] == '\0' ||
-	    !printable(id->owner)) {
-		refuse(why, "missing_claim", "The token has no usable owner "
-		    "claim \"%s\" (a string of printable characters).",
+	if (auth_claim_string(json_object_get(claims, a->owner_claim),
+		id->owner, sizeof(id->owner)) != 0 ||
+	    id->owner[0] == '\0' || !printable(id->owner)) {
+		why->reason = "missing_claim";
+		snprintf(why->message, sizeof(why->message), "The token has no "
+		    "usable owner claim \"%.64s\" (printable text).",
 		    a->owner_claim);
 		return -1;
 	}
@@ -600,8 +729,9 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 	for (i = 0; i < a->ndisplay; i++) {
 		json_t *v;
 
-		if (auth_claim_string(json_object_get(claims, a->display[i]), buf,
-			sizeof(buf)) != 0 || !printable(buf))
+		if (auth_claim_string(json_object_get(claims, a->display[i]),
+			buf, sizeof(buf)) != 0 ||
+		    !printable(buf))
 			continue;
 		v = json_string(buf);
 		if (v == NULL || json_object_set_new(id->display, a->display[i],
@@ -615,7 +745,7 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 	id->claims = json_incref(claims);
 	return 0;
 oom:
-	refuse(why, "internal", "Out of memory while reading the token.%s", "");
+	refuse(why, "internal", "Out of memory while reading the token.");
 	return -1;
 }
 
@@ -630,7 +760,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	auth_keyset *jk = NULL;
 	candidates c;
 	char *copy = NULL;
-	unsigned char *sig = NULL;
+	unsigned char *sig = NULL, hash[32];
 	size_t toklen, siglen = 0, i;
 	jwt_alg_t alg;
 	const auth_key *good = NULL;
@@ -640,14 +770,15 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	memset(why, 0, sizeof(*why));
 	if (authorization == NULL || *authorization == '\0') {
 		refuse(why, "missing_token", "Send Authorization: Bearer "
-		    "<token>.%s", "");
+		    "<token>.");
 		return -1;
 	}
 	if (strncasecmp(authorization, BEARER, strlen(BEARER)) != 0 ||
 	    (authorization[strlen(BEARER)] != ' ' &&
 		authorization[strlen(BEARER)] != '\0')) {
-		refuse(why, "bad_scheme", "The Authorization header must use the "
-		    "Bearer scheme.%s", "");
+		refuse(why, "bad_scheme",
+		    "The Authorization header must use the "
+		    "Bearer scheme.");
 		return -1;
 	}
 	tok = authorization + strlen(BEARER);
@@ -657,13 +788,17 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	while (toklen > 0 && toklen <= AUTH_TOKEN_MAX && tok[toklen - 1] == ' ')
 		toklen--;
 	if (toklen == 0) {
-		refuse(why, "missing_token", "The Authorization header holds no "
-		    "token.%s", "");
+		refuse(why, "missing_token",
+		    "The Authorization header holds no "
+		    "token.");
 		return -1;
 	}
 	if (toklen > AUTH_TOKEN_MAX) {
-		refuse(why, "token_too_large", "The token is over %s bytes.",
-		    "16384");
+		why->reason = "token_too_large";
+		snprintf(why->message, sizeof(why->message),
+		    "The token is over "
+		    "%d bytes.",
+		    AUTH_TOKEN_MAX);
 		return -1;
 	}
 	dot1 = memchr(tok, '.', toklen);
@@ -672,8 +807,9 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	if (dot1 == NULL || dot2 == NULL ||
 	    memchr(dot2 + 1, '.', toklen - (size_t)(dot2 + 1 - tok)) != NULL ||
 	    dot1 == tok || dot2 == dot1 + 1) {
-		refuse(why, "malformed_token", "The token is not three base64url "
-		    "parts joined by dots.%s", "");
+		refuse(why, "malformed_token",
+		    "The token is not three base64url "
+		    "parts joined by dots.");
 		goto out;
 	}
 	header = segment_json(tok, (size_t)(dot1 - tok));
@@ -682,7 +818,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	    &siglen);
 	if (header == NULL || claims == NULL || sig == NULL) {
 		refuse(why, "malformed_token", "The token is not strict "
-		    "base64url of JSON objects without repeated keys.%s", "");
+		    "base64url of JSON objects without repeated keys.");
 		goto out;
 	}
 	v = json_object_get(header, "alg");
@@ -690,12 +826,11 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	if (alg_s == NULL || (alg = header_alg(alg_s)) == JWT_ALG_INVAL) {
 		refuse(why, "alg_not_allowed", "The token's algorithm is not "
 		    "one this service accepts (HS256, RS256, ES256 as "
-		    "configured).%s", "");
+		    "configured).");
 		goto out;
 	}
 	if (siglen == 0) {
-		refuse(why, "malformed_token", "The token has no signature.%s",
-		    "");
+		refuse(why, "malformed_token", "The token has no signature.");
 		goto out;
 	}
 	v = json_object_get(header, "typ");
@@ -703,15 +838,16 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		strcasecmp(json_string_value(v), "JWT") != 0)) ||
 	    json_object_get(header, "crit") != NULL) {
 		refuse(why, "malformed_token", "The token's header has a typ "
-		    "other than JWT or critical extensions.%s", "");
+		    "other than JWT or critical extensions.");
 		goto out;
 	}
 	v = json_object_get(header, "kid");
 	if (v != NULL) {
 		kid = json_string_value(v);
 		if (kid == NULL || strlen(kid) > AUTH_KID_MAX) {
-			refuse(why, "malformed_token", "The token's kid is not a "
-			    "short string.%s", "");
+			refuse(why, "malformed_token",
+			    "The token's kid is not a "
+			    "short string.");
 			goto out;
 		}
 	}
@@ -734,30 +870,43 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	}
 	if (c.n == 0) {
 		if (c.alg_seen)
-			refuse(why, "unknown_key", "No key of this service has the "
-			    "token's kid.%s", "");
+			refuse(why, "unknown_key",
+			    "No key of this service has the "
+			    "token's kid.");
 		else
-			refuse(why, "alg_not_allowed", "No key of this service is "
-			    "configured for the token's algorithm %s.", alg_s);
+			refuse(why, "alg_not_allowed",
+			    "No key of this service is "
+			    "configured for the token's algorithm.");
 		goto out;
 	}
 	copy = strndup(tok, toklen);
-	if (copy == NULL) {
-		refuse(why, "internal", "Out of memory.%s", "");
+	if (copy == NULL || EVP_Digest(tok, toklen, hash, NULL, EVP_sha256(),
+	    NULL) != 1) {
+		refuse(why, "internal", "Out of memory.");
 		goto out;
 	}
+	good = cache_find(a, hash, &c);
 	for (i = 0; i < c.n && good == NULL; i++) {
 		jwt_t *j = NULL;
 
+		/* Forged RS256/ES256 tokens stop here, for ~50 us instead of
+		 * the ~1.5 ms libjwt's PEM decode costs. */
+		if (c.k[i]->alg != JWT_ALG_HS256 &&
+		    !auth_sig_ok(c.k[i]->pkey, alg, (const unsigned char *)tok,
+			(size_t)(dot2 - tok), sig, siglen))
+			continue;
+		__atomic_add_fetch(&a->sigchecks, 1, __ATOMIC_SEQ_CST);
 		if (jwt_decode(&j, copy, c.k[i]->material, (int)c.k[i]->len) ==
 			0 &&
-		    jwt_get_alg(j) == alg)
+		    jwt_get_alg(j) == alg) {
 			good = c.k[i];
+			cache_put(a, hash, good);
+		}
 		jwt_free(j);
 	}
 	if (good == NULL) {
 		refuse(why, "bad_signature", "The token's signature does not "
-		    "verify with any key of this service.%s", "");
+		    "verify with any key of this service.");
 		goto out;
 	}
 	if (check_times(a, claims, why) != 0 ||
@@ -815,8 +964,10 @@ auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
 	if (st->policy == NULL) {
 		ok = action != AUTH_ADMIN || id->admin;
 		if (!ok)
-			snprintf(why, whylen, "Only a token with \"admin\": true "
-			    "may %s locks.", action_word(action));
+			snprintf(why, whylen,
+			    "Only a token with \"admin\": true "
+			    "may %s locks.",
+			    action_word(action));
 	} else {
 		const json_t *claims = id->claims;
 
@@ -949,7 +1100,8 @@ auth_token_main(int argc, char **argv)
 	if (extra == NULL)
 		return 1;
 	for (i = 1; i < argc; i++) {
-		const char *o = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		const char *o = argv[i],
+			   *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(o, "--admin") == 0) {
 			admin = true;
@@ -961,7 +1113,8 @@ auth_token_main(int argc, char **argv)
 			goto out;
 		}
 		if (val == NULL) {
-			fprintf(stderr, "lockgate token: %s needs a value\n", o);
+			fprintf(
+			    stderr, "lockgate token: %s needs a value\n", o);
 			goto usage;
 		}
 		i++;
@@ -976,8 +1129,10 @@ auth_token_main(int argc, char **argv)
 		} else if (strcmp(o, "--ttl") == 0) {
 			ttl = parse_duration(val);
 			if (ttl < 0) {
-				fprintf(stderr, "lockgate token: --ttl wants 1..%ld "
-				    "s, e.g. 3600, 90m, 1h, 7d\n", AUTH_TTL_MAX);
+				fprintf(stderr,
+				    "lockgate token: --ttl wants 1..%ld "
+				    "s, e.g. 3600, 90m, 1h, 7d\n",
+				    AUTH_TTL_MAX);
 				goto usage;
 			}
 		} else if (strcmp(o, "--claim") == 0) {
@@ -993,14 +1148,18 @@ auth_token_main(int argc, char **argv)
 			memcpy(key, val, (size_t)(eq - val));
 			key[eq - val] = '\0';
 			if (reserved_claim(key)) {
-				fprintf(stderr, "lockgate token: use --sub, --ttl, "
-				    "--admin, --iss, --aud for \"%s\"\n", key);
+				fprintf(stderr,
+				    "lockgate token: use --sub, --ttl, "
+				    "--admin, --iss, --aud for \"%s\"\n",
+				    key);
 				goto usage;
 			}
-			if (json_object_set_new(extra, key, json_string(eq + 1)))
+			if (json_object_set_new(
+				extra, key, json_string(eq + 1)))
 				goto usage;
 		} else {
-			fprintf(stderr, "lockgate token: unknown option %s\n", o);
+			fprintf(
+			    stderr, "lockgate token: unknown option %s\n", o);
 			goto usage;
 		}
 	}
@@ -1021,8 +1180,10 @@ auth_token_main(int argc, char **argv)
 		goto out;
 	}
 	if (slen < AUTH_SECRET_MIN) {
-		fprintf(stderr, "lockgate token: the secret must be at least %d "
-		    "bytes\n", AUTH_SECRET_MIN);
+		fprintf(stderr,
+		    "lockgate token: the secret must be at least %d "
+		    "bytes\n",
+		    AUTH_SECRET_MIN);
 		rc = 1;
 		goto out;
 	}

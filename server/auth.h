@@ -74,6 +74,11 @@ auth_ctx *auth_new(const auth_config *cfg, char *err, size_t errlen);
 void auth_free(auth_ctx *a);
 /* 1 when at least one key source is configured. */
 int auth_configured(const auth_ctx *a);
+/* A one-line summary of the key sources and policy for --check and the
+ * start log, e.g. "HS256 secret; 2 PEM keys; JWKS 3 keys; policy 4 rules";
+ * never a secret.  0, or -1 when the JWKS URL has given no key yet (BUF
+ * then says why). */
+int auth_describe(auth_ctx *a, char *buf, size_t len);
 /* Re-read keys and policy (SIGHUP).  On failure the old ones stay. */
 int auth_reload(auth_ctx *a, char *err, size_t errlen);
 

@@ -34,6 +34,7 @@ struct auth_jwks {
 	time_t next_refresh; /* monotonic s */
 	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
 				kid caused; 0 = never */
+	char last_err[200]; /* of the last failed fetch */
 	bool want;
 	bool stop;
 	bool started;
@@ -86,7 +87,8 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	static const char name[] = "cache-control:";
 	static const char dir[] = "max-age=";
 
-	if (n < sizeof(name) - 1 || strncasecmp(data, name, sizeof(name) - 1))
+	if (n < sizeof(name) - 1 ||
+	    strncasecmp(data, name, sizeof(name) - 1) != 0)
 		return n;
 	for (i = sizeof(name) - 1; i + sizeof(dir) - 1 < n; i++) {
 		if (strncasecmp(data + i, dir, sizeof(dir) - 1) == 0) {
@@ -154,7 +156,8 @@ refresh(auth_jwks *j)
 {
 	char err[200];
 	long max_age = -1;
-	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)), *old = NULL;
+	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)),
+		    *old = NULL;
 	time_t now = mono_now();
 
 	pthread_mutex_lock(&j->mu);
@@ -170,6 +173,7 @@ refresh(auth_jwks *j)
 		j->next_refresh = now + max_age;
 	} else {
 		/* Keep what we had; try again soon. */
+		snprintf(j->last_err, sizeof(j->last_err), "%s", err);
 		j->next_refresh = now + AUTH_JWKS_RETRY;
 	}
 	j->fetches++;
@@ -215,9 +219,10 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "the JWKS URL must start with https:// "
-		    "(or http:// for tests)");
+	if (strncmp(url, "https://", 8) != 0 &&
+	    strncmp(url, "http://", 7) != 0) {
+		snprintf(err, errlen, "LOCKGATE_JWKS_URL must start with "
+		    "https:// (or http:// for tests)");
 		free(j->url);
 		free(j);
 		return NULL;
@@ -236,6 +241,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		auth_keyset *ks = fetch(url, &max_age, err, errlen);
 
 		if (ks == NULL) {
+			snprintf(j->last_err, sizeof(j->last_err), "%s", err);
 			j->next_refresh = mono_now() + AUTH_JWKS_RETRY;
 		} else {
 			if (max_age < AUTH_JWKS_AGE_MIN)
@@ -316,6 +322,20 @@ auth_jwks_refetch(auth_jwks *j)
 	ks = auth_keyset_ref(j->keys);
 	pthread_mutex_unlock(&j->mu);
 	return ks;
+}
+
+size_t
+auth_jwks_status(auth_jwks *j, char *err, size_t errlen)
+{
+	size_t n;
+
+	pthread_mutex_lock(&j->mu);
+	n = j->keys != NULL ? j->keys->n : 0;
+	if (n == 0)
+		snprintf(err, errlen, "%s", j->last_err[0] != '\0' ?
+		    j->last_err : "no key fetched yet");
+	pthread_mutex_unlock(&j->mu);
+	return n;
 }
 
 unsigned long

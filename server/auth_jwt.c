@@ -140,7 +140,8 @@ sign_pem(const unsigned char *pem, size_t pemlen, jwt_alg_t alg,
 	pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
 	if (pkey == NULL)
 		goto out;
-	if ((alg == JWT_ALG_RS256 && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
+	if ((alg == JWT_ALG_RS256 &&
+		EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
 	    (alg == JWT_ALG_ES256 && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC))
 		goto out;
 	md = EVP_MD_CTX_new();
@@ -199,8 +200,10 @@ auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
 		unsigned int mlen = EVP_MAX_MD_SIZE;
 
 		sig = malloc(EVP_MAX_MD_SIZE);
-		if (sig == NULL || HMAC(EVP_sha256(), key, (int)keylen,
-			(const unsigned char *)input, inlen, sig, &mlen) == NULL)
+		if (sig == NULL ||
+		    HMAC(EVP_sha256(), key, (int)keylen,
+			(const unsigned char *)input, inlen, sig,
+			&mlen) == NULL)
 			goto out;
 		siglen = mlen;
 	} else if (alg == JWT_ALG_RS256 || alg == JWT_ALG_ES256) {
@@ -223,6 +226,49 @@ out:
 	free(sig);
 	free(s);
 	return token;
+}
+
+int
+auth_sig_ok(EVP_PKEY *pkey, jwt_alg_t alg, const unsigned char *input,
+    size_t len, const unsigned char *sig, size_t siglen)
+{
+	EVP_MD_CTX *md = NULL;
+	ECDSA_SIG *es = NULL;
+	BIGNUM *r = NULL, *s = NULL;
+	unsigned char *der = NULL;
+	int derlen, ok = 0;
+
+	if (pkey == NULL)
+		return 0;
+	if (alg == JWT_ALG_ES256) {
+		if (siglen != 2 * ES256_HALF)
+			return 0;
+		es = ECDSA_SIG_new();
+		r = BN_bin2bn(sig, ES256_HALF, NULL);
+		s = BN_bin2bn(sig + ES256_HALF, ES256_HALF, NULL);
+		if (es == NULL || r == NULL || s == NULL ||
+		    ECDSA_SIG_set0(es, r, s) != 1)
+			goto out;
+		r = s = NULL; /* owned by es now */
+		derlen = i2d_ECDSA_SIG(es, &der);
+		if (derlen <= 0)
+			goto out;
+		sig = der;
+		siglen = (size_t)derlen;
+	} else if (alg != JWT_ALG_RS256) {
+		return 0;
+	}
+	md = EVP_MD_CTX_new();
+	ok = md != NULL &&
+	    EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, pkey) == 1 &&
+	    EVP_DigestVerify(md, sig, siglen, input, len) == 1;
+out:
+	EVP_MD_CTX_free(md);
+	ECDSA_SIG_free(es);
+	BN_free(r);
+	BN_free(s);
+	OPENSSL_free(der);
+	return ok;
 }
 
 int

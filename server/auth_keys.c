@@ -47,11 +47,13 @@ auth_keyset_unref(auth_keyset *ks)
 {
 	size_t i;
 
-	if (ks == NULL || __atomic_sub_fetch(&ks->refs, 1, __ATOMIC_SEQ_CST) > 0)
+	if (ks == NULL ||
+	    __atomic_sub_fetch(&ks->refs, 1, __ATOMIC_SEQ_CST) > 0)
 		return;
 	for (i = 0; i < ks->n; i++) {
 		OPENSSL_cleanse(ks->keys[i].material, ks->keys[i].len);
 		free(ks->keys[i].material);
+		EVP_PKEY_free(ks->keys[i].pkey);
 		free(ks->keys[i].kid);
 	}
 	free(ks);
@@ -83,8 +85,26 @@ auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	{
+		static unsigned long next_id;
+
+		k->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_SEQ_CST);
+	}
 	memcpy(k->material, material, len);
 	k->material[len] = '\0';
+	if (alg != JWT_ALG_HS256) {
+		BIO *bio = BIO_new_mem_buf(k->material, (int)len);
+
+		k->pkey = bio != NULL ?
+		    PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+		BIO_free(bio);
+		if (k->pkey == NULL) {
+			free(k->material);
+			free(k->kid);
+			snprintf(err, errlen, "a public key is not a PEM");
+			return -1;
+		}
+	}
 	k->len = len;
 	k->alg = alg;
 	k->source = source;
@@ -113,12 +133,14 @@ pkey_alg(EVP_PKEY *pkey, char *err, size_t errlen)
 			OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
 			&glen) != 1 ||
 		    strcmp(group, "prime256v1") != 0) {
-			snprintf(err, errlen, "EC keys must be on P-256 (ES256)");
+			snprintf(
+			    err, errlen, "EC keys must be on P-256 (ES256)");
 			return JWT_ALG_INVAL;
 		}
 		return JWT_ALG_ES256;
 	default:
-		snprintf(err, errlen, "only RSA and EC P-256 keys are supported");
+		snprintf(
+		    err, errlen, "only RSA and EC P-256 keys are supported");
 		return JWT_ALG_INVAL;
 	}
 }
@@ -161,8 +183,8 @@ auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
 	int rc = -1;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open public key %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "LOCKGATE_JWT_PUBLIC_KEYS: cannot open "
+		    "public key %s: %s", path, strerror(errno));
 		return -1;
 	}
 	pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);
@@ -250,7 +272,8 @@ jwk_ec(const json_t *jwk)
 	EVP_PKEY *pkey = NULL;
 	size_t xl = 0, yl = 0;
 
-	if (!json_is_string(crv) || strcmp(json_string_value(crv), "P-256"))
+	if (!json_is_string(crv) ||
+	    strcmp(json_string_value(crv), "P-256") != 0)
 		return NULL;
 	x = jwk_bn(jwk, "x", &xl);
 	y = jwk_bn(jwk, "y", &yl);
@@ -265,10 +288,10 @@ jwk_ec(const json_t *jwk)
 		goto out;
 	bld = OSSL_PARAM_BLD_new();
 	if (bld == NULL ||
-	    OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
-		"prime256v1", 0) != 1 ||
-	    OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point,
-		sizeof(point)) != 1)
+	    OSSL_PARAM_BLD_push_utf8_string(
+		bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) != 1 ||
+	    OSSL_PARAM_BLD_push_octet_string(
+		bld, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof(point)) != 1)
 		goto out;
 	pkey = pkey_from_params("EC", bld);
 out:
@@ -289,7 +312,8 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 	size_t i;
 
 	if (!json_is_array(keys)) {
-		snprintf(err, errlen, "the JWKS is not an object with \"keys\"");
+		snprintf(
+		    err, errlen, "the JWKS is not an object with \"keys\"");
 		goto fail;
 	}
 	ks = auth_keyset_new();
@@ -297,10 +321,14 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 		goto fail;
 	for (i = 0; i < json_array_size(keys) && ks->n < AUTH_KEYS_MAX; i++) {
 		const json_t *jwk = json_array_get(keys, i);
-		const char *kty = json_string_value(json_object_get(jwk, "kty"));
-		const char *use = json_string_value(json_object_get(jwk, "use"));
-		const char *alg = json_string_value(json_object_get(jwk, "alg"));
-		const char *kid = json_string_value(json_object_get(jwk, "kid"));
+		const char *kty =
+		    json_string_value(json_object_get(jwk, "kty"));
+		const char *use =
+		    json_string_value(json_object_get(jwk, "use"));
+		const char *alg =
+		    json_string_value(json_object_get(jwk, "alg"));
+		const char *kid =
+		    json_string_value(json_object_get(jwk, "kid"));
 		const char *want;
 		EVP_PKEY *pkey;
 
@@ -321,7 +349,8 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 		EVP_PKEY_free(pkey);
 	}
 	if (ks->n == 0) {
-		snprintf(err, errlen, "the JWKS holds no usable RS256 or ES256 key");
+		snprintf(
+		    err, errlen, "the JWKS holds no usable RS256 or ES256 key");
 		goto fail;
 	}
 	json_decref(doc);

@@ -13,8 +13,8 @@
  * match).  It grants its actions on the locks its globs match.  "admin"
  * implies "acquire", which implies "read".  Globs: "*" any run of bytes
  * but "/", two stars any run at all, "?" one byte but "/".  What no rule
- * grants is refused.  The file is validated whole: unknown fields are errors, so a
- * typo cannot silently open or close a door.
+ * grants is refused.  The file is validated whole: unknown fields are errors,
+ * so a typo cannot silently open or close a door.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -114,6 +114,12 @@ auth_policy_free(auth_policy *p)
 	free(p);
 }
 
+size_t
+auth_policy_rules(const auth_policy *p)
+{
+	return p->n;
+}
+
 /* A glob from V (a string, or for claims also an integer or boolean). */
 static char *
 glob_of(const json_t *v)
@@ -134,23 +140,29 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 
 	snprintf(r->name, sizeof(r->name), "rule %zu", idx + 1);
 	if (!json_is_object(jr)) {
-		snprintf(err, errlen, "policy rule %zu is not an object", idx + 1);
+		snprintf(
+		    err, errlen, "policy rule %zu is not an object", idx + 1);
 		return -1;
 	}
 	v = json_object_get(jr, "name");
 	if (v != NULL) {
-		if (!json_is_string(v) || json_string_length(v) > RULE_NAME_MAX) {
-			snprintf(err, errlen, "policy %s: name must be a string "
-			    "of at most %d bytes", r->name, RULE_NAME_MAX);
+		if (!json_is_string(v) ||
+		    json_string_length(v) > RULE_NAME_MAX) {
+			snprintf(err, errlen,
+			    "policy %s: name must be a string "
+			    "of at most %d bytes",
+			    r->name, RULE_NAME_MAX);
 			return -1;
 		}
 		snprintf(r->name, sizeof(r->name), "%s", json_string_value(v));
 	}
 	json_object_foreach((json_t *)jr, key, v) {
-		if (strcmp(key, "name") && strcmp(key, "match") &&
-		    strcmp(key, "locks") && strcmp(key, "actions")) {
-			snprintf(err, errlen, "policy %s: unknown field \"%.40s\" "
-			    "(name, match, locks, actions)", r->name, key);
+		if (strcmp(key, "name") != 0 && strcmp(key, "match") != 0 &&
+		    strcmp(key, "locks") != 0 && strcmp(key, "actions") != 0) {
+			snprintf(err, errlen,
+			    "policy %s: unknown field \"%.40s\" "
+			    "(name, match, locks, actions)",
+			    r->name, key);
 			return -1;
 		}
 	}
@@ -202,8 +214,10 @@ badval:
 	v = json_object_get(jr, "locks");
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
 	    json_array_size(v) > LOCK_GLOBS_MAX) {
-		snprintf(err, errlen, "policy %s: locks must be an array of 1..%d "
-		    "lock-name globs (\"**\" for all)", r->name, LOCK_GLOBS_MAX);
+		snprintf(err, errlen,
+		    "policy %s: locks must be an array of 1..%d "
+		    "lock-name globs (\"**\" for all)",
+		    r->name, LOCK_GLOBS_MAX);
 		return -1;
 	}
 	for (i = 0; i < json_array_size(v); i++) {
@@ -259,7 +273,8 @@ auth_policy_parse(const char *json, size_t len, char *err, size_t errlen)
 	size_t i;
 
 	if (doc == NULL) {
-		snprintf(err, errlen, "policy: line %d: %s", jerr.line, jerr.text);
+		snprintf(
+		    err, errlen, "policy: line %d: %s", jerr.line, jerr.text);
 		return NULL;
 	}
 	json_object_foreach(doc, key, v) {
@@ -269,9 +284,12 @@ auth_policy_parse(const char *json, size_t len, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	if (!json_is_array(rules) || json_array_size(rules) > AUTH_POLICY_RULES_MAX) {
-		snprintf(err, errlen, "policy: \"rules\" must be an array of at "
-		    "most %d rules", AUTH_POLICY_RULES_MAX);
+	if (!json_is_array(rules) ||
+	    json_array_size(rules) > AUTH_POLICY_RULES_MAX) {
+		snprintf(err, errlen,
+		    "policy: \"rules\" must be an array of at "
+		    "most %d rules",
+		    AUTH_POLICY_RULES_MAX);
 		goto fail;
 	}
 	p = calloc(1, sizeof(*p));
@@ -305,8 +323,8 @@ auth_policy_load(const char *path, char *err, size_t errlen)
 	char why[200];
 
 	if (f == NULL) {
-		snprintf(err, errlen, "cannot open the policy %s: %s", path,
-		    strerror(errno));
+		snprintf(err, errlen, "LOCKGATE_POLICY: cannot open the policy "
+		    "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(AUTH_POLICY_MAX + 1);
@@ -369,8 +387,10 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
 				return 1;
 	}
 	if (name != NULL)
-		snprintf(why, whylen, "No policy rule lets \"%.100s\" %s the lock "
-		    "\"%.100s\".", owner, words[action], name);
+		snprintf(why, whylen,
+		    "No policy rule lets \"%.100s\" %s the lock "
+		    "\"%.100s\".",
+		    owner, words[action], name);
 	else
 		snprintf(why, whylen, "No policy rule lets \"%.100s\" %s any "
 		    "lock.", owner, words[action]);

@@ -144,26 +144,31 @@ add_value(env_buf *b, const char *key, const json_t *v)
 	}
 }
 
-/* A lock or lease: every member under PREFIX, then its state when
- * WITH_STATE. */
-static void
+/* A lock or lease: every member under PREFIX, then, when WITH_STATE, its
+ * state if the object did not carry one.  Returns 1 when a state line was
+ * written. */
+static int
 add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
 {
 	char key[SRV_ENV_KEY_MAX + 1];
 	const char *name;
 	json_t *v;
 
-	json_object_foreach((json_t *)lock, name, v) {
+	json_object_foreach((json_t *)lock, name, v)
+	{
 		make_key(key, prefix, name);
 		add_value(b, key, v);
 	}
-	if (with_state && json_object_get(lock, "fencing_token") != NULL) {
-		make_key(key, prefix, "state");
-		if (json_is_true(json_object_get(lock, "expired")))
-			add_line(b, key, "expired", 7);
-		else
-			add_line(b, key, "held", 4);
-	}
+	if (json_object_get(lock, "state") != NULL)
+		return 1;
+	if (!with_state || json_object_get(lock, "fencing_token") == NULL)
+		return 0;
+	make_key(key, prefix, "state");
+	if (json_is_true(json_object_get(lock, "expired")))
+		add_line(b, key, "expired", 7);
+	else
+		add_line(b, key, "held", 4);
+	return 1;
 }
 
 static void
@@ -171,22 +176,26 @@ add_error(env_buf *b, const json_t *err)
 {
 	char key[SRV_ENV_KEY_MAX + 1];
 	const char *name, *code;
+	int has_state = 0;
 	json_t *v;
 
-	json_object_foreach((json_t *)err, name, v) {
+	json_object_foreach((json_t *)err, name, v)
+	{
 		if (strcmp(name, "code") == 0)
 			add_value(b, SRV_ENV_PREFIX "ERROR", v);
 		else if (json_is_object(v))
-			add_lock(b, SRV_ENV_PREFIX, v, 0);
+			has_state |= add_lock(b, SRV_ENV_PREFIX, v, 0);
 		else {
 			make_key(key, SRV_ENV_PREFIX "ERROR_", name);
 			add_value(b, key, v);
 		}
 	}
 	code = json_string_value(json_object_get(err, "code"));
-	if (code != NULL && strcmp(code, "not_held") == 0)
+	if (has_state || code == NULL)
+		return;
+	if (strcmp(code, "not_held") == 0)
 		add_line(b, SRV_ENV_PREFIX "STATE", "free", 4);
-	else if (code != NULL && strcmp(code, "locked") == 0)
+	else if (strcmp(code, "locked") == 0)
 		add_line(b, SRV_ENV_PREFIX "STATE", "held", 4);
 }
 
@@ -200,16 +209,18 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 
 	snprintf(num, sizeof num, "%zu", json_array_size(locks));
 	add_line(b, SRV_ENV_PREFIX "COUNT", num, strlen(num));
-	json_array_foreach(locks, i, v) {
+	json_array_foreach(locks, i, v)
+	{
 		snprintf(prefix, sizeof prefix, SRV_ENV_PREFIX "%zu_", i);
 		if (json_is_object(v))
-			add_lock(b, prefix, v, 1);
+			(void)add_lock(b, prefix, v, 1);
 		else {
 			make_key(key, prefix, "value");
 			add_value(b, key, v);
 		}
 	}
-	json_object_foreach((json_t *)answer, name, v) {
+	json_object_foreach((json_t *)answer, name, v)
+	{
 		if (strcmp(name, "locks") == 0)
 			continue;
 		make_key(key, SRV_ENV_PREFIX, name);
@@ -220,7 +231,7 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 char *
 srv_env_format(const json_t *answer)
 {
-	env_buf b = {0};
+	env_buf b = { 0 };
 	const json_t *err, *locks;
 
 	buf_add(&b, "", 0); /* "" even when nothing follows */
@@ -237,7 +248,7 @@ srv_env_format(const json_t *answer)
 	else if (json_is_array(locks))
 		add_list(&b, answer, locks);
 	else
-		add_lock(&b, SRV_ENV_PREFIX, answer, 1);
+		(void)add_lock(&b, SRV_ENV_PREFIX, answer, 1);
 done:
 	if (b.oom) {
 		free(b.p);

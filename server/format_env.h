@@ -24,14 +24,16 @@
  *   lock or lease  {name, owner, holder, ..., lease_id, refresh_interval}
  *                  -> LOCKGATE_LOCK (from name), LOCKGATE_OWNER,
  *                     LOCKGATE_HOLDER, LOCKGATE_LEASE_ID, ..., and
- *                     LOCKGATE_STATE='held' (or 'expired' when the object
- *                     says "expired": true) when it has a fencing_token.
+ *                     LOCKGATE_STATE: the object's own "state" member,
+ *                     else 'held' (or 'expired' when it says "expired":
+ *                     true) when it has a fencing_token.
  *   error          {"error": {code, message, ...}}
  *                  -> LOCKGATE_ERROR (code), LOCKGATE_ERROR_MESSAGE, other
  *                     scalar members as LOCKGATE_ERROR_<MEMBER>; a member
  *                     that is an object (the current holder of a 409
  *                     locked) is written as a lock (LOCKGATE_HOLDER, ...);
- *                     LOCKGATE_STATE='free' for not_held, 'held' for locked.
+ *                     LOCKGATE_STATE from that holder, else 'free' for
+ *                     not_held and 'held' for locked.
  *   list           {locks: [...], next_page_token}
  *                  -> LOCKGATE_COUNT, then lock I as LOCKGATE_<I>_LOCK,
  *                     LOCKGATE_<I>_HOLDER, ... (I from 0), and
@@ -43,8 +45,8 @@
 
 #include <jansson.h>
 
-#define SRV_ENV_PREFIX "LOCKGATE_"
-#define SRV_ENV_KEY_MAX 96      /* bytes of a key, prefix included */
+#define SRV_ENV_PREFIX  "LOCKGATE_"
+#define SRV_ENV_KEY_MAX 96 /* bytes of a key, prefix included */
 
 /* ANSWER (borrowed; NULL allowed, giving "") as KEY='value' lines, see
  * above.  Returns a new NUL-terminated string the caller frees with

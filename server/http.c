@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "http_int.h"
+#include "events.h"
+#include "format_env.h"
 #include "metrics.h"
 
 static int64_t
@@ -56,6 +58,33 @@ http_text(srv_req *r, int status, const char *ctype, const void *data,
 	return queue(r, status, resp);
 }
 
+/* Answer BODY (stolen) as KEY='value' lines. */
+static enum MHD_Result
+env_answer(srv_req *r, int status, json_t *body, int retry_after)
+{
+	struct MHD_Response *resp;
+	char *text = srv_env_format(body), ra[16];
+
+	json_decref(body);
+	if (text == NULL)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type",
+	    "text/plain; charset=utf-8");
+	if (retry_after > 0) {
+		snprintf(ra, sizeof(ra), "%d", retry_after);
+		MHD_add_response_header(resp, "Retry-After", ra);
+	}
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	return queue(r, status, resp);
+}
+
 enum MHD_Result
 http_json(srv_req *r, int status, json_t *body)
 {
@@ -63,6 +92,8 @@ http_json(srv_req *r, int status, json_t *body)
 	char *text = NULL;
 	size_t len = 0;
 
+	if (body != NULL && r->env_format)
+		return env_answer(r, status, body, 0);
 	if (body != NULL) {
 		text = json_dumps(body, JSON_COMPACT);
 		json_decref(body);
@@ -101,6 +132,10 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	body = json_pack("{s:o}", "error", e);
 	if (body == NULL)
 		return MHD_NO;
+	if (r->env_format)
+		return env_answer(r, status, body, status == 409 ||
+		    status == 503 ? (err->retry_after > 0 ? err->retry_after :
+		    1) : 0);
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL)
@@ -139,6 +174,41 @@ http_fail(srv_req *r, api_code code, const char *reason, const char *fmt, ...)
 	vsnprintf(err.message, sizeof(err.message), fmt, ap);
 	va_end(ap);
 	return http_error(r, &err, NULL);
+}
+
+/* The query string of a connection, for params.c. */
+static const char *
+mhd_query(void *ctx, const char *key)
+{
+	const char *v;
+
+	if (MHD_lookup_connection_value_n(ctx, MHD_GET_ARGUMENT_KIND, key,
+	    strlen(key), &v, NULL) != MHD_YES)
+		return NULL;
+	return v ? v : "";
+}
+
+typedef struct visit {
+	params_visit_fn fn;
+	void *arg;
+} visit;
+
+static enum MHD_Result
+mhd_visit(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	visit *v = cls;
+
+	(void)kind;
+	return v->fn(v->arg, key, value) ? MHD_NO : MHD_YES;
+}
+
+static void
+mhd_each(void *ctx, params_visit_fn fn, void *arg)
+{
+	visit v = { fn, arg };
+
+	MHD_get_connection_values(ctx, MHD_GET_ARGUMENT_KIND, mhd_visit, &v);
 }
 
 /*
@@ -190,6 +260,9 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		r->start_us = now_us();
 		r->route = "other";
 		r->waiter.fd = -1;
+		r->params.query = mhd_query;
+		r->params.each = mhd_each;
+		r->params.ctx = conn;
 		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 		*con_cls = r;
 		trace_of(conn, r->trace, sizeof(r->trace));
@@ -246,7 +319,6 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
-	json_t *f;
 	double secs;
 
 	(void)conn;
@@ -255,20 +327,10 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	secs = (double)(now_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
-	f = json_pack("{s:s, s:s, s:i, s:f}", "method", r->method, "route",
-	    r->route, "status", r->status, "latency_ms", secs * 1000.0);
-	if (f != NULL) {
-		if (r->lock[0])
-			json_object_set_new(f, "lock", json_string(r->lock));
-		if (r->owner[0])
-			json_object_set_new(f, "owner", json_string(r->owner));
-		if (r->trace[0])
-			json_object_set_new(f, "logging.googleapis.com/trace",
-			    json_string(r->trace));
-	}
-	srv_log(r->status >= 500 ? "ERROR" : "INFO", "request", f);
+	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
+	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->trace);
 	metrics_http(r->route, r->status, secs);
-	json_decref(r->params);
+	params_clear(&r->params);
 	json_decref(r->acq.labels);
 	json_decref(r->acq.claims);
 	api_lock_clear(&r->waiter.lock);
@@ -437,6 +499,7 @@ srv_free(srv_server *s)
 	if (s == NULL)
 		return;
 	srv_stop(s);
+	srv_events_reset();
 	free(s);
 }
 
@@ -459,19 +522,13 @@ srv_on_event(void *ctx, const api_event *ev)
 {
 	srv_server *s = ctx;
 	const char *what = event_name(ev->kind);
-	json_t *f;
 
 	metrics_lock_outcome(what);
-	if (ev->kind != API_EV_REFRESHED) {
-		f = json_pack("{s:s, s:s, s:s?, s:s?, s:s?}", "event", what,
-		    "lock", ev->name, "owner", ev->owner, "holder", ev->holder,
-		    "actor", ev->actor);
-		if (f != NULL && ev->fencing_token > 0)
-			json_object_set_new(f, "fencing_token",
-			    json_integer(ev->fencing_token));
-		srv_log(ev->kind == API_EV_FORCED || ev->kind == API_EV_LOST ?
-		    "NOTICE" : "INFO", "lock event", f);
-	}
+	srv_events_record(ev);
+	if (ev->kind != API_EV_REFRESHED)
+		srv_log_event(ev->kind == API_EV_FORCED ||
+		    ev->kind == API_EV_LOST ? "NOTICE" : "INFO", what, ev->name,
+		    ev->owner, ev->holder, ev->actor, ev->fencing_token);
 	if ((ev->kind == API_EV_RELEASED || ev->kind == API_EV_FORCED) &&
 	    s != NULL && s->waits != NULL)
 		srv_waits_wake(s->waits, ev->name);

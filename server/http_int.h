@@ -7,6 +7,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 
+#include "params.h"
 #include "srv.h"
 
 struct srv_server {
@@ -29,7 +30,7 @@ typedef struct srv_req {
 	char *body;           /* NUL-terminated */
 	size_t len, cap;
 	bool too_large;
-	json_t *params;       /* parsed body: an object, or NULL */
+	srv_params params;    /* body and query parameters */
 	/* For the log line and metrics: */
 	const char *route;
 	char lock[API_NAME_MAX + 1];
@@ -58,22 +59,6 @@ enum MHD_Result http_fail(srv_req *r, api_code code, const char *reason,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
     const void *data, size_t len, bool copy);
-
-/* --- params.c --- */
-/* Parse the body and check that every parameter (body key or query
- * argument) is one of ALLOWED (NULL-terminated).  0, or -1 with ERR. */
-int params_prepare(srv_req *r, const char *const *allowed, api_err *err);
-/* A string parameter into OUT (at most OUTLEN-1 bytes, no control
- * characters).  0 = absent (OUT ""), 1 = present, -1 = bad (ERR). */
-int params_str(srv_req *r, const char *key, char *out, size_t outlen,
-    api_err *err);
-/* An integer in [MIN, MAX]; DEF when absent.  0 or -1 (ERR). */
-int params_int(srv_req *r, const char *key, long min, long max, long def,
-    long *out, api_err *err);
-int params_bool(srv_req *r, const char *key, bool def, bool *out,
-    api_err *err);
-/* The labels object (new reference) or NULL when absent; -1 on error. */
-int params_labels(srv_req *r, json_t **out, api_err *err);
 
 /* --- routes.c --- */
 enum MHD_Result routes_dispatch(srv_req *r, const char *url);

@@ -10,22 +10,36 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "metrics.h"
 #include "srv.h"
+
+/* A refusal to start: one JSON line on stdout (the log stream Cloud
+ * Logging reads) and a plain one on stderr for people. */
+static void
+refuse(const char *what, const char *why)
+{
+	char msg[700];
+
+	snprintf(msg, sizeof(msg), "%s: %s", what, why);
+	srv_log("CRITICAL", msg, json_pack("{s:s}", "event", "refused"));
+	fprintf(stderr, "lockgate: %s\n", msg);
+}
 
 static void
 die(const char *what, const char *why)
 {
-	fprintf(stderr, "lockgate: %s: %s\n", what, why);
+	refuse(what, why);
 	exit(2);
 }
 
 /* Development mode (design section 4): no key configured, so make a random
- * secret, print a token, and stay on loopback.  Still closed. */
+ * secret and an admin token, and stay on loopback.  Still closed.  *TOKEN
+ * is the token to print once serving (free it). */
 static auth_ctx *
-dev_mode(srv_config *cfg, char *secret, size_t len)
+dev_mode(srv_config *cfg, char *secret, size_t len, char **token)
 {
 	unsigned char raw[32];
-	char host[256], err[256], *token;
+	char host[256], err[256];
 	auth_ctx *auth;
 	int port;
 	size_t i;
@@ -44,22 +58,32 @@ dev_mode(srv_config *cfg, char *secret, size_t len)
 	cfg->dev_mode = true;
 	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL)
 		die("development mode", err);
-	token = auth_mint_hs256(secret, strlen(secret), "dev",
+	*token = auth_mint_hs256(secret, strlen(secret), "dev",
 	    SRV_DEV_TOKEN_TTL, true);
-	if (token == NULL)
+	if (*token == NULL)
 		die("development mode", "cannot mint a token");
+	return auth;
+}
+
+static void
+dev_banner(const srv_config *cfg, const char *token, int port)
+{
+	char host[256], url[300];
+	int unused;
+
+	if (srv_parse_listen(cfg->listen, host, sizeof(host), &unused) != 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	snprintf(url, sizeof(url), strchr(host, ':') ? "http://[%s]:%d" :
+	    "http://%s:%d", host, port);
 	fprintf(stderr,
 	    "\nlockgate: development mode: no JWT key configured, so a random "
 	    "secret was made\nfor this run and only loopback is served.  An "
 	    "admin token for 12 hours:\n\n  export LOCKGATE_TOKEN=%s\n\n"
 	    "Try:\n  curl -sS -X POST -H \"Authorization: Bearer "
-	    "$LOCKGATE_TOKEN\" \\\n    'http://%s/v1/locks/demo:acquire?"
-	    "ttl=60&holder=me&purpose=try'\n\n"
-	    "The dashboard is at http://%s/ (paste the token).\n\n", token,
-	    cfg->listen, cfg->listen);
-	explicit_bzero(token, strlen(token));
-	free(token);
-	return auth;
+	    "$LOCKGATE_TOKEN\" \\\n    '%s/v1/locks/demo:"
+	    "acquire?ttl=60&holder=me&purpose=try'\n\n"
+	    "The dashboard is at %s/ (paste the token).\n\n",
+	    token, url, url);
 }
 
 static int
@@ -70,7 +94,7 @@ check(srv_config *cfg, gcs_store *store)
 	auth_ctx *auth;
 
 	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL) {
-		fprintf(stderr, "lockgate: %s\n", err);
+		refuse("bad configuration", err);
 		return 2;
 	}
 	if (gcs_check(store, &ge) != GCS_OK) {
@@ -89,7 +113,7 @@ check(srv_config *cfg, gcs_store *store)
 int
 main(int argc, char **argv)
 {
-	char err[512], secret[80];
+	char err[512], secret[80], *dev_token = NULL;
 	srv_config cfg;
 	gcs_store *store;
 	gcs_err ge;
@@ -101,6 +125,10 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "token") == 0)
 		return auth_token_main(argc - 1, argv + 1);
+	if (argc == 2 && strcmp(argv[1], "--routes") == 0) {
+		srv_routes_print();
+		return 0;
+	}
 
 	/* Before any thread starts, so all of them inherit the mask. */
 	sigemptyset(&set);
@@ -111,29 +139,55 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = srv_config_load(&cfg, argc, argv, err, sizeof(err));
-	if (rc == 1)
-		return 0;
-	if (rc != 0)
-		die("bad configuration", err);
-	if ((store = gcs_open(cfg.store, &ge)) == NULL)
-		die("cannot open the store", ge.msg);
+	if (rc != 0) {
+		srv_config_free(&cfg);
+		if (rc == 1)
+			return 0; /* --help, --version */
+		refuse("bad configuration", err);
+		return 2;
+	}
+	if ((store = gcs_open(cfg.store, &ge)) == NULL) {
+		refuse("cannot open the store (--store/LOCKGATE_STORE)", ge.msg);
+		srv_config_free(&cfg);
+		return 2;
+	}
+	/* Every store call counted and timed for /metrics. */
+	if ((store = srv_store_instrument(store)) == NULL)
+		die("start-up", "out of memory");
 	if (cfg.check_only) {
 		rc = check(&cfg, store);
 		gcs_store_free(store);
 		srv_config_free(&cfg);
 		return rc;
 	}
-	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL)
-		die("bad configuration", err);
+	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL) {
+		refuse("bad configuration", err);
+		gcs_store_free(store);
+		srv_config_free(&cfg);
+		return 2;
+	}
 	if (!auth_configured(auth)) {
 		auth_free(auth);
-		auth = dev_mode(&cfg, secret, sizeof(secret));
+		auth = dev_mode(&cfg, secret, sizeof(secret), &dev_token);
 	}
 	if ((srv = srv_new(&cfg)) == NULL ||
 	    (svc = api_new(store, srv_on_event, srv)) == NULL)
 		die("start-up", "out of memory");
-	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0)
-		die("cannot serve", err);
+	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0) {
+		refuse("cannot serve", err);
+		srv_free(srv);
+		api_free(svc);
+		gcs_store_free(store);
+		auth_free(auth);
+		srv_config_free(&cfg);
+		return 2;
+	}
+	if (dev_token != NULL) {
+		dev_banner(&cfg, dev_token, srv_port(srv));
+		explicit_bzero(dev_token, strlen(dev_token));
+		free(dev_token);
+		dev_token = NULL;
+	}
 	srv_log("INFO", "listening", json_pack("{s:s, s:i, s:s, s:s, s:b}",
 	    "listen", cfg.listen, "port", srv_port(srv), "store",
 	    cfg.store, "version", LOCKGATE_VERSION, "dev_mode",

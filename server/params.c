@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_int.h"
+#include <stdint.h>
+
+#include "params.h"
+#include "srv.h"
 
 typedef struct scan {
-	srv_req *r;
+	srv_params *p;
 	const char *const *allowed;
 	api_err *err;
 	int bad;
@@ -29,29 +32,27 @@ allowed_key(const char *const *allowed, const char *key)
 	return 0;
 }
 
-static enum MHD_Result
-scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-    const char *value)
+static int
+scan_arg(void *cls, const char *key, const char *value)
 {
 	scan *s = cls;
 	int i;
 
-	(void)kind;
 	if (s->bad)
-		return MHD_NO;
+		return 1;
 	if (!allowed_key(s->allowed, key)) {
 		api_fail(s->err, API_BAD_REQUEST,
 		    "unknown parameter '%.40s' for this request", key);
 		s->err->reason = "unknown_parameter";
 		s->bad = 1;
-		return MHD_NO;
+		return 1;
 	}
 	for (i = 0; i < s->nseen; i++)
 		if (strcmp(s->seen[i], key) == 0) {
 			api_fail(s->err, API_BAD_REQUEST,
 			    "parameter '%.40s' is given more than once", key);
 			s->bad = 1;
-			return MHD_NO;
+			return 1;
 		}
 	if (s->nseen < (int)(sizeof(s->seen) / sizeof(s->seen[0])))
 		s->seen[s->nseen++] = key;
@@ -59,43 +60,50 @@ scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
 		api_fail(s->err, API_BAD_REQUEST,
 		    "parameter '%.40s' is too long", key);
 		s->bad = 1;
-		return MHD_NO;
+		return 1;
 	}
-	if (s->r->params != NULL && json_object_get(s->r->params, key)) {
+	if (s->p->body != NULL && json_object_get(s->p->body, key)) {
 		api_fail(s->err, API_BAD_REQUEST,
 		    "parameter '%.40s' is given both in the body and the query",
 		    key);
 		s->bad = 1;
-		return MHD_NO;
+		return 1;
 	}
-	return MHD_YES;
+	return 0;
+}
+
+void
+params_clear(srv_params *p)
+{
+	json_decref(p->body);
+	p->body = NULL;
 }
 
 int
-params_prepare(srv_req *r, const char *const *allowed, api_err *err)
+params_prepare(srv_params *p, const char *body, size_t len,
+    const char *const *allowed, api_err *err)
 {
 	json_error_t je;
 	const char *k;
 	json_t *v;
 	scan s;
 
-	if (r->len > 0) {
-		r->params = json_loadb(r->body, r->len,
-		    JSON_REJECT_DUPLICATES, &je);
-		if (r->params == NULL) {
+	if (len > 0) {
+		p->body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+		if (p->body == NULL) {
 			api_fail(err, API_BAD_REQUEST,
 			    "the body is not valid JSON: %.80s (line %d)",
 			    je.text, je.line);
 			err->reason = "bad_json";
 			return -1;
 		}
-		if (!json_is_object(r->params)) {
+		if (!json_is_object(p->body)) {
 			api_fail(err, API_BAD_REQUEST,
 			    "the body must be a JSON object");
 			err->reason = "bad_json";
 			return -1;
 		}
-		json_object_foreach(r->params, k, v) {
+		json_object_foreach(p->body, k, v) {
 			if (!allowed_key(allowed, k)) {
 				api_fail(err, API_BAD_REQUEST,
 				    "unknown parameter '%.40s' for this request",
@@ -106,23 +114,17 @@ params_prepare(srv_req *r, const char *const *allowed, api_err *err)
 		}
 	}
 	memset(&s, 0, sizeof(s));
-	s.r = r;
+	s.p = p;
 	s.allowed = allowed;
 	s.err = err;
-	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_arg, &s);
+	p->each(p->ctx, scan_arg, &s);
 	return s.bad ? -1 : 0;
 }
 
-/* The query value of KEY ("" for a bare "?key"), or NULL when absent. */
 static const char *
-query(srv_req *r, const char *key)
+query(srv_params *p, const char *key)
 {
-	const char *v;
-
-	if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, key,
-	    strlen(key), &v, NULL) != MHD_YES)
-		return NULL;
-	return v ? v : "";
+	return p->query(p->ctx, key);
 }
 
 /* 1 when S is valid UTF-8 without control characters. */
@@ -156,10 +158,10 @@ clean_text(const char *s)
 }
 
 int
-params_str(srv_req *r, const char *key, char *out, size_t outlen,
+params_str(srv_params *p, const char *key, char *out, size_t outlen,
     api_err *err)
 {
-	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	json_t *j = p->body ? json_object_get(p->body, key) : NULL;
 	const char *v;
 	size_t len;
 
@@ -176,7 +178,7 @@ params_str(srv_req *r, const char *key, char *out, size_t outlen,
 			    "parameter '%s' contains a NUL byte", key);
 			return -1;
 		}
-	} else if ((v = query(r, key)) == NULL) {
+	} else if ((v = query(p, key)) == NULL) {
 		return 0;
 	}
 	len = strlen(v);
@@ -196,10 +198,10 @@ params_str(srv_req *r, const char *key, char *out, size_t outlen,
 }
 
 int
-params_int(srv_req *r, const char *key, long min, long max, long def,
+params_int(srv_params *p, const char *key, long min, long max, long def,
     long *out, api_err *err)
 {
-	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	json_t *j = p->body ? json_object_get(p->body, key) : NULL;
 	const char *v;
 	char *end;
 	long long n;
@@ -213,7 +215,7 @@ params_int(srv_req *r, const char *key, long min, long max, long def,
 			return -1;
 		}
 		n = json_integer_value(j);
-	} else if ((v = query(r, key)) != NULL) {
+	} else if ((v = query(p, key)) != NULL) {
 		errno = 0;
 		n = strtoll(v, &end, 10);
 		if (v[0] == '\0' || *end != '\0' || errno != 0 ||
@@ -236,9 +238,9 @@ params_int(srv_req *r, const char *key, long min, long max, long def,
 }
 
 int
-params_bool(srv_req *r, const char *key, bool def, bool *out, api_err *err)
+params_bool(srv_params *p, const char *key, bool def, bool *out, api_err *err)
 {
-	json_t *j = r->params ? json_object_get(r->params, key) : NULL;
+	json_t *j = p->body ? json_object_get(p->body, key) : NULL;
 	const char *v;
 
 	*out = def;
@@ -251,7 +253,7 @@ params_bool(srv_req *r, const char *key, bool def, bool *out, api_err *err)
 		*out = json_is_true(j);
 		return 0;
 	}
-	if ((v = query(r, key)) == NULL)
+	if ((v = query(p, key)) == NULL)
 		return 0;
 	if (!strcmp(v, "true") || !strcmp(v, "1") || v[0] == '\0')
 		*out = true;
@@ -266,16 +268,16 @@ params_bool(srv_req *r, const char *key, bool def, bool *out, api_err *err)
 }
 
 int
-params_labels(srv_req *r, json_t **out, api_err *err)
+params_labels(srv_params *p, json_t **out, api_err *err)
 {
-	json_t *j = r->params ? json_object_get(r->params, "labels") : NULL;
+	json_t *j = p->body ? json_object_get(p->body, "labels") : NULL;
 	const char *v;
 	char why[128];
 
 	*out = NULL;
 	if (j != NULL) {
 		json_incref(j);
-	} else if ((v = query(r, "labels")) != NULL) {
+	} else if ((v = query(p, "labels")) != NULL) {
 		/* In a query string, labels are JSON text:
 		 * labels={"env":"prod"} (URL-encoded). */
 		j = json_loads(v, JSON_REJECT_DUPLICATES, NULL);

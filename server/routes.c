@@ -11,6 +11,7 @@
 
 #include "http_int.h"
 #include "metrics.h"
+#include "events.h"
 #include "web.h"
 
 static const char *const acquire_params[] = {"ttl", "wait", "holder",
@@ -21,17 +22,12 @@ static const char *const release_params[] = {"lease_id", "format", NULL};
 static const char *const list_params[] = {"prefix", "page_size",
 	"page_token", "include_expired", "format", NULL};
 static const char *const plain_params[] = {"format", NULL};
+static const char *const events_params[] = {"max", "format", NULL};
 
 static bool
 is_get(const srv_req *r)
 {
 	return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
-}
-
-static bool
-is_post(const srv_req *r)
-{
-	return !strcmp(r->method, "POST");
 }
 
 static enum MHD_Result
@@ -94,7 +90,7 @@ prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
 	api_err err;
 
 	memset(&err, 0, sizeof(err));
-	if (params_prepare(r, allowed, &err) != 0) {
+	if (params_prepare(&r->params, r->body, r->len, allowed, &err) != 0) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
 	}
@@ -131,6 +127,8 @@ routes_finish_wait(srv_req *r)
 		    "instance will answer");
 	if (w->err.code == API_OK)
 		w->err.code = (api_code)w->rc;
+	if (w->rc == API_LOCKED)
+		metrics_lock_outcome("conflict");
 	return http_error(r, &w->err, w->rc == API_LOCKED ? &w->lock : NULL);
 }
 
@@ -183,14 +181,14 @@ do_acquire(srv_req *r, const char *name)
 	memset(&err, 0, sizeof(err));
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
-	if (params_int(r, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
-	    &ttl, &err) || params_int(r, "wait", 0, r->srv->cfg->max_wait, 0,
-	    &wait, &err) || params_int(r, "expected_duration", 0,
+	if (params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
+	    &ttl, &err) || params_int(&r->params, "wait", 0, r->srv->cfg->max_wait, 0,
+	    &wait, &err) || params_int(&r->params, "expected_duration", 0,
 	    API_EXPECTED_MAX, 0, &expected, &err) ||
-	    params_str(r, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
-	    params_str(r, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
-	    params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
-	    &err) < 0 || params_labels(r, &q->labels, &err))
+	    params_str(&r->params, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
+	    params_str(&r->params, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
+	    params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
+	    &err) < 0 || params_labels(&r->params, &q->labels, &err))
 		return http_error(r, &err, NULL);
 	if (q->lease_id[0] && !api_lease_id_valid(q->lease_id))
 		return http_fail(r, API_BAD_REQUEST, "bad_lease_id",
@@ -240,9 +238,9 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
 	q->admin = r->id.admin;
-	have = params_str(r, "lease_id", q->lease_id, sizeof(q->lease_id),
+	have = params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
 	    &err);
-	if (have < 0 || (with_ttl && params_int(r, "ttl", API_TTL_MIN,
+	if (have < 0 || (with_ttl && params_int(&r->params, "ttl", API_TTL_MIN,
 	    API_TTL_MAX, 0, &ttl, &err))) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
@@ -333,6 +331,25 @@ do_inspect(srv_req *r, const char *name)
 	return mr;
 }
 
+/* The timeline of recent events this instance saw for NAME. */
+static enum MHD_Result
+do_events(srv_req *r, const char *name)
+{
+	enum MHD_Result mr;
+	api_err err;
+	long limit;
+
+	r->route = "events";
+	memset(&err, 0, sizeof(err));
+	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
+	    prepare(r, events_params, &mr) != 0)
+		return mr;
+	if (params_int(&r->params, "max", 1, SRV_EVENTS_ANSWER_MAX,
+	    SRV_EVENTS_ANSWER_MAX, &limit, &err))
+		return http_error(r, &err, NULL);
+	return http_json(r, 200, srv_events_json(name, (size_t)limit));
+}
+
 static int
 prefix_valid(const char *p)
 {
@@ -376,11 +393,11 @@ do_list(srv_req *r)
 	memset(&err, 0, sizeof(err));
 	if (prepare(r, list_params, &mr) != 0)
 		return mr;
-	if (params_str(r, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
-	    params_str(r, "page_token", q.page_token, sizeof(q.page_token),
-	    &err) < 0 || params_int(r, "page_size", 1, API_PAGE_SIZE_MAX,
+	if (params_str(&r->params, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
+	    params_str(&r->params, "page_token", q.page_token, sizeof(q.page_token),
+	    &err) < 0 || params_int(&r->params, "page_size", 1, API_PAGE_SIZE_MAX,
 	    API_PAGE_SIZE_DEFAULT, &size, &err) ||
-	    params_bool(r, "include_expired", false, &q.include_expired, &err))
+	    params_bool(&r->params, "include_expired", false, &q.include_expired, &err))
 		return http_error(r, &err, NULL);
 	if (!prefix_valid(q.prefix))
 		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
@@ -398,6 +415,11 @@ do_list(srv_req *r)
 	    res.next_page_token);
 	if (body != NULL && res.next_page_token == NULL)
 		json_object_set_new(body, "next_page_token", json_null());
+	if (body != NULL && r->env_format) {
+		/* lockctl list: KEY='value' lines, no ETag. */
+		api_list_res_clear(&res);
+		return http_json(r, 200, body);
+	}
 	/* Expiry states are part of the content; "now" is not. */
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (text == NULL) {
@@ -407,7 +429,7 @@ do_list(srv_req *r)
 	}
 	etag_of(text, etag, sizeof(etag));
 	free(text);
-	api_time_str(res.n ? res.locks[0].now_ms : 0, now, sizeof(now));
+	api_time_str(res.now_ms, now, sizeof(now));
 	api_list_res_clear(&res);
 	inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_IF_NONE_MATCH);
@@ -467,47 +489,6 @@ do_whoami(srv_req *r)
 }
 
 static enum MHD_Result
-v1(srv_req *r, const char *path)
-{
-	char name[API_NAME_MAX + 1], why[128];
-	const char *rest, *colon, *verb;
-	size_t nlen;
-
-	if (!strcmp(path, "/whoami"))
-		return is_get(r) ? do_whoami(r) : bad_method(r, "GET");
-	if (!strcmp(path, "/locks") || !strcmp(path, "/locks/"))
-		return is_get(r) ? do_list(r) : bad_method(r, "GET");
-	if (strncmp(path, "/locks/", 7) != 0)
-		return http_fail(r, API_NOT_FOUND, NULL,
-		    "no such route; see /v1/locks");
-	rest = path + 7;
-	colon = strchr(rest, ':');
-	nlen = colon ? (size_t)(colon - rest) : strlen(rest);
-	verb = colon ? colon + 1 : NULL;
-	if (nlen > API_NAME_MAX)
-		return http_fail(r, API_BAD_REQUEST, "bad_name",
-		    "the lock name is longer than 256 bytes");
-	memcpy(name, rest, nlen);
-	name[nlen] = '\0';
-	if (!api_name_valid(name, why, sizeof(why)))
-		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
-	snprintf(r->lock, sizeof(r->lock), "%s", name);
-	if (verb == NULL)
-		return is_get(r) ? do_inspect(r, name) : bad_method(r, "GET");
-	if (!strcmp(verb, "acquire"))
-		return is_post(r) ? do_acquire(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "refresh"))
-		return is_post(r) ? do_refresh(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "release"))
-		return is_post(r) ? do_release(r, name) : bad_method(r, "POST");
-	if (!strcmp(verb, "forceRelease"))
-		return is_post(r) ? do_force(r, name) : bad_method(r, "POST");
-	return http_fail(r, API_NOT_FOUND, "unknown_verb",
-	    "unknown verb ':%.32s' (use acquire, refresh, release or "
-	    "forceRelease)", verb);
-}
-
-static enum MHD_Result
 do_readyz(srv_req *r)
 {
 	gcs_err ge;
@@ -541,38 +522,17 @@ do_metrics(srv_req *r)
 	return mr;
 }
 
-static const char *
-content_type(const char *path)
-{
-	const char *dot = strrchr(path, '.');
-
-	if (dot == NULL)
-		return "text/x-shellscript; charset=utf-8"; /* /lockctl */
-	if (!strcmp(dot, ".html"))
-		return "text/html; charset=utf-8";
-	if (!strcmp(dot, ".js"))
-		return "text/javascript; charset=utf-8";
-	if (!strcmp(dot, ".css"))
-		return "text/css; charset=utf-8";
-	if (!strcmp(dot, ".svg"))
-		return "image/svg+xml";
-	return "application/octet-stream";
-}
-
 static enum MHD_Result
 do_asset(srv_req *r, const char *url)
 {
 	const srv_asset *a;
+	const char *ctype;
 	struct MHD_Response *resp;
 	enum MHD_Result mr;
+	size_t i;
 
 	r->route = "asset";
-	if (!strcmp(url, "/"))
-		url = "/index.html";
-	for (a = srv_assets; a->path != NULL; a++)
-		if (!strcmp(a->path, url))
-			break;
-	if (a->path == NULL)
+	if ((a = srv_web_find(url, &ctype)) == NULL)
 		return http_fail(r, API_NOT_FOUND, NULL, "no such page");
 	if (!is_get(r))
 		return bad_method(r, "GET");
@@ -580,34 +540,156 @@ do_asset(srv_req *r, const char *url)
 	    MHD_RESPMEM_PERSISTENT);
 	if (resp == NULL)
 		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", content_type(a->path));
-	MHD_add_response_header(resp, "Content-Security-Policy",
-	    "default-src 'self'; script-src 'self'; style-src 'self'; "
-	    "img-src 'self' data:; connect-src 'self'; object-src 'none'; "
-	    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
-	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	for (i = 0; srv_web_headers[i][0] != NULL; i++)
+		MHD_add_response_header(resp, srv_web_headers[i][0],
+		    srv_web_headers[i][1]);
 	r->status = 200;
 	mr = MHD_queue_response(r->conn, 200, resp);
 	MHD_destroy_response(resp);
 	return mr;
 }
 
+/*
+ * Shell clients without jq ask for KEY='value' lines: Accept: text/plain,
+ * or format=env.  -1 when the format parameter is bad (answered).
+ */
+static int
+negotiate(srv_req *r, enum MHD_Result *mr)
+{
+	const char *f, *accept;
+
+	f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
+	    "format");
+	if (f != NULL) {
+		if (strcmp(f, "env") != 0 && strcmp(f, "json") != 0) {
+			*mr = http_fail(r, API_BAD_REQUEST, "bad_format",
+			    "format must be env or json");
+			return -1;
+		}
+		r->env_format = strcmp(f, "env") == 0;
+		return 0;
+	}
+	accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_ACCEPT);
+	r->env_format = accept != NULL && strstr(accept, "text/plain") &&
+	    !strstr(accept, "application/json");
+	return 0;
+}
+
+typedef enum MHD_Result (*fixed_fn)(srv_req *r);
+typedef enum MHD_Result (*lock_fn)(srv_req *r, const char *name);
+
+static enum MHD_Result
+do_healthz(srv_req *r)
+{
+	r->route = "healthz";
+	return http_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* The routing table: what is served is exactly what is listed here, and
+ * `lockgate --routes` prints it for the OpenAPI test. */
+static const struct fixed_route {
+	const char *path;
+	const char *method;
+	fixed_fn fn;
+} fixed_routes[] = {
+	{"/v1/locks", "GET", do_list},
+	{"/v1/whoami", "GET", do_whoami},
+	{"/healthz", "GET", do_healthz},
+	{"/readyz", "GET", do_readyz},
+	{"/metrics", "GET", do_metrics},
+};
+
+static const struct lock_route {
+	const char *verb;   /* after "/v1/locks/{name}:"; NULL = none */
+	const char *method;
+	lock_fn fn;
+} lock_routes[] = {
+	{NULL, "GET", do_inspect},
+	{"acquire", "POST", do_acquire},
+	{"refresh", "POST", do_refresh},
+	{"release", "POST", do_release},
+	{"forceRelease", "POST", do_force},
+	{"events", "GET", do_events},
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static bool
+method_is(const srv_req *r, const char *method)
+{
+	return !strcmp(method, "GET") ? is_get(r) : !strcmp(r->method, method);
+}
+
+static enum MHD_Result
+lock_route(srv_req *r, const char *rest)
+{
+	char name[API_NAME_MAX + 1], why[128];
+	const char *colon, *verb;
+	size_t nlen, i;
+
+	colon = strchr(rest, ':');
+	nlen = colon ? (size_t)(colon - rest) : strlen(rest);
+	verb = colon ? colon + 1 : NULL;
+	if (nlen > API_NAME_MAX)
+		return http_fail(r, API_BAD_REQUEST, "bad_name",
+		    "the lock name is longer than 256 bytes");
+	memcpy(name, rest, nlen);
+	name[nlen] = '\0';
+	if (!api_name_valid(name, why, sizeof(why)))
+		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
+	snprintf(r->lock, sizeof(r->lock), "%s", name);
+	for (i = 0; i < NELEM(lock_routes); i++) {
+		const struct lock_route *lr = &lock_routes[i];
+		if (verb == NULL ? lr->verb != NULL :
+		    lr->verb == NULL || strcmp(lr->verb, verb) != 0)
+			continue;
+		if (!method_is(r, lr->method))
+			return bad_method(r, lr->method);
+		return lr->fn(r, name);
+	}
+	return http_fail(r, API_NOT_FOUND, "unknown_verb",
+	    "unknown verb ':%.32s' (use acquire, refresh, release, "
+	    "forceRelease or events)", verb);
+}
+
 enum MHD_Result
 routes_dispatch(srv_req *r, const char *url)
 {
-	if (!strncmp(url, "/v1/", 4))
-		return v1(r, url + 3);
-	if (!strcmp(url, "/healthz")) {
-		r->route = "healthz";
-		return is_get(r) ? http_json(r, 200, json_pack("{s:s}",
-		    "status", "ok")) : bad_method(r, "GET");
+	enum MHD_Result mr;
+	size_t i;
+
+	if (!strncmp(url, "/v1/", 4) && negotiate(r, &mr) != 0)
+		return mr;
+	for (i = 0; i < NELEM(fixed_routes); i++) {
+		if (strcmp(url, fixed_routes[i].path) != 0)
+			continue;
+		if (!method_is(r, fixed_routes[i].method))
+			return bad_method(r, fixed_routes[i].method);
+		return fixed_routes[i].fn(r);
 	}
-	if (!strcmp(url, "/readyz"))
-		return is_get(r) ? do_readyz(r) : bad_method(r, "GET");
-	if (!strcmp(url, "/metrics"))
-		return is_get(r) ? do_metrics(r) : bad_method(r, "GET");
+	if (!strncmp(url, "/v1/locks/", 10))
+		return lock_route(r, url + 10);
+	if (!strncmp(url, "/v1/", 4))
+		return http_fail(r, API_NOT_FOUND, NULL,
+		    "no such route; see /v1/locks");
 	return do_asset(r, url);
+}
+
+void
+srv_routes_print(void)
+{
+	const srv_asset *a;
+	size_t i;
+
+	for (i = 0; i < NELEM(fixed_routes); i++)
+		printf("%s %s\n", fixed_routes[i].method, fixed_routes[i].path);
+	for (i = 0; i < NELEM(lock_routes); i++)
+		printf("%s /v1/locks/{name}%s%s\n", lock_routes[i].method,
+		    lock_routes[i].verb ? ":" : "",
+		    lock_routes[i].verb ? lock_routes[i].verb : "");
+	printf("GET /\n");
+	for (a = srv_assets; a->path != NULL; a++)
+		printf("GET %s\n", a->path);
 }

@@ -70,6 +70,13 @@ int srv_host_is_loopback(const char *host);
 void srv_log(const char *severity, const char *message, json_t *fields);
 void srv_logf(const char *severity, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same shape, for the hot path: the request line and lock events.
+ * NULL or "" fields are left out. */
+void srv_log_request(const char *severity, const char *method,
+    const char *route, int status, double latency_ms, const char *lock,
+    const char *owner, const char *trace);
+void srv_log_event(const char *severity, const char *event, const char *lock,
+    const char *owner, const char *holder, const char *actor, int64_t token);
 
 /* --- http.c --- */
 
@@ -90,6 +97,11 @@ void srv_free(srv_server *s);
 /* The api event hook: logs, metrics, timeline, waking waiters. */
 void srv_on_event(void *ctx, const api_event *ev);
 bool srv_draining(const srv_server *s);
+
+/* --- routes.c --- */
+
+/* Print every route served, "METHOD /path" a line (lockgate --routes). */
+void srv_routes_print(void);
 
 /* --- wait.c --- */
 

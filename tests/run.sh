@@ -44,6 +44,13 @@ if [ "$what" = all ] || [ "$what" = e2e ]; then
 		run "e2e-$(basename "$t" .sh)" sh "$t"
 	done
 fi
+# The same end-to-end suites on gs:// against the fake GCS: one switch.
+if [ "$what" = all ] || [ "$what" = e2e-gs ]; then
+	for t in tests/e2e/test_core_*.sh tests/e2e/test_lockctl_*.sh; do
+		[ -f "$t" ] || continue
+		run "e2e-gs-$(basename "$t" .sh)" env LG_STORE=gs sh "$t"
+	done
+fi
 if [ "$what" = all ] || [ "$what" = browser ]; then
 	for t in tests/browser/test_*.mjs; do
 		[ -f "$t" ] || continue

@@ -58,6 +58,8 @@
 		detail: null,       /* name shown in the detail view */
 		detailLock: null,
 		needToken: false,
+		loaded: false,      /* a list answer arrived for this prefix */
+		lastError: '',      /* why the last poll failed, '' when it did not */
 	};
 
 	/* ---------- token ---------- */
@@ -303,7 +305,6 @@
 				/* an empty page's "now" may not come from the store */
 				if (Array.isArray(page.body.locks) && page.body.locks.length)
 					nowMs = ms(page.body.now);
-				page.at = Date.now();
 			}
 			seen.set(token, page);
 			const locks = Array.isArray(page.body.locks) ? page.body.locks : [];
@@ -318,6 +319,10 @@
 		if (seen.size !== st.pages.size)
 			changed = true;
 		st.pages = seen;
+		if (!st.loaded) {
+			st.loaded = true;
+			changed = true;
+		}
 		if (Number.isFinite(nowMs))
 			st.offsetMs = nowMs - Date.now();
 		if (!changed)
@@ -336,10 +341,12 @@
 			st.failures = 0;
 			st.downSince = null;
 			st.needToken = false;
+			st.lastError = '';
 			setLive('live', 'ok');
 			banner('');
 		} catch (err) {
 			st.failures++;
+			st.lastError = explain(err);
 			if (err.status === 0) {
 				if (!st.downSince)
 					st.downSince = new Date();
@@ -363,6 +370,8 @@
 				setLive('error', 'down');
 				banner(explain(err));
 			}
+			if (!st.loaded)
+				render(); /* say why the table is empty */
 		}
 		schedule();
 	}
@@ -388,6 +397,7 @@
 	function clearData() {
 		st.locks = [];
 		st.pages = new Map();
+		st.loaded = false;
 		st.viewDirty = true;
 		render();
 	}
@@ -475,6 +485,8 @@
 		const empty = $('empty');
 		if (st.view.length === 0) {
 			empty.textContent = st.needToken ? 'Sign in to see the locks.' :
+			    !st.loaded ? (st.lastError ? 'Could not load the locks. ' +
+			    st.lastError : 'Loading locks…') :
 			    st.locks.length === 0 ?
 			    (st.prefix ? 'No lock is held under “' + st.prefix + '”.' :
 			    'No locks are held right now.') :
@@ -859,6 +871,7 @@
 				st.prefix = p;
 				st.page = 0;
 				st.pages = new Map();
+				st.loaded = false;
 				pollNow();
 			}, PREFIX_DEBOUNCE_MS);
 		});

@@ -32,6 +32,11 @@ function lgBin() {
 	throw new Error('no lockgate binary: run make build/lockgate build/asan/lockgate');
 }
 
+// Run FN on the way out (before the temp dirs are removed).
+export function onCleanup(fn) {
+	cleanups.unshift(fn);
+}
+
 export function tmpdir(tag) {
 	const d = fs.mkdtempSync(path.join(os.tmpdir(), 'lg-browser-' + tag + '-'));
 	cleanups.push(() => fs.rmSync(d, { recursive: true, force: true }));

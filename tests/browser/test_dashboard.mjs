@@ -121,9 +121,21 @@ await run('dashboard', [
 		await noLeaseIdShown();
 	}],
 
-	['the countdown ticks', async () => {
+	['the countdown ticks; an unchanged list costs a 304', async () => {
+		let ok200 = 0, not304 = 0;
+		const seen = (r) => {
+			if (!r.url().includes('/v1/locks?'))
+				return;
+			if (r.status() === 304)
+				not304++;
+			else if (r.status() === 200)
+				ok200++;
+		};
+		page.on('response', seen);
 		const a = await cell('prod/deploy', 'expires');
 		await sleep(2100);
+		page.off('response', seen);
+		assert(not304 >= 1, 'no 304 while nothing changed (' + ok200 + ' full answers)');
 		const b = await cell('prod/deploy', 'expires');
 		assert(a !== b, 'countdown did not move: ' + a);
 		const secs = (t) => t.split(' ').reduce((s, p) => s + parseInt(p, 10) * (p.endsWith('m') ? 60 : 1), 0);
@@ -259,8 +271,10 @@ await run('dashboard', [
 			ttl: 900, holder: 'https://ci.example/acme/web/-/jobs/8812',
 			purpose: 'canary rollout 3.4.0', labels: { env: 'staging', team: 'web' },
 		});
-		await seed(root, 'ops/backup', { ttl: 4, holder: 'cron@db-1', purpose: 'nightly backup', labels: { tier: 'gold' } });
+		await seed(root, 'ops/backup', { ttl: 6, holder: 'cron@db-1', purpose: 'nightly backup', labels: { tier: 'gold' } });
 		await within(LIVE_MS, () => page.$(row('ops/backup')), 'ops/backup row');
+		await within(3000, async () => (await cell('ops/backup', 'state')) === 'expiring soon',
+		    'ops/backup (ttl 6 s) shows expiring soon');
 		await page.mouse.move(1, 790);
 		await noLeaseIdShown();
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -288,6 +302,7 @@ await run('dashboard', [
 		await page.click('#tokencancel');
 		await within(3000, async () => /Not signed in|refused/i.test(await page.textContent('#banner')), '401 banner');
 		eq(await page.$$eval('#rows tr', (r) => r.length), 0, 'rows without a valid token');
+		eq(await page.textContent('#empty'), 'Sign in to see the locks.', 'empty table says why');
 	}],
 
 	['a server that stops answering is reported', async () => {

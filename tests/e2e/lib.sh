@@ -50,6 +50,7 @@ esac
 lg_start() {
 	LG_N=$((LG_N + 1))
 	LG_LOG=$LG_TMP/lockgate.$LG_N.log
+	: >"$LG_LOG"
 	# shellcheck disable=SC2086
 	env LOCKGATE_JWT_SECRET="$LG_SECRET" ${LG_ENV:-} "$LG_BIN" \
 	    --listen 127.0.0.1:0 --store "$LG_STORE_URL" "$@" \
@@ -98,7 +99,7 @@ lg_stop() {
 	wait "$pid"
 	st=$?
 	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
-	for f in "$LG_TMP"/lockgate.*.log; do lg_sanitizer_clean "$f"; done
+	for f in "$LG_TMP"/*.log; do [ -f "$f" ] && lg_sanitizer_clean "$f"; done
 	[ "$st" -eq 0 ] || lg_fail "instance $pid exited $st"
 }
 

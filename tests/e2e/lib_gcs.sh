@@ -2,7 +2,8 @@
 # LG_STORE=gs).  Starts build/tools/fake_gcs on loopback and a free port,
 # points lockgate at it through STORAGE_EMULATOR_HOST, and offers helpers
 # to drive its control endpoint.  LG_FAKE_GCS_ARGS adds fake_gcs options
-# (e.g. --rate-limit).
+# (e.g. --rate-limit).  Its own variables start with _lgf_ so that they
+# never clobber a test's ($code, $out, $i ...).
 
 LG_FAKE_GCS_BIN=${LG_FAKE_GCS_BIN:-build/tools/fake_gcs}
 LG_FAKE_GCS_PID=""
@@ -12,37 +13,39 @@ LG_FAKE_GCS_PID=""
 lg_store_setup() {
 	[ -x "$LG_FAKE_GCS_BIN" ] ||
 	    lg_fail "$LG_FAKE_GCS_BIN is missing (make build/tools/fake_gcs)"
+	: >"$LG_TMP/fake_gcs.port" # exists before the child opens it
 	# shellcheck disable=SC2086
 	"$LG_FAKE_GCS_BIN" --port 0 ${LG_FAKE_GCS_ARGS:-} \
 	    >"$LG_TMP/fake_gcs.port" 2>"$LG_TMP/fake_gcs.log" &
 	LG_FAKE_GCS_PID=$!
-	i=0
-	port=""
-	while [ $i -lt 100 ]; do
-		port=$(head -n 1 "$LG_TMP/fake_gcs.port")
-		[ -n "$port" ] && break
+	_lgf_i=0
+	_lgf_port=""
+	while [ $_lgf_i -lt 100 ]; do
+		_lgf_port=$(head -n 1 "$LG_TMP/fake_gcs.port")
+		[ -n "$_lgf_port" ] && break
 		kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null || break
 		sleep 0.05
-		i=$((i + 1))
+		_lgf_i=$((_lgf_i + 1))
 	done
-	[ -n "$port" ] || lg_fail "fake_gcs did not start"
-	LG_FAKE_GCS_URL=http://127.0.0.1:$port
-	STORAGE_EMULATOR_HOST=127.0.0.1:$port
+	[ -n "$_lgf_port" ] || lg_fail "fake_gcs did not start"
+	LG_FAKE_GCS_URL=http://127.0.0.1:$_lgf_port
+	STORAGE_EMULATOR_HOST=127.0.0.1:$_lgf_port
 	export STORAGE_EMULATOR_HOST
 	LG_STORE_URL=${LG_STORE_URL:-gs://lockgate-e2e/locks/}
 }
 
-# lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.
+# lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.  Safe
+# under set -e (it runs in the EXIT trap).
 lg_store_teardown() {
 	[ -n "$LG_FAKE_GCS_PID" ] || return 0
-	kill -TERM "$LG_FAKE_GCS_PID" 2>/dev/null
-	i=0
-	while kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null && [ $i -lt 60 ]; do
+	kill -TERM "$LG_FAKE_GCS_PID" 2>/dev/null || true
+	_lgf_i=0
+	while kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null && [ $_lgf_i -lt 60 ]; do
 		sleep 0.05
-		i=$((i + 1))
+		_lgf_i=$((_lgf_i + 1))
 	done
-	kill -KILL "$LG_FAKE_GCS_PID" 2>/dev/null
-	wait "$LG_FAKE_GCS_PID" 2>/dev/null
+	kill -KILL "$LG_FAKE_GCS_PID" 2>/dev/null || true
+	wait "$LG_FAKE_GCS_PID" 2>/dev/null || true
 	LG_FAKE_GCS_PID=""
 }
 
@@ -50,20 +53,23 @@ lg_store_teardown() {
 # (fault?op=..&kind=..&count=.., clear-faults, config?.., reset, stats,
 # requests) and print its answer; fails the test unless it answers 200.
 lg_fake() {
-	out=$(curl -sS --max-time 5 -w '\n%{http_code}' "$LG_FAKE_GCS_URL/_fake/$1") ||
-	    lg_fail "fake_gcs control $1"
-	code=$(printf '%s\n' "$out" | tail -n 1)
-	[ "$code" = 200 ] || lg_fail "fake_gcs control $1: HTTP $code"
-	printf '%s\n' "$out" | sed '$d'
+	_lgf_out=$(curl -sS --max-time 5 -w '\n%{http_code}' \
+	    "$LG_FAKE_GCS_URL/_fake/$1") || lg_fail "fake_gcs control $1"
+	_lgf_code=$(printf '%s\n' "$_lgf_out" | tail -n 1)
+	[ "$_lgf_code" = 200 ] || lg_fail "fake_gcs control $1: HTTP $_lgf_code"
+	printf '%s\n' "$_lgf_out" | sed '$d'
 }
 
 # lg_fake_count NAME: a counter of the fake: an operation (insert get patch
-# delete list token metadata) or writes, reads, objects, connections.
+# delete list token metadata) or writes, reads, objects, connections,
+# tokens_issued.  (sed, not python: it runs often on a busy machine.)
 lg_fake_count() {
-	lg_fake stats | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-k = sys.argv[1]
-print(d["ops"][k] if k in d["ops"] else d[k])
-' "$1"
+	_lgf_v=$(lg_fake stats | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p")
+	[ -n "$_lgf_v" ] || lg_fail "fake_gcs has no counter $1"
+	echo "$_lgf_v"
+}
+
+# lg_jget KEY FILE: the first "KEY":"value" or "KEY":number in FILE.
+lg_jget() {
+	grep -o "\"$1\":\"\{0,1\}[^\",}]*" "$2" | head -n 1 | sed 's/^[^:]*:"\{0,1\}//'
 }

@@ -3,6 +3,7 @@
 as lockgate writes it, and print selected sample values.
 
     metrics_check.py FILE [SERIES...]
+    metrics_check.py --moved BEFORE AFTER SERIES MIN [SERIES MIN]...
 
 Checks: every sample belongs to a family declared by a TYPE line before it;
 one HELP and one TYPE per family; names prefixed lockgate_; counters end in
@@ -10,7 +11,8 @@ _total; label syntax; values are numbers; histogram series have increasing
 le bounds, cumulative counts that never decrease, a +Inf bucket equal to
 _count, and a _sum.  Exits 1 with one line per problem.  Then prints, for
 each SERIES argument (name with labels, exactly as in the text), its value
-or 0 when absent.
+or 0 when absent.  With --moved, checks both files and that each SERIES
+grew by at least MIN from BEFORE to AFTER (absent counts as 0).
 """
 import math
 import re
@@ -25,8 +27,9 @@ def parse_labels(s):
     return re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', s or "")
 
 
-def main():
-    text = open(sys.argv[1]).read()
+def check(path):
+    """Return (problems, samples) of the exposition in PATH."""
+    text = open(path).read()
     problems = []
     types, helps = {}, set()
     samples = {}
@@ -111,6 +114,24 @@ def main():
             problems.append("%s: _count %s != +Inf bucket %s" % (where, h["count"], b[-1][1]))
         if h["sum"] is None or h["sum"] < 0:
             problems.append("%s: _sum missing or negative" % where)
+    return problems, samples
+
+
+def main():
+    if sys.argv[1] == "--moved":
+        p1, before = check(sys.argv[2])
+        p2, after = check(sys.argv[3])
+        problems = p1 + p2
+        args = sys.argv[4:]
+        for series, least in zip(args[::2], args[1::2]):
+            d = after.get(series, 0) - before.get(series, 0)
+            if d < float(least):
+                problems.append("%s moved by %g, want >= %s" % (series, d, least))
+        if problems:
+            print("\n".join("metrics: " + p for p in problems))
+            sys.exit(1)
+        return
+    problems, samples = check(sys.argv[1])
     if problems:
         print("\n".join("metrics: " + p for p in problems))
         sys.exit(1)

@@ -54,7 +54,7 @@ run() {
 # ERROR or above, names OPTION.
 json_refusal() {
 	python3 - "$TMP/stdout" "$1" <<'PY'
-import json, sys
+import json, re, sys
 named = False
 for i, line in enumerate(open(sys.argv[1]), 1):
     if not line.strip():
@@ -66,7 +66,7 @@ for i, line in enumerate(open(sys.argv[1]), 1):
     if not all(k in o for k in ("severity", "message", "time")):
         print("stdout line %d lacks severity/message/time" % i); sys.exit(1)
     if o["severity"] in ("ERROR", "CRITICAL", "ALERT", "EMERGENCY") and \
-            sys.argv[2] in json.dumps(o):
+            re.search(sys.argv[2], o["message"]):
         named = True
 if not named:
     print("no JSON log line at ERROR or above names the option on stdout")
@@ -74,7 +74,8 @@ if not named:
 PY
 }
 
-# refuse OPTION WHY_REGEX [VAR=VALUE | -VAR]... -- [ARG]...
+# refuse OPTION_REGEX WHY_REGEX [VAR=VALUE | -VAR]... -- [ARG]...
+# OPTION_REGEX (extended) must match the message: the flag or the variable.
 refuse() {
 	opt=$1
 	why=$2
@@ -90,7 +91,7 @@ refuse() {
 		sed 's/^/    /' "$TMP/out" | head -n 20
 		return
 	fi
-	if ! grep -qF -- "$opt" "$TMP/out"; then
+	if ! grep -qE -- "$opt" "$TMP/out"; then
 		fail "[$opt] message does not name the option:"
 		sed 's/^/    /' "$TMP/out" | head -n 5
 		return
@@ -105,7 +106,7 @@ refuse() {
 		sed 's/^/    /' "$TMP/out" | head -n 5
 		return
 	fi
-	echo "ok [$opt] $(grep -F -- "$opt" "$TMP/stderr" "$TMP/stdout" | head -n 1 | cut -c1-160)"
+	echo "ok [$opt] $(grep -hE -- "$opt" "$TMP/stderr" | head -n 1 | cut -c1-150)"
 }
 
 # Numbers: not a number, out of range, from a variable and from a flag.
@@ -123,6 +124,16 @@ refuse PORT 'port' -LOCKGATE_LISTEN PORT=99999 --
 # Stores.
 refuse LOCKGATE_STORE 'file://' LOCKGATE_STORE=ftp://example.com/x --
 refuse --store 'needs a value' -- --store
+refuse 'LOCKGATE_STORE|--store' 'bucket name' LOCKGATE_STORE=gs://x --
+refuse 'LOCKGATE_STORE|--store' 'needs a directory' LOCKGATE_STORE=file:// --
+# Keys and policy: the option that points at the bad thing is named.
+refuse 'LOCKGATE_JWT_SECRET|--jwt-secret' 'at least [0-9]+ bytes' \
+    LOCKGATE_JWT_SECRET=short --
+refuse 'LOCKGATE_JWT_PUBLIC_KEYS|--jwt-public-keys' 'no such file' \
+    LOCKGATE_JWT_PUBLIC_KEYS="$TMP/missing.pem" --
+refuse 'LOCKGATE_POLICY|--policy' 'no such file' \
+    LOCKGATE_POLICY="$TMP/missing.json" --
+refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'https://' LOCKGATE_JWKS_URL=notaurl --
 # Command line.
 refuse --bogus 'unknown option' -- --bogus
 refuse stray 'unexpected argument' -- stray

@@ -30,19 +30,28 @@ ldd "$BIN" >"$TMP/ldd"
 if grep -q 'not found' "$TMP/ldd"; then
 	echo "FAIL: unresolved libraries:"; grep 'not found' "$TMP/ldd"; exit 1
 fi
+: >"$TMP/cands"
+awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' "$TMP/ldd" |
+    sort -u >"$TMP/libs"
+while read -r f; do
+	printf '%s\n%s\n%s\n' "$f" "$(readlink -f "$f")" "/usr$f" >>"$TMP/cands"
+	case "$f" in /usr/*) echo "${f#/usr}" >>"$TMP/cands" ;; esac
+done <"$TMP/libs"
+# One dpkg -S for every candidate path (it is slow per call); lines are
+# "pkg[:arch]: /path"; absent paths only print to stderr.
+# shellcheck disable=SC2046
+dpkg -S $(sort -u "$TMP/cands") 2>/dev/null |
+    sed -n 's/^\([^:, ]*\)\(:[^:]*\)\{0,1\}: \(\/.*\)$/\3 \1/p' >"$TMP/owners"
 : >"$TMP/pkgs"
-for f in $(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' \
-    "$TMP/ldd" | sort -u); do
+while read -r f; do
 	pkg=""
 	for cand in "$f" "$(readlink -f "$f")" "/usr$f" "${f#/usr}"; do
-		[ -n "$cand" ] || continue
-		pkg=$(dpkg -S "$cand" 2>/dev/null | head -n 1 | cut -d: -f1) \
-		    || true
+		pkg=$(awk -v p="$cand" '$1 == p { print $2; exit }' "$TMP/owners")
 		[ -n "$pkg" ] && break
 	done
 	[ -n "$pkg" ] || { echo "FAIL: no Debian package owns $f"; exit 1; }
 	echo "$pkg $f" >>"$TMP/pkgs"
-done
+done <"$TMP/libs"
 nlib=$(wc -l <"$TMP/pkgs")
 [ "$nlib" -ge 3 ] || { echo "FAIL: only $nlib libraries from ldd"; exit 1; }
 
@@ -203,6 +212,11 @@ for pkg in sorted(set(l.strip() for l in open(direct_path) if l.strip())):
     if pkg != "libc6" and pkg not in installed:
         fail("%s provides a DT_NEEDED library: name it in the runtime "
              "stage's apt-get install" % pkg)
+loaded = set(l.split()[0] for l in open(pkgs_path))
+for pkg in installed:
+    if pkg != "ca-certificates" and pkg not in loaded:
+        fail("runtime stage installs %s, which build/lockgate does not load "
+             "(only the libraries it needs, plus CA certificates)" % pkg)
 for pkg in installed:
     if pkg not in db:
         fail("runtime package %s is not a bookworm package installed here "

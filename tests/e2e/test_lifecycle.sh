@@ -72,6 +72,9 @@ one_signal() { # TERM|INT
 	done
 	rc=0
 	wait "$pid" || rc=$?
+	# Reaped: drop it from the harness's list, whose EXIT trap signals
+	# every PID on it (a reused PID must not be hit).
+	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
 	lg_eq "$rc" 0 "exit status after SIG$sig"
 	if grep -q 'Sanitizer' "$log"; then
 		sed 's/^/    /' "$log" | tail -n 40

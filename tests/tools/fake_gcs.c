@@ -61,27 +61,36 @@
 #include <jwt.h>
 #include <microhttpd.h>
 
-#define BODY_MAX (1 << 20)      /* bytes of a request body */
-#define LOG_MAX 512             /* requests kept in the log */
-#define LOG_BODY_MAX 8192       /* bytes of a logged body */
-#define FAULTS_MAX 64
-#define TOKENS_MAX 4096
-#define PAGE_MAX 1000
-#define RATE_WINDOW_MS 1000     /* GCS: one mutation per second per object */
-#define CONN_LIMIT 1000
+#define BODY_MAX       (1 << 20) /* bytes of a request body */
+#define LOG_MAX        512       /* requests kept in the log */
+#define LOG_BODY_MAX   8192      /* bytes of a logged body */
+#define FAULTS_MAX     64
+#define TOKENS_MAX     4096
+#define PAGE_MAX       1000
+#define RATE_WINDOW_MS 1000 /* GCS: one mutation per second per object */
+#define CONN_LIMIT     1000
 #define CONN_TIMEOUT_S 60
 #define LATENCY_MAX_MS 60000
-#define PUBKEY_MAX 16384
+#define PUBKEY_MAX     16384
 
-enum op { OP_INSERT, OP_GET, OP_PATCH, OP_DELETE, OP_LIST, OP_TOKEN,
-	OP_METADATA, OP_OTHER, OP_N };
+enum op {
+	OP_INSERT,
+	OP_GET,
+	OP_PATCH,
+	OP_DELETE,
+	OP_LIST,
+	OP_TOKEN,
+	OP_METADATA,
+	OP_OTHER,
+	OP_N
+};
 static const char *op_names[OP_N] = { "insert", "get", "patch", "delete",
 	"list", "token", "metadata", "other" };
 
 typedef struct obj {
-	char *key;          /* bucket "/" name */
+	char *key; /* bucket "/" name */
 	int64_t gen, metagen, created_ms, updated_ms;
-	json_t *metadata;   /* object of strings */
+	json_t *metadata; /* object of strings */
 	char *cache_control;
 	char *content_type;
 } obj;
@@ -94,7 +103,7 @@ typedef struct rate_ent {
 typedef struct fault {
 	char op[16];
 	char kind[16];
-	int count;          /* -1: forever */
+	int count; /* -1: forever */
 	int ms;
 } fault;
 
@@ -124,7 +133,7 @@ static struct {
 	uint64_t ops[OP_N];
 	uint64_t tokens_issued;
 	uint64_t token_seq;
-	uint64_t connections;  /* TCP connections accepted */
+	uint64_t connections; /* TCP connections accepted */
 	json_t *last_assertion;
 	logent log[LOG_MAX];
 	size_t log_next;
@@ -136,11 +145,11 @@ static struct {
 
 /* Per-request state, made by the URI log callback. */
 typedef struct req {
-	char *uri;          /* raw request target, percent-encoding intact */
+	char *uri; /* raw request target, percent-encoding intact */
 	char *body;
 	size_t len;
 	int too_big;
-	int started;        /* the first (headers-only) call was seen */
+	int started; /* the first (headers-only) call was seen */
 } req;
 
 /* ---- time ---- */
@@ -208,7 +217,8 @@ pct_decode(const char *s, size_t n, int plus)
 	for (i = 0; i < n; i++) {
 		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 &&
 		    hexval(s[i + 2]) >= 0) {
-			o[j++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+			o[j++] =
+			    (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
 			i += 2;
 		} else if (plus && s[i] == '+') {
 			o[j++] = ' ';
@@ -331,9 +341,10 @@ static enum MHD_Result
 send_err(struct MHD_Connection *c, int status, const char *domain,
     const char *reason, const char *msg)
 {
-	return send_json(c, status, json_pack("{s{sisss[{ssssss}]}}", "error",
-	    "code", status, "message", msg, "errors", "domain", domain,
-	    "reason", reason, "message", msg));
+	return send_json(c, status,
+	    json_pack("{s{sisss[{ssssss}]}}", "error", "code", status,
+	        "message", msg, "errors", "domain", domain, "reason", reason,
+	        "message", msg));
 }
 
 /* ---- the log ---- */
@@ -342,10 +353,10 @@ static void
 log_req(struct MHD_Connection *c, const char *method, const req *rq, int op,
     int status)
 {
-	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	    "Content-Type");
-	const char *au = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	    "Authorization");
+	const char *ct =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	const char *au =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	logent *e;
 
 	pthread_mutex_lock(&G.mu);
@@ -407,12 +418,12 @@ obj_json(const obj *o)
 	rfc3339(o->updated_ms, up, sizeof(up));
 	snprintf(id, sizeof(id), "CAE=%lld", (long long)o->gen);
 	slash = strchr(o->key, '/');
-	j = json_pack("{ss ss ss# ss ss ss ss ss ss ss}", "kind", "storage#object",
-	    "name", slash + 1, "bucket", o->key, (int)(slash - o->key),
-	    "generation", gen, "metageneration", mg, "size", "0",
-	    "timeCreated", tc, "updated", up, "etag", id,
-	    "contentType", o->content_type ? o->content_type
-	    : "application/octet-stream");
+	j = json_pack("{ss ss ss# ss ss ss ss ss ss ss}", "kind",
+	    "storage#object", "name", slash + 1, "bucket", o->key,
+	    (int)(slash - o->key), "generation", gen, "metageneration", mg,
+	    "size", "0", "timeCreated", tc, "updated", up, "etag", id,
+	    "contentType",
+	    o->content_type ? o->content_type : "application/octet-stream");
 	if (j == NULL)
 		return NULL;
 	if (o->cache_control != NULL)
@@ -586,8 +597,7 @@ mp_part(const char *body, size_t len, const char *delim, size_t *pos,
 
 /* Parse a multipart/related upload: the metadata JSON into *meta. */
 static int
-parse_multipart(const char *ctype, const char *body, size_t len,
-    json_t **meta)
+parse_multipart(const char *ctype, const char *body, size_t len, json_t **meta)
 {
 	const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
 	char delim[128], pct[128];
@@ -606,13 +616,14 @@ parse_multipart(const char *ctype, const char *body, size_t len,
 		return -1;
 	snprintf(delim, sizeof(delim), "--%.*s", (int)bl, b);
 	if (mp_part(body, len, delim, &pos, &content, &clen, pct,
-	    sizeof(pct)) != 0 || strncasecmp(pct, "application/json", 16) != 0)
+	        sizeof(pct)) != 0 ||
+	    strncasecmp(pct, "application/json", 16) != 0)
 		return -1;
 	*meta = json_loadb(content, clen, 0, NULL);
 	if (!json_is_object(*meta))
 		goto bad;
 	if (mp_part(body, len, delim, &pos, &content, &clen, pct,
-	    sizeof(pct)) != 0)
+	        sizeof(pct)) != 0)
 		goto bad;
 	/* After the media part: the closing delimiter "--". */
 	if (len - pos < strlen(delim) + 2 ||
@@ -635,9 +646,8 @@ metadata_ok(const json_t *md, int allow_null)
 		return 1;
 	if (!json_is_object(md))
 		return 0;
-	json_object_foreach((json_t *)md, k, v)
-		if (!json_is_string(v) && !(allow_null && json_is_null(v)))
-			return 0;
+	json_object_foreach((json_t *)md, k, v) if (!json_is_string(v) &&
+	    !(allow_null && json_is_null(v))) return 0;
 	return 1;
 }
 
@@ -645,9 +655,10 @@ static enum MHD_Result
 do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
     int *status)
 {
-	const char *ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	    "Content-Type");
-	char *ut = qparam(rq->uri, "uploadType"), *qname = qparam(rq->uri, "name");
+	const char *ctype =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	char *ut = qparam(rq->uri, "uploadType"),
+	     *qname = qparam(rq->uri, "name");
 	char *key = NULL;
 	json_t *meta = NULL, *md, *out = NULL;
 	const char *name = NULL, *cc = NULL, *ct = NULL;
@@ -681,7 +692,8 @@ do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
 	} else {
 		*status = 400;
 		ret = send_err(c, 400, "global", "invalid",
-		    "Upload requests must include an uploadType URL parameter.");
+		    "Upload requests must include an uploadType URL "
+		    "parameter.");
 		goto out;
 	}
 	if (name == NULL)
@@ -713,10 +725,12 @@ do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
 	if (pc != 0) {
 		pthread_mutex_unlock(&G.mu);
 		*status = pc;
-		ret = pc == 304 ? send_raw(c, 304, NULL, NULL) : pc == 400 ?
-		    send_err(c, 400, "global", "invalid", "Invalid argument.") :
-		    send_err(c, 412, "global", "conditionNotMet", "At least one "
-		    "of the pre-conditions you specified did not hold.");
+		ret = pc == 304 ? send_raw(c, 304, NULL, NULL)
+		    : pc == 400
+		    ? send_err(c, 400, "global", "invalid", "Invalid argument.")
+		    : send_err(c, 412, "global", "conditionNotMet",
+		          "At least one "
+		          "of the pre-conditions you specified did not hold.");
 		goto out;
 	}
 	no.key = key;
@@ -778,7 +792,8 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 	enum MHD_Result ret;
 
 	if (op == OP_PATCH) {
-		patch = rq->body ? json_loadb(rq->body, rq->len, 0, NULL) : NULL;
+		patch =
+		    rq->body ? json_loadb(rq->body, rq->len, 0, NULL) : NULL;
 		md = json_object_get(patch, "metadata");
 		if (!json_is_object(patch) || !metadata_ok(md, 1)) {
 			json_decref(patch);
@@ -811,10 +826,12 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 		pthread_mutex_unlock(&G.mu);
 		json_decref(patch);
 		*status = pc;
-		return pc == 304 ? send_raw(c, 304, NULL, NULL) : pc == 400 ?
-		    send_err(c, 400, "global", "invalid", "Invalid argument.") :
-		    send_err(c, 412, "global", "conditionNotMet", "At least one "
-		    "of the pre-conditions you specified did not hold.");
+		return pc == 304 ? send_raw(c, 304, NULL, NULL)
+		    : pc == 400
+		    ? send_err(c, 400, "global", "invalid", "Invalid argument.")
+		    : send_err(c, 412, "global", "conditionNotMet",
+		          "At least one "
+		          "of the pre-conditions you specified did not hold.");
 	}
 	if (op == OP_DELETE) {
 		rate_note(key, real_ms());
@@ -827,7 +844,8 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 		return send_raw(c, 204, NULL, NULL);
 	}
 	if (op == OP_PATCH) {
-		json_object_foreach(json_object_get(patch, "metadata"), k, v) {
+		json_object_foreach(json_object_get(patch, "metadata"), k, v)
+		{
 			if (json_is_null(v))
 				json_object_del(o->metadata, k);
 			else
@@ -854,8 +872,9 @@ static enum MHD_Result
 do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
     int *status)
 {
-	char *prefix = qparam(rq->uri, "prefix"), *tok = qparam(rq->uri,
-	    "pageToken"), *fields = qparam(rq->uri, "fields"), *pk = NULL;
+	char *prefix = qparam(rq->uri, "prefix"),
+	     *tok = qparam(rq->uri, "pageToken"),
+	     *fields = qparam(rq->uri, "fields"), *pk = NULL;
 	char *after = NULL;
 	int64_t max = PAGE_MAX;
 	json_t *res = NULL, *items = NULL;
@@ -884,7 +903,8 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 		}
 		after = calloc(tl / 2 + 1, 1);
 		for (i = 0; after && i < tl / 2; i++) {
-			int hi = hexval(tok[1 + 2 * i]), lo = hexval(tok[2 + 2 * i]);
+			int hi = hexval(tok[1 + 2 * i]),
+			    lo = hexval(tok[2 + 2 * i]);
 			if (hi < 0 || lo < 0) {
 				*status = 400;
 				ret = send_err(c, 400, "global", "invalid",
@@ -915,7 +935,8 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 				t[0] = 't';
 				for (j = 0; G.objs[i - 1].key[j]; j++)
 					snprintf(t + 1 + 2 * j, 3, "%02x",
-					    (unsigned char)G.objs[i - 1].key[j]);
+					    (unsigned char)G.objs[i - 1]
+					        .key[j]);
 				t[1 + 2 * j] = '\0';
 				json_object_set_new(res, "nextPageToken",
 				    json_string(t));
@@ -1003,18 +1024,21 @@ do_oauth(struct MHD_Connection *c, const req *rq, int *status)
 	if (gt == NULL ||
 	    strcmp(gt, "urn:ietf:params:oauth:grant-type:jwt-bearer") != 0 ||
 	    as == NULL) {
-		ret = send_json(c, 400, json_pack("{ssss}", "error",
-		    "unsupported_grant_type", "error_description",
-		    "grant_type must be jwt-bearer with an assertion"));
+		ret = send_json(c, 400,
+		    json_pack("{ssss}", "error", "unsupported_grant_type",
+		        "error_description",
+		        "grant_type must be jwt-bearer with an assertion"));
 		goto out;
 	}
 	pthread_mutex_lock(&G.mu);
 	rc = jwt_decode(&jwt, as, (const unsigned char *)G.pubkey,
 	    (int)G.pubkey_len);
 	pthread_mutex_unlock(&G.mu);
-	if (rc != 0 || (G.pubkey != NULL && jwt_get_alg(jwt) != JWT_ALG_RS256)) {
-		ret = send_json(c, 400, json_pack("{ssss}", "error",
-		    "invalid_grant", "error_description", "Invalid JWT Signature."));
+	if (rc != 0 ||
+	    (G.pubkey != NULL && jwt_get_alg(jwt) != JWT_ALG_RS256)) {
+		ret = send_json(c, 400,
+		    json_pack("{ssss}", "error", "invalid_grant",
+		        "error_description", "Invalid JWT Signature."));
 		goto out;
 	}
 	iss = jwt_get_grant(jwt, "iss");
@@ -1025,9 +1049,10 @@ do_oauth(struct MHD_Connection *c, const req *rq, int *status)
 	if (iss == NULL || scope == NULL || aud == NULL ||
 	    strstr(aud, "/token") == NULL || iat <= 0 || exp <= iat ||
 	    exp - iat > 3600 || exp * 1000 < real_ms()) {
-		ret = send_json(c, 400, json_pack("{ssss}", "error",
-		    "invalid_grant", "error_description",
-		    "Invalid JWT: iss, scope, aud, iat or exp."));
+		ret = send_json(c, 400,
+		    json_pack("{ssss}", "error", "invalid_grant",
+		        "error_description",
+		        "Invalid JWT: iss, scope, aud, iat or exp."));
 		goto out;
 	}
 	cj = jwt_get_grants_json(jwt, NULL);
@@ -1063,14 +1088,13 @@ stats_json(void)
 	for (i = 0; i < OP_N; i++)
 		json_object_set_new(ops, op_names[i],
 		    json_integer((json_int_t)G.ops[i]));
-	j = json_pack("{sOsIsIsIsIsIsO}", "ops", ops,
-	    "writes", (json_int_t)(G.ops[OP_INSERT] + G.ops[OP_PATCH] +
-	    G.ops[OP_DELETE]),
+	j = json_pack("{sOsIsIsIsIsIsO}", "ops", ops, "writes",
+	    (json_int_t)(G.ops[OP_INSERT] + G.ops[OP_PATCH] + G.ops[OP_DELETE]),
 	    "reads", (json_int_t)(G.ops[OP_GET] + G.ops[OP_LIST]),
-	    "tokens_issued", (json_int_t)G.tokens_issued,
-	    "objects", (json_int_t)G.n,
-	    "connections", (json_int_t)G.connections,
-	    "last_assertion", G.last_assertion ? G.last_assertion : json_null());
+	    "tokens_issued", (json_int_t)G.tokens_issued, "objects",
+	    (json_int_t)G.n, "connections", (json_int_t)G.connections,
+	    "last_assertion",
+	    G.last_assertion ? G.last_assertion : json_null());
 	pthread_mutex_unlock(&G.mu);
 	json_decref(ops);
 	return j;
@@ -1086,9 +1110,9 @@ requests_json(void)
 	start = G.log_next > LOG_MAX ? G.log_next - LOG_MAX : 0;
 	for (i = start; i < G.log_next; i++) {
 		logent *e = &G.log[i % LOG_MAX];
-		json_t *r = json_pack("{sssssssi}", "method", e->method ?
-		    e->method : "", "uri", e->uri ? e->uri : "", "op",
-		    op_names[e->op], "status", e->status);
+		json_t *r = json_pack("{sssssssi}", "method",
+		    e->method ? e->method : "", "uri", e->uri ? e->uri : "",
+		    "op", op_names[e->op], "status", e->status);
 		if (r == NULL)
 			continue;
 		if (e->ctype)
@@ -1206,9 +1230,9 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 
 /* ---- routing ---- */
 
-#define OBJ_PATH "/storage/v1/b/"
+#define OBJ_PATH    "/storage/v1/b/"
 #define UPLOAD_PATH "/upload/storage/v1/b/"
-#define MD_PATH "/computeMetadata/v1/instance/service-accounts/default/token"
+#define MD_PATH     "/computeMetadata/v1/instance/service-accounts/default/token"
 
 static enum MHD_Result
 serve(struct MHD_Connection *c, const char *method, req *rq)
@@ -1238,17 +1262,19 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		p = path + (is_upload ? strlen(UPLOAD_PATH) : strlen(OBJ_PATH));
 		slash = strchr(p, '/');
 		if (slash == NULL || (size_t)(slash - p) >= sizeof(bucket) ||
-		    strncmp(slash, "/o", 2) != 0 || (slash[2] != '\0' &&
-		    slash[2] != '/')) {
+		    strncmp(slash, "/o", 2) != 0 ||
+		    (slash[2] != '\0' && slash[2] != '/')) {
 			status = 404;
-			ret = send_err(c, 404, "global", "notFound", "Not Found");
+			ret =
+			    send_err(c, 404, "global", "notFound", "Not Found");
 			goto done;
 		}
 		memcpy(bucket, p, (size_t)(slash - p));
 		bucket[slash - p] = '\0';
 		if (is_upload) {
-			op = strcmp(method, "POST") == 0 && slash[2] == '\0' ?
-			    OP_INSERT : OP_OTHER;
+			op = strcmp(method, "POST") == 0 && slash[2] == '\0'
+			    ? OP_INSERT
+			    : OP_OTHER;
 		} else if (slash[2] == '\0') {
 			op = strcmp(method, "GET") == 0 ? OP_LIST : OP_OTHER;
 		} else {
@@ -1285,7 +1311,7 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	if (take_fault(op, &f)) {
 		if (strcmp(f.kind, "latency") == 0) {
 			struct timespec ts = { f.ms / 1000,
-			    (long)(f.ms % 1000) * 1000000 };
+				(long)(f.ms % 1000) * 1000000 };
 			nanosleep(&ts, NULL);
 		} else if (strcmp(f.kind, "reset") == 0) {
 			status = -1;
@@ -1297,16 +1323,18 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 			status = (int)strtol(f.kind, NULL, 10);
 			if (status < 300 || status > 599)
 				status = 503;
-			ret = send_err(c, status, status == 429 ? "usageLimits"
-			    : "global", status == 429 ? "rateLimitExceeded" :
-			    status == 401 ? "required" : "backendError",
+			ret = send_err(c, status,
+			    status == 429 ? "usageLimits" : "global",
+			    status == 429       ? "rateLimitExceeded"
+			        : status == 401 ? "required"
+			                        : "backendError",
 			    "Injected fault.");
 			goto done;
 		}
 	}
 	if (op <= OP_LIST && G.require_auth &&
 	    !token_valid(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	    "Authorization"))) {
+	        "Authorization"))) {
 		status = 401;
 		ret = send_err(c, 401, "global", "required",
 		    "Anonymous caller does not have storage.objects access.");
@@ -1465,7 +1493,8 @@ load_pubkey(const char *path)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: fake_gcs [--port N] [--clock-offset-ms MS] "
+	fprintf(stderr,
+	    "usage: fake_gcs [--port N] [--clock-offset-ms MS] "
 	    "[--rate-limit] [--token-expires S] [--require-auth] "
 	    "[--oauth-pubkey PEM]\n");
 	exit(2);
@@ -1522,10 +1551,10 @@ main(int argc, char **argv)
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
-	    0, 0, NULL, NULL, on_request, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+	        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
+	        0,
+	    0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,

@@ -111,7 +111,8 @@ keygen(const char *d, const char *kid, const char *type)
 	{
 		FILE *f = fopen(path, "w");
 
-		if (f == NULL || fwrite(pem, 1, (size_t)len, f) != (size_t)len ||
+		if (f == NULL ||
+		    fwrite(pem, 1, (size_t)len, f) != (size_t)len ||
 		    fclose(f) != 0)
 			return 1;
 	}
@@ -125,8 +126,10 @@ keygen(const char *d, const char *kid, const char *type)
 	if (sx == NULL || sy == NULL)
 		return 1;
 	if (rsa)
-		snprintf(jwk, sizeof(jwk), "{\"kty\":\"RSA\",\"use\":\"sig\","
-		    "\"alg\":\"RS256\",\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"}",
+		snprintf(jwk, sizeof(jwk),
+		    "{\"kty\":\"RSA\",\"use\":\"sig\","
+		    "\"alg\":\"RS256\",\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%"
+		    "s\"}",
 		    kid, sx, sy);
 	else
 		snprintf(jwk, sizeof(jwk), "{\"kty\":\"EC\",\"use\":\"sig\","
@@ -217,8 +220,8 @@ jwks_doc(int *status)
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		jwk = slurp(path, NULL);
 		if (jwk != NULL && off + strlen(jwk) + 8 < DOC_MAX)
-			off += (size_t)snprintf(doc + off, DOC_MAX - off, "%s%s",
-			    first ? "" : ",", jwk);
+			off += (size_t)snprintf(doc + off, DOC_MAX - off,
+			    "%s%s", first ? "" : ",", jwk);
 		first = 0;
 		free(jwk);
 	}

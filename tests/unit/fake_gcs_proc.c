@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +31,8 @@ fake_gcs_start(fake_gcs *f, const char *const *args)
 	argv[n++] = FAKE_GCS_BIN;
 	argv[n++] = "--port";
 	argv[n++] = "0";
-	for (i = 0; args != NULL && args[i] != NULL && i < FAKE_GCS_ARGS_MAX; i++)
+	for (i = 0; args != NULL && args[i] != NULL && i < FAKE_GCS_ARGS_MAX;
+	     i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
 	if (pipe(fds) != 0)
@@ -116,13 +118,26 @@ on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+static size_t
+on_hdr(char *buf, size_t size, size_t n, void *ud)
+{
+	int *date = ud;
+
+	if (size * n >= 5 && strncasecmp(buf, "Date:", 5) == 0)
+		*date = 1;
+	return size * n;
+}
+
 int
-fake_gcs_ctl(const fake_gcs *f, const char *pathq, char **out)
+fake_gcs_http(const fake_gcs *f, const char *method, const char *pathq,
+    const char *hdr, const char *body, char **out, int *date)
 {
 	CURL *h = curl_easy_init();
+	struct curl_slist *hl = NULL;
 	body_buf b = { NULL, 0 };
 	char url[2048];
 	long status = -1;
+	int got_date = 0;
 
 	if (out != NULL)
 		*out = NULL;
@@ -134,14 +149,35 @@ fake_gcs_ctl(const fake_gcs *f, const char *pathq, char **out)
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_hdr);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &got_date);
+	if (strcmp(method, "GET") != 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (body != NULL) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	if (hdr != NULL) {
+		hl = curl_slist_append(NULL, hdr);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+	}
 	if (curl_easy_perform(h) == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(h);
+	curl_slist_free_all(hl);
 	if (out != NULL)
 		*out = b.p;
 	else
 		free(b.p);
+	if (date != NULL)
+		*date = got_date;
 	return (int)status;
+}
+
+int
+fake_gcs_ctl(const fake_gcs *f, const char *pathq, char **out)
+{
+	return fake_gcs_http(f, "GET", pathq, NULL, NULL, out, NULL);
 }
 
 json_t *

@@ -9,16 +9,16 @@
 
 #include <jansson.h>
 
-#define FAKE_GCS_BIN "build/tools/fake_gcs"
-#define FAKE_GCS_START_MS 5000  /* wait for the port line at most this long */
-#define FAKE_GCS_STOP_MS 3000   /* then SIGKILL */
+#define FAKE_GCS_BIN      "build/tools/fake_gcs"
+#define FAKE_GCS_START_MS 5000 /* wait for the port line at most this long */
+#define FAKE_GCS_STOP_MS  3000 /* then SIGKILL */
 #define FAKE_GCS_ARGS_MAX 16
 
 typedef struct fake_gcs {
 	pid_t pid;
 	int port;
-	char hostport[32];  /* "127.0.0.1:PORT" */
-	char url[48];       /* "http://127.0.0.1:PORT" */
+	char hostport[32]; /* "127.0.0.1:PORT" */
+	char url[48];      /* "http://127.0.0.1:PORT" */
 } fake_gcs;
 
 /* Start the fake with extra ARGS (NULL-terminated, may be NULL).  0 on
@@ -29,6 +29,12 @@ void fake_gcs_stop(fake_gcs *f);
 /* GET PATHQ ("/_fake/...?...") on the fake; the HTTP status, or -1.  With
  * OUT, *OUT is the body (caller frees). */
 int fake_gcs_ctl(const fake_gcs *f, const char *pathq, char **out);
+/* METHOD PATHQ on the fake with an optional extra header line HDR and BODY
+ * (may be NULL).  The HTTP status (-1 on a transport error); with OUT,
+ * *OUT is the body (caller frees); with DATE, *DATE is 1 when the answer
+ * had a Date header. */
+int fake_gcs_http(const fake_gcs *f, const char *method, const char *pathq,
+    const char *hdr, const char *body, char **out, int *date);
 /* GET PATH and parse it as JSON (new reference, NULL on failure). */
 json_t *fake_gcs_json(const fake_gcs *f, const char *path);
 /* Request count of operation OP ("insert", "get", ...) from /_fake/stats,

@@ -107,8 +107,8 @@ expect(auth_ctx *a, char *authz, const char *reason)
 		assert_true(id.owner[0] != '\0');
 	} else {
 		if (rc == 0 || strcmp(why.reason, reason) != 0)
-			fprintf(stderr, "want %s, got rc %d %s %s\n", reason, rc,
-			    rc == 0 ? "" : why.reason, why.message);
+			fprintf(stderr, "want %s, got rc %d %s %s\n", reason,
+			    rc, rc == 0 ? "" : why.reason, why.message);
 		assert_int_equal(rc, -1);
 		assert_string_equal(why.reason, reason);
 		assert_true(why.message[0] != '\0');
@@ -205,7 +205,8 @@ test_aud_array_with_ours(void **state)
 	    ",\"aud\":[\"other\",\"lockgate\"]");
 
 	(void)state;
-	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
+	expect(
+	    mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
 	free(p);
 }
 
@@ -421,6 +422,54 @@ test_tampered_truncated_other_key(void **state)
 	free(q);
 }
 
+/* Every one-character change or deletion of a valid token is refused:
+ * strict base64url gives each byte string one spelling, and the signature
+ * covers the rest. */
+static void
+mutate_all(auth_ctx *a, char *bearer)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+	    "klmnopqrstuvwxyz0123456789-_.";
+	size_t len = strlen(bearer), i;
+	char *m = malloc(len + 1);
+	int refused = 0;
+
+	assert_non_null(m);
+	for (i = 7; i < len; i++) { /* after "Bearer " */
+		auth_identity id;
+		auth_refusal why;
+		const char *hit = strchr(alphabet, bearer[i]);
+		size_t k = hit != NULL ? (size_t)(hit - alphabet) : 0;
+
+		memcpy(m, bearer, len + 1);
+		m[i] = alphabet[(k + 1 + i % 7) % (sizeof(alphabet) - 1)];
+		if (m[i] == bearer[i])
+			m[i] = bearer[i] == 'A' ? 'B' : 'A';
+		assert_int_equal(auth_verify(a, m, &id, &why), -1);
+		refused++;
+		memcpy(m, bearer, i);
+		memcpy(m + i, bearer + i + 1, len - i);
+		assert_int_equal(auth_verify(a, m, &id, &why), -1);
+		refused++;
+	}
+	assert_int_equal(refused, 2 * (int)(len - 7));
+	/* And the original still passes. */
+	expect(a, bearer, NULL);
+	free(m);
+}
+
+static void
+test_every_mutation_refused(void **state)
+{
+	char *p = authtest_payload("alice", 600, 0, ISS AUD);
+
+	(void)state;
+	mutate_all(hs, authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET));
+	mutate_all(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv));
+	mutate_all(mixed, authtest_bearer(HDR_ES, p, JWT_ALG_ES256, ec_priv));
+	free(p);
+}
+
 static void
 test_unknown_kid(void **state)
 {
@@ -577,6 +626,104 @@ test_owner_claim(void **state)
 }
 
 static void
+test_display_cap(void **state)
+{
+	/* Two claims of this size fit in API_CLAIMS_BYTES_MAX, three do not. */
+	char err[256], big[API_CLAIMS_BYTES_MAX / 2 - 20], extra[4096];
+	auth_config c;
+	auth_ctx *a;
+	auth_identity id;
+	auth_refusal why;
+	char *p, *b;
+
+	(void)state;
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	snprintf(extra, sizeof(extra), ",\"d1\":\"%s\",\"d2\":\"%s\","
+	    "\"d3\":\"%s\",\"d4\":true,\"d5\":{\"x\":1}", big, big, big);
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.display_claims = "d1, d2,d3,d4,d5,absent";
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	p = authtest_payload("alice", 600, 0, extra);
+	b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	assert_int_equal(auth_verify(a, b, &id, &why), 0);
+	/* Two big claims fit, the third does not; the boolean is kept as
+	 * "true", the object is not a display value. */
+	assert_non_null(json_object_get(id.display, "d1"));
+	assert_non_null(json_object_get(id.display, "d2"));
+	assert_null(json_object_get(id.display, "d3"));
+	assert_string_equal(json_string_value(json_object_get(id.display,
+	    "d4")), "true");
+	assert_null(json_object_get(id.display, "d5"));
+	assert_true(json_dumpb(id.display, NULL, 0, JSON_COMPACT) <=
+	    API_CLAIMS_BYTES_MAX);
+	auth_identity_clear(&id);
+	free(p);
+	free(b);
+	auth_free(a);
+}
+
+static void
+test_verified_cache(void **state)
+{
+	char *p = authtest_payload("alice", 600, 0, ISS AUD);
+	char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+	char *e = authtest_payload("alice", -120, -600, ISS AUD);
+	char *be = authtest_bearer(HDR_RS, e, JWT_ALG_RS256, rsa_priv);
+	char err[256], *path = authtest_file("cached.pem", rsa_pub), list[600];
+	auth_config c;
+	auth_ctx *a;
+	unsigned long n0;
+	int i;
+
+	(void)state;
+	snprintf(list, sizeof(list), "rsa1=%s", path);
+	memset(&c, 0, sizeof(c));
+	c.public_keys = list;
+	c.leeway = -1;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	n0 = auth_sigchecks(a);
+	for (i = 0; i < 5; i++)
+		expect(a, str(b), NULL);
+	/* One signature check for five requests with the same token. */
+	assert_int_equal(auth_sigchecks(a) - n0, 1);
+	/* Claims are checked every time: an expired token stays refused. */
+	expect(a, str(be), "token_expired");
+	expect(a, str(be), "token_expired");
+	assert_int_equal(auth_sigchecks(a) - n0, 2);
+	/* A forged signature is refused without reaching libjwt. */
+	{
+		char *f = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa2_priv);
+
+		expect(a, f, "bad_signature");
+		assert_int_equal(auth_sigchecks(a) - n0, 2);
+	}
+	/* A reload brings new key objects: the token is checked again. */
+	assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+	expect(a, str(b), NULL);
+	assert_int_equal(auth_sigchecks(a) - n0, 3);
+	/* The key replaced by another: the remembered signature is void. */
+	{
+		char *pub2 = NULL, *priv2 = authtest_keygen("RSA", &pub2);
+
+		free(authtest_file("cached.pem", pub2));
+		assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+		expect(a, str(b), "bad_signature");
+		free(priv2);
+		free(pub2);
+	}
+	auth_free(a);
+	free(path);
+	free(p);
+	free(b);
+	free(e);
+	free(be);
+}
+
+static void
 test_config_errors(void **state)
 {
 	char err[256];
@@ -611,6 +758,20 @@ test_config_errors(void **state)
 		auth_free(a);
 	}
 	assert_int_equal(auth_configured(hs), 1);
+}
+
+static void
+test_describe(void **state)
+{
+	char buf[256];
+
+	(void)state;
+	assert_int_equal(auth_describe(hs, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "HS256 secret; no policy (any valid token "
+	    "reads and acquires)");
+	assert_int_equal(auth_describe(mixed, buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "HS256 secret; 2 PEM keys"));
+	assert_null(strstr(buf, SECRET));
 }
 
 static void
@@ -757,12 +918,16 @@ main(void)
 		cmocka_unit_test(test_iss_aud),
 		cmocka_unit_test(test_tampered_truncated_other_key),
 		cmocka_unit_test(test_unknown_kid),
+		cmocka_unit_test(test_every_mutation_refused),
 		cmocka_unit_test(test_size_and_garbage),
 		cmocka_unit_test(test_empty_and_scheme),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_header_oddities),
 		cmocka_unit_test(test_owner_claim),
+		cmocka_unit_test(test_display_cap),
+		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_secret_file_and_reload),
 		cmocka_unit_test(test_mint),
 		cmocka_unit_test(test_token_main),

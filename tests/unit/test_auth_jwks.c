@@ -165,8 +165,8 @@ verdict(auth_ctx *a, const char *alg, const char *kid, jwt_alg_t jalg,
 	auth_refusal why;
 	int rc;
 
-	snprintf(h, sizeof(h), "{\"alg\":\"%s\",\"typ\":\"JWT\",\"kid\":\"%s\"}",
-	    alg, kid);
+	snprintf(h, sizeof(h),
+	    "{\"alg\":\"%s\",\"typ\":\"JWT\",\"kid\":\"%s\"}", alg, kid);
 	p = authtest_payload("repo:acme/app:ref:refs/heads/main", 600, 0,
 	    ",\"iss\":\"https://token.actions.githubusercontent.com\","
 	    "\"aud\":\"https://github.com/acme\",\"run_id\":\"123\"");
@@ -194,6 +194,12 @@ test_rotation(void **state)
 	assert_non_null(a);
 	assert_int_equal(auth_configured(a), 1);
 	assert_int_equal(nrequests(), base + 1);
+	{
+		char buf[256];
+
+		assert_int_equal(auth_describe(a, buf, sizeof(buf)), 0);
+		assert_non_null(strstr(buf, "JWKS 1 key;"));
+	}
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "ok");
 	/* Known kids are served from the cache. */
@@ -298,6 +304,14 @@ test_server_down_at_start(void **state)
 	assert_int_equal(auth_configured(a), 1);
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "unknown_key");
+	/* --check says so. */
+	{
+		char buf[256];
+
+		assert_int_equal(auth_describe(a, buf, sizeof(buf)), -1);
+		assert_non_null(strstr(buf, "JWKS: no key yet (JWKS fetch "
+		    "failed"));
+	}
 	auth_free(a);
 	c.jwks_url = "ftp://127.0.0.1/jwks";
 	assert_null(auth_new(&c, err, sizeof(err)));
@@ -365,7 +379,8 @@ static void
 test_jwks_parse(void **state)
 {
 	char err[256];
-	char *k1 = authtest_jwk(rsa_priv, "k1"), *k2 = authtest_jwk(ec_priv, "k2");
+	char *k1 = authtest_jwk(rsa_priv, "k1"),
+	     *k2 = authtest_jwk(ec_priv, "k2");
 	char d[8192];
 	auth_keyset *ks;
 

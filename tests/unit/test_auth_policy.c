@@ -53,7 +53,8 @@ static void
 expect_bad(const char *json, const char *needle)
 {
 	char err[256] = "";
-	auth_policy *p = auth_policy_parse(json, strlen(json), err, sizeof(err));
+	auth_policy *p =
+	    auth_policy_parse(json, strlen(json), err, sizeof(err));
 
 	if (p != NULL || strstr(err, needle) == NULL)
 		fprintf(stderr, "policy %s: err \"%s\", want \"%s\"\n", json,
@@ -76,7 +77,8 @@ test_policy_validation(void **state)
 	expect_bad("{\"rules\":[{\"actions\":[\"read\"]}]}", "locks must be");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"]}]}", "actions must be");
 	expect_bad("{\"rules\":[{\"name\":\"ci\",\"locks\":[\"a\"],"
-	    "\"actions\":[\"read\"],\"macth\":{}}]}", "policy ci: unknown field");
+		   "\"actions\":[\"read\"],\"macth\":{}}]}",
+	    "policy ci: unknown field");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
 	    "\"match\":{\"sub\":{}}}]}", "match.sub");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
@@ -95,7 +97,8 @@ static const char policy_json[] =
     "  \"match\": {\"repository_owner\": \"acme\","
     "             \"ref\": [\"refs/heads/main\", \"refs/tags/v*\"]},"
     "  \"locks\": [\"prod/**\"], \"actions\": [\"acquire\"]},"
-    " {\"name\": \"acme reads all\", \"match\": {\"repository_owner\": \"acme\"},"
+    " {\"name\": \"acme reads all\", \"match\": {\"repository_owner\": "
+    "\"acme\"},"
     "  \"locks\": [\"**\"], \"actions\": [\"read\"]},"
     " {\"name\": \"ops\", \"match\": {\"sub\": \"ops-*\", \"admin\": true},"
     "  \"locks\": [\"**\"], \"actions\": [\"admin\"]},"
@@ -180,9 +183,11 @@ test_policy_decisions(void **state)
 	(void)state;
 	assert_non_null(a);
 	identity(a, "repo:acme/app:ref:refs/heads/main",
-	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\"", &main_);
+	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\"",
+	    &main_);
 	identity(a, "repo:acme/app:ref:refs/heads/feat",
-	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\"", &branch);
+	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\"",
+	    &branch);
 	identity(a, "repo:evil/app", ",\"repository_owner\":\"evil\","
 	    "\"ref\":\"refs/heads/main\",\"admin\":true", &other);
 	identity(a, "ops-carol", ",\"admin\":true", &ops);
@@ -330,7 +335,8 @@ test_reload_under_load(void **state)
 		assert_true(allowed(a, &id, AUTH_READ, "x", why));
 		assert_false(allowed(a, &id, AUTH_ACQUIRE, "x", why));
 		/* A broken policy on reload: refused, the old one stays. */
-		free(authtest_file("policy.json", "{\"rules\":[{\"locks\":1}]}"));
+		free(authtest_file(
+		    "policy.json", "{\"rules\":[{\"locks\":1}]}"));
 		assert_int_equal(auth_reload(a, err, sizeof(err)), -1);
 		assert_non_null(strstr(err, "locks"));
 		assert_true(allowed(a, &id, AUTH_READ, "x", why));

@@ -119,44 +119,38 @@ canary_exists(void)
 	return stat(path, &sb) == 0;
 }
 
-struct hostile {
-	const char *bytes;
-	size_t len;
-};
-
-#define H(s) { s, sizeof(s) - 1 }
-
-static const struct hostile hostile[] = {
-	H(""),
-	H("plain"),
-	H("'"),
-	H("''"),
-	H("it's"),
-	H("'\\''"),
-	H("x'; touch pwned; echo '"),
-	H("$(touch pwned)"),
-	H("`touch pwned`"),
-	H("${HOME}$HOME$$ $0 $1 $*"),
-	H("\\"),
-	H("\\'"),
-	H("\"double\" \"quotes\""),
-	H("line1\nline2\n"),
-	H("\n'\ntouch pwned\n'\n"),
-	H("a\nLOCKGATE_LEASE_ID='stolen'\n"),
-	H("\r\t\v\f tabs and returns"),
-	H("-n"),
-	H("-e \\n"),
-	H("%s%n%d"),
-	H("; touch pwned; #"),
-	H("| touch pwned"),
-	H("&& touch pwned"),
-	H("unicode: h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x94\x92"),
-	H("\xff\xfe raw bytes \x80"),
-	H("\n\n\n"),
-	H("'''''''''"),
-	H("!history !! ^x^y"),
-	H("*?[a-z] ~ ~root"),
-	H("\x01\x02\x1b[31mred\x1b[0m"),
+/* None holds a NUL (test_nul_byte_dropped covers that), so strlen works. */
+static const char *const hostile[] = {
+	"",
+	"plain",
+	"'",
+	"''",
+	"it's",
+	"'\\''",
+	"x'; touch pwned; echo '",
+	"$(touch pwned)",
+	"`touch pwned`",
+	"${HOME}$HOME$$ $0 $1 $*",
+	"\\",
+	"\\'",
+	"\"double\" \"quotes\"",
+	"line1\nline2\n",
+	"\n'\ntouch pwned\n'\n",
+	"a\nLOCKGATE_LEASE_ID='stolen'\n",
+	"\r\t\v\f tabs and returns",
+	"-n",
+	"-e \\n",
+	"%s%n%d",
+	"; touch pwned; #",
+	"| touch pwned",
+	"&& touch pwned",
+	"unicode: h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x94\x92",
+	"\xff\xfe raw bytes \x80",
+	"\n\n\n",
+	"'''''''''",
+	"!history !! ^x^y",
+	"*?[a-z] ~ ~root",
+	"\x01\x02\x1b[31mred\x1b[0m",
 };
 
 static void
@@ -167,11 +161,10 @@ test_hostile_values_roundtrip(void **state)
 	(void)state;
 	for (i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
 		json_t *lock = json_pack("{s:s, s:s, s:o, s:o}", "name", "ci/x",
-		    "fencing_token", "7",
-		    "holder", json_stringn_nocheck(hostile[i].bytes,
-		        hostile[i].len),
-		    "purpose", json_stringn_nocheck(hostile[i].bytes,
-		        hostile[i].len));
+		    "fencing_token", "7", "holder",
+		    json_stringn_nocheck(hostile[i], strlen(hostile[i])),
+		    "purpose",
+		    json_stringn_nocheck(hostile[i], strlen(hostile[i])));
 		char *env, *got;
 		size_t n;
 
@@ -181,11 +174,12 @@ test_hostile_values_roundtrip(void **state)
 		/* 4 members and LOCKGATE_STATE */
 		assert_int_equal(count_assignments(env), 5);
 		got = dash_get(env, "LOCKGATE_HOLDER", &n);
-		assert_int_equal(n, hostile[i].len);
-		assert_memory_equal(got, hostile[i].bytes, n);
+		assert_int_equal(n, strlen(hostile[i]));
+		assert_memory_equal(got, hostile[i], n);
 		free(got);
 		got = dash_get(env, "LOCKGATE_PURPOSE", &n);
-		assert_memory_equal(got, hostile[i].bytes, n);
+		assert_int_equal(n, strlen(hostile[i]));
+		assert_memory_equal(got, hostile[i], n);
 		free(got);
 		/* A value never overrides another key. */
 		got = dash_get(env, "LOCKGATE_FENCING_TOKEN", &n);
@@ -259,13 +253,13 @@ test_lease_exact(void **state)
 
 	(void)state;
 	lease = json_pack("{s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i, s:n, s:b,"
-	    " s:s, s:i, s:f}",
+	                  " s:s, s:i, s:f}",
 	    "name", "prod/deploy", "owner", "repo:o/r:ref:refs/heads/main",
-	    "holder", "https://github.com/o/r/actions/runs/1",
-	    "labels", "env", "it's", "fencing_token", "1700000000000001",
-	    "expires_at", "2026-11-22T03:00:00.000Z", "ttl", 300,
-	    "expected_duration", "overdue", 0, "lease_id", "0123456789abcdef",
-	    "refresh_interval", 37, "ratio", 0.5);
+	    "holder", "https://github.com/o/r/actions/runs/1", "labels", "env",
+	    "it's", "fencing_token", "1700000000000001", "expires_at",
+	    "2026-11-22T03:00:00.000Z", "ttl", 300, "expected_duration",
+	    "overdue", 0, "lease_id", "0123456789abcdef", "refresh_interval",
+	    37, "ratio", 0.5);
 	assert_non_null(lease);
 	env = srv_env_format(lease);
 	assert_non_null(env);
@@ -300,8 +294,8 @@ test_error_locked(void **state)
 	    "LOCKGATE_HOLDER='bob $(x)'\n"
 	    "LOCKGATE_FENCING_TOKEN='9'\n"
 	    "LOCKGATE_STATE='held'\n";
-	json_t *e = json_pack("{s:{s:s, s:s, s:i, s:{s:s, s:s, s:s}}}",
-	    "error", "code", "locked", "message", "held by 'bob'; retry later",
+	json_t *e = json_pack("{s:{s:s, s:s, s:i, s:{s:s, s:s, s:s}}}", "error",
+	    "code", "locked", "message", "held by 'bob'; retry later",
 	    "retry_after", 3, "lock", "name", "db", "holder", "bob $(x)",
 	    "fencing_token", "9");
 	char *env;
@@ -320,6 +314,35 @@ test_error_locked(void **state)
 	json_decref(e);
 }
 
+/* The server's own "state" member wins: one LOCKGATE_STATE line only. */
+static void
+test_state_member_not_doubled(void **state)
+{
+	json_t *lock = json_pack("{s:s, s:s, s:s}", "name", "a",
+	    "fencing_token", "3", "state", "expired");
+	json_t *e = json_pack("{s:{s:s, s:s, s:O}}", "error", "code", "locked",
+	    "message", "m", "lock", lock);
+	char *env;
+
+	(void)state;
+	env = srv_env_format(lock);
+	assert_string_equal(env,
+	    "LOCKGATE_LOCK='a'\n"
+	    "LOCKGATE_FENCING_TOKEN='3'\n"
+	    "LOCKGATE_STATE='expired'\n");
+	free(env);
+	env = srv_env_format(e);
+	assert_string_equal(env,
+	    "LOCKGATE_ERROR='locked'\n"
+	    "LOCKGATE_ERROR_MESSAGE='m'\n"
+	    "LOCKGATE_LOCK='a'\n"
+	    "LOCKGATE_FENCING_TOKEN='3'\n"
+	    "LOCKGATE_STATE='expired'\n");
+	free(env);
+	json_decref(e);
+	json_decref(lock);
+}
+
 static void
 test_error_not_held(void **state)
 {
@@ -329,7 +352,8 @@ test_error_not_held(void **state)
 
 	(void)state;
 	env = srv_env_format(e);
-	assert_string_equal(env, "LOCKGATE_ERROR='not_held'\n"
+	assert_string_equal(env,
+	    "LOCKGATE_ERROR='not_held'\n"
 	    "LOCKGATE_ERROR_MESSAGE='nobody holds it'\n"
 	    "LOCKGATE_STATE='free'\n");
 	free(env);
@@ -339,14 +363,13 @@ test_error_not_held(void **state)
 static void
 test_list(void **state)
 {
-	const char *want =
-	    "LOCKGATE_COUNT='2'\n"
-	    "LOCKGATE_0_LOCK='a'\n"
-	    "LOCKGATE_0_FENCING_TOKEN='1'\n"
-	    "LOCKGATE_0_STATE='held'\n"
-	    "LOCKGATE_1_LOCK='b/c'\n"
-	    "LOCKGATE_1_HOLDER='x\ny'\n"
-	    "LOCKGATE_NEXT_PAGE_TOKEN=''\n";
+	const char *want = "LOCKGATE_COUNT='2'\n"
+	                   "LOCKGATE_0_LOCK='a'\n"
+	                   "LOCKGATE_0_FENCING_TOKEN='1'\n"
+	                   "LOCKGATE_0_STATE='held'\n"
+	                   "LOCKGATE_1_LOCK='b/c'\n"
+	                   "LOCKGATE_1_HOLDER='x\ny'\n"
+	                   "LOCKGATE_NEXT_PAGE_TOKEN=''\n";
 	json_t *l = json_pack("{s:[{s:s, s:s}, {s:s, s:s}], s:n}", "locks",
 	    "name", "a", "fencing_token", "1", "name", "b/c", "holder", "x\ny",
 	    "next_page_token");
@@ -422,6 +445,7 @@ main(void)
 		cmocka_unit_test(test_expired_state),
 		cmocka_unit_test(test_error_locked),
 		cmocka_unit_test(test_error_not_held),
+		cmocka_unit_test(test_state_member_not_doubled),
 		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_null_and_non_object),

@@ -95,7 +95,8 @@ last_request(const char *op)
 
 	while (i-- > 0) {
 		json_t *e = json_array_get(a, i);
-		if (strcmp(json_string_value(json_object_get(e, "op")), op) == 0) {
+		if (strcmp(json_string_value(json_object_get(e, "op")), op) ==
+		    0) {
 			r = json_incref(e);
 			break;
 		}
@@ -146,13 +147,15 @@ test_insert_request(void **state)
 	insert_ok(s, "prod/deploy", &o);
 	assert_true(o.generation > 0);
 	assert_int_equal(o.metageneration, 1);
-	assert_string_equal(json_string_value(json_object_get(o.metadata,
-	    "lease_id")), "L1");
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lease_id")),
+	    "L1");
 	assert_true(o.now_ms > 0);
 	r = last_request("insert");
 	assert_non_null(r);
 	assert_string_equal(jstr(r, "method"), "POST");
-	assert_string_equal(jstr(r, "uri"), "/upload/storage/v1/b/bkt/o?"
+	assert_string_equal(jstr(r, "uri"),
+	    "/upload/storage/v1/b/bkt/o?"
 	    "uploadType=multipart&ifGenerationMatch=0&fields=name,generation,"
 	    "metageneration,timeCreated,updated,metadata");
 	assert_null(json_object_get(r, "authorization")); /* emulator */
@@ -166,8 +169,10 @@ test_insert_request(void **state)
 	 * delimiter. */
 	assert_true(strncmp(body, delim, strlen(delim)) == 0);
 	b = body + strlen(delim);
-	assert_true(strncmp(b, "Content-Type: application/json; charset=UTF-8"
-	    "\r\n\r\n", 49) == 0);
+	assert_true(strncmp(b,
+	                "Content-Type: application/json; charset=UTF-8"
+	                "\r\n\r\n",
+	                49) == 0);
 	js = b + 49;
 	md = json_loadb(js, strcspn(js, "\r"), 0, &je);
 	assert_non_null(md);
@@ -196,7 +201,8 @@ test_get_request_and_answer(void **state)
 	r = last_request("get");
 	assert_string_equal(jstr(r, "method"), "GET");
 	/* The whole object name is percent-encoded, '/' included. */
-	assert_string_equal(jstr(r, "uri"), "/storage/v1/b/bkt/o/"
+	assert_string_equal(jstr(r, "uri"),
+	    "/storage/v1/b/bkt/o/"
 	    "locks%2Fa%2Fb%2Fc?fields=name,generation,metageneration,"
 	    "timeCreated,updated,metadata");
 	json_decref(r);
@@ -207,8 +213,9 @@ test_get_request_and_answer(void **state)
 	 * the second the object was made in. */
 	assert_int_equal(b.now_ms % 1000, 0);
 	assert_true(b.now_ms >= b.updated_ms - b.updated_ms % 1000);
-	assert_string_equal(json_string_value(json_object_get(b.metadata,
-	    "owner")), "alice");
+	assert_string_equal(json_string_value(
+	                        json_object_get(b.metadata, "owner")),
+	    "alice");
 	gcs_object_clear(&b);
 	assert_int_equal(gcs_get(s, "a/b/x", &b, &err), GCS_NOT_FOUND);
 	assert_int_equal(err.http_status, 404);
@@ -226,11 +233,13 @@ test_storage_clock_from_date(void **state)
 	/* The fake's clock runs an hour ahead: now_ms and updated follow it,
 	 * not the local clock. */
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/config?clock_offset_ms=3600000", NULL), 200);
+	                     "/_fake/config?clock_offset_ms=3600000", NULL),
+	    200);
 	insert_ok(s, "skew", &a);
 	assert_int_equal(gcs_get(s, "skew", &b, &err), GCS_OK);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?clock_offset_ms=0",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	assert_true(b.now_ms > gcs_clock_real(NULL) + 3500000);
 	assert_true(b.updated_ms > gcs_clock_real(NULL) + 3500000);
 	gcs_object_clear(&a);
@@ -248,27 +257,30 @@ test_patch_request(void **state)
 
 	insert_ok(s, "p", &a);
 	assert_int_equal(gcs_patch(s, "p", a.generation, a.metageneration, m,
-	    &b, &err), GCS_OK);
+	                     &b, &err),
+	    GCS_OK);
 	r = last_request("patch");
 	assert_string_equal(jstr(r, "method"), "PATCH");
-	snprintf(want, sizeof(want), "/storage/v1/b/bkt/o/locks%%2Fp?"
+	snprintf(want, sizeof(want),
+	    "/storage/v1/b/bkt/o/locks%%2Fp?"
 	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1&fields=name,"
 	    "generation,metageneration,timeCreated,updated,metadata",
 	    (long long)a.generation);
 	assert_string_equal(jstr(r, "uri"), want);
-	assert_true(strncmp(jstr(r, "content_type"), "application/json", 16)
-	    == 0);
+	assert_true(
+	    strncmp(jstr(r, "content_type"), "application/json", 16) == 0);
 	body = json_loads(jstr(r, "body"), 0, NULL);
 	assert_non_null(body);
-	assert_true(json_is_null(json_object_get(json_object_get(body,
-	    "metadata"), "owner")));
+	assert_true(json_is_null(
+	    json_object_get(json_object_get(body, "metadata"), "owner")));
 	json_decref(body);
 	json_decref(r);
 	assert_int_equal(b.generation, a.generation);
 	assert_int_equal(b.metageneration, 2);
 	assert_true(b.updated_ms >= a.updated_ms);
-	assert_string_equal(json_string_value(json_object_get(b.metadata,
-	    "ttl")), "60");
+	assert_string_equal(json_string_value(
+	                        json_object_get(b.metadata, "ttl")),
+	    "60");
 	assert_null(json_object_get(b.metadata, "owner")); /* null deleted */
 	gcs_object_clear(&b);
 	/* Stale metageneration: 412, not retried. */
@@ -297,7 +309,8 @@ test_delete_request(void **state)
 	assert_int_equal(gcs_remove(s, "d", a.generation, 1, &err), GCS_OK);
 	r = last_request("delete");
 	assert_string_equal(jstr(r, "method"), "DELETE");
-	snprintf(want, sizeof(want), "/storage/v1/b/bkt/o/locks%%2Fd?"
+	snprintf(want, sizeof(want),
+	    "/storage/v1/b/bkt/o/locks%%2Fd?"
 	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
 	    (long long)a.generation);
 	assert_string_equal(jstr(r, "uri"), want);
@@ -337,8 +350,12 @@ test_list_paging_and_prefix(void **state)
 		for (i = 0; i < (int)pg.n; i++) {
 			assert_string_equal(pg.items[i].name, names[seen]);
 			assert_true(pg.items[i].obj.generation > 0);
-			assert_string_equal(json_string_value(json_object_get(
-			    pg.items[i].obj.metadata, "lease_id")), "L1");
+			assert_string_equal(json_string_value(
+			                        json_object_get(pg.items[i]
+			                                            .obj
+			                                            .metadata,
+			                            "lease_id")),
+			    "L1");
 			seen++;
 		}
 		assert_true(pg.now_ms > 0);
@@ -348,9 +365,11 @@ test_list_paging_and_prefix(void **state)
 	assert_int_equal(seen, 5);
 	assert_int_equal(pages, 3);
 	r = last_request("list");
-	assert_non_null(strstr(jstr(r, "uri"), "?prefix=locks%2Fj%2F&"
+	assert_non_null(strstr(jstr(r, "uri"),
+	    "?prefix=locks%2Fj%2F&"
 	    "maxResults=2&pageToken="));
-	assert_non_null(strstr(jstr(r, "uri"), "&fields=items(name,generation,"
+	assert_non_null(strstr(jstr(r, "uri"),
+	    "&fields=items(name,generation,"
 	    "metageneration,timeCreated,updated,metadata),nextPageToken"));
 	json_decref(r);
 	/* An empty page: the answer has no "items" at all. */
@@ -370,7 +389,8 @@ test_check(void **state)
 
 	assert_int_equal(gcs_check(s, &err), GCS_OK);
 	r = last_request("list");
-	assert_string_equal(jstr(r, "uri"), "/storage/v1/b/bkt/o?prefix="
+	assert_string_equal(jstr(r, "uri"),
+	    "/storage/v1/b/bkt/o?prefix="
 	    "locks%2F&maxResults=1&fields=nextPageToken");
 	json_decref(r);
 	missing = gcs_gs_new("missing-bkt", "", &err);
@@ -434,7 +454,9 @@ test_retry_503_then_ok(void **state)
 	fault("patch", "500", 1);
 	fault("patch", "408", 1);
 	assert_int_equal(gcs_patch(s, "r", a.generation, 1,
-	    json_object_get(a.metadata, "nope") ? NULL : a.metadata, &b, &err),
+	                     json_object_get(a.metadata, "nope") ? NULL
+	                                                         : a.metadata,
+	                     &b, &err),
 	    GCS_OK);
 	assert_int_equal(err.attempts, 3);
 	fault("list", "429", 1);
@@ -447,7 +469,8 @@ test_retry_503_then_ok(void **state)
 	}
 	fault("delete", "502", 1);
 	assert_int_equal(gcs_remove(s, "r", b.generation, b.metageneration,
-	    &err), GCS_OK);
+	                     &err),
+	    GCS_OK);
 	assert_int_equal(err.attempts, 2);
 	gcs_object_clear(&a);
 	gcs_object_clear(&b);
@@ -459,9 +482,14 @@ test_not_retried(void **state)
 	gcs_store *s = *state;
 	gcs_object b;
 	gcs_err err;
-	static const struct { const char *kind; gcs_status want; } cases[] = {
-		{ "400", GCS_INVALID }, { "401", GCS_DENIED },
-		{ "403", GCS_DENIED }, { "404", GCS_NOT_FOUND },
+	static const struct {
+		const char *kind;
+		gcs_status want;
+	} cases[] = {
+		{ "400", GCS_INVALID },
+		{ "401", GCS_DENIED },
+		{ "403", GCS_DENIED },
+		{ "404", GCS_NOT_FOUND },
 		{ "412", GCS_PRECONDITION },
 	};
 	size_t i;
@@ -472,7 +500,8 @@ test_not_retried(void **state)
 		fault("get", cases[i].kind, 1);
 		assert_int_equal(gcs_get(s, "x", &b, &err), cases[i].want);
 		assert_int_equal(err.attempts, 1);
-		assert_int_equal(err.http_status, (int)strtol(cases[i].kind, NULL, 10));
+		assert_int_equal(err.http_status,
+		    (int)strtol(cases[i].kind, NULL, 10));
 		assert_int_equal(fake_gcs_count(&fake, "get"), before + 1);
 	}
 }
@@ -489,6 +518,9 @@ test_429_outlives_retries_is_busy(void **state)
 	assert_int_equal(gcs_insert(s, "hot", m, &o, &err), GCS_BUSY);
 	assert_true(err.attempts > 1);
 	assert_int_equal(err.http_status, 429);
+	assert_non_null(strstr(err.msg,
+	    "insert of hot: HTTP 429 "
+	    "(rateLimitExceeded)"));
 	assert_int_equal(fake_gcs_count(&fake, "insert"), err.attempts);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
 	fault("get", "503", -1);
@@ -530,11 +562,13 @@ test_dropped_answers_leave_attempts(void **state)
 	assert_int_equal(gcs_insert(s, "amb", m, &o, &err), GCS_PRECONDITION);
 	assert_int_equal(err.attempts, 2);
 	assert_int_equal(gcs_get(s, "amb", &g, &err), GCS_OK);
-	assert_string_equal(json_string_value(json_object_get(g.metadata,
-	    "lease_id")), "mine");
+	assert_string_equal(json_string_value(
+	                        json_object_get(g.metadata, "lease_id")),
+	    "mine");
 	fault("delete", "drop", 1);
 	assert_int_equal(gcs_remove(s, "amb", g.generation, g.metageneration,
-	    &err), GCS_NOT_FOUND);
+	                     &err),
+	    GCS_NOT_FOUND);
 	assert_int_equal(err.attempts, 2);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 	/* A dropped patch: the retry's precondition no longer holds. */
@@ -560,7 +594,9 @@ test_try_timeout_is_retried(void **state)
 	insert_ok(s, "slow", &o);
 	gcs_object_clear(&o);
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/fault?op=get&kind=latency&ms=1000&count=1", NULL), 200);
+	                     "/_fake/fault?op=get&kind=latency&ms=1000&count=1",
+	                     NULL),
+	    200);
 	assert_int_equal(gcs_get(s, "slow", &o, &err), GCS_OK);
 	assert_int_equal(err.attempts, 2);
 	gcs_object_clear(&o);
@@ -634,10 +670,12 @@ main(void)
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_not_retried, test_setup,
 		    test_teardown),
-		cmocka_unit_test_setup_teardown(test_429_outlives_retries_is_busy,
-		    test_setup, test_teardown),
-		cmocka_unit_test_setup_teardown(test_reset_before_apply_is_retried,
-		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_429_outlives_retries_is_busy, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_reset_before_apply_is_retried, test_setup,
+		    test_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_dropped_answers_leave_attempts, test_setup,
 		    test_teardown),

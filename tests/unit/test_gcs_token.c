@@ -29,10 +29,10 @@
 
 #define THREADS 8
 
-static fake_gcs fake;       /* --require-auth, metadata and OAuth */
+static fake_gcs fake; /* --require-auth, metadata and OAuth */
 static char tmpdir[64];
 static char pubkey_path[128];
-static char key_pem[8192];  /* PKCS#8 private key of the test SA */
+static char key_pem[8192]; /* PKCS#8 private key of the test SA */
 
 static int
 make_keys(void)
@@ -47,8 +47,8 @@ make_keys(void)
 	if (k == NULL)
 		return -1;
 	b = BIO_new(BIO_s_mem());
-	if (b == NULL || !PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL,
-	    NULL))
+	if (b == NULL ||
+	    !PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL))
 		goto out;
 	n = BIO_get_mem_data(b, &p);
 	if (n <= 0 || (size_t)n >= sizeof(key_pem))
@@ -110,7 +110,8 @@ test_setup(void **state)
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=3600",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	unsetenv("STORAGE_EMULATOR_HOST");
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
 	setenv("LOCKGATE_GCS_ENDPOINT", fake.url, 1);
@@ -153,8 +154,9 @@ last_auth(void)
 		json_t *e = json_array_get(a, i);
 		if (strcmp(json_string_value(json_object_get(e, "op")), "get"))
 			continue;
-		snprintf(buf, sizeof(buf), "%s", json_string_value(
-		    json_object_get(e, "authorization")) ?: "");
+		snprintf(buf, sizeof(buf), "%s",
+		    json_string_value(json_object_get(e, "authorization"))
+		        ?: "");
 		break;
 	}
 	json_decref(a);
@@ -190,7 +192,8 @@ test_refresh_ahead_of_expiry(void **state)
 	(void)state;
 	/* A 2 s token is refreshed after 2 - 2/5 = 1.6 s. */
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=2",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	s = open_store();
 	get_absent(s, GCS_NOT_FOUND);
 	get_absent(s, GCS_NOT_FOUND);
@@ -223,7 +226,9 @@ test_one_fetch_at_a_time(void **state)
 	(void)state;
 	/* A slow metadata server: all threads need the token at once. */
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/fault?op=metadata&kind=latency&ms=300", NULL), 200);
+	                     "/_fake/fault?op=metadata&kind=latency&ms=300",
+	                     NULL),
+	    200);
 	s = open_store();
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, getter, s), 0);
@@ -246,7 +251,8 @@ test_metadata_failures(void **state)
 
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake,
-	    "/_fake/fault?op=metadata&kind=500", NULL), 200);
+	                     "/_fake/fault?op=metadata&kind=500", NULL),
+	    200);
 	s = open_store();
 	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
 	assert_non_null(strstr(err.msg, "metadata server"));
@@ -277,12 +283,85 @@ test_401_drops_the_token(void **state)
 	s = open_store();
 	get_absent(s, GCS_NOT_FOUND);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=get&kind=401",
-	    NULL), 200);
+	                     NULL),
+	    200);
 	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_DENIED);
 	assert_int_equal(err.attempts, 1);
 	get_absent(s, GCS_NOT_FOUND);
 	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
 	gcs_store_free(s);
+}
+
+/* A slow token source never holds a request past the store's deadline:
+ * the fetch itself is bounded by it, and so is a wait for another
+ * thread's fetch. */
+typedef struct slow_arg {
+	gcs_store *s;
+	int rc;
+	char msg[GCS_ERRMSG_MAX];
+} slow_arg;
+
+static void *
+slow_getter(void *arg)
+{
+	slow_arg *a = arg;
+	gcs_object o;
+	gcs_err err;
+
+	memset(&err, 0, sizeof(err));
+	a->rc = gcs_get(a->s, "nothing", &o, &err);
+	snprintf(a->msg, sizeof(a->msg), "%s", err.msg);
+	return NULL;
+}
+
+static void
+test_slow_source_bounded_by_deadline(void **state)
+{
+	gcs_retry_policy quick = { 300, 5, 40, 300 };
+	gcs_retry_policy patient = { 5000, 5, 40, 3000 };
+	gcs_store *s, *p;
+	gcs_object o;
+	gcs_err err;
+	pthread_t th;
+	slow_arg a;
+	struct timespec ts = { 0, 200 * 1000000 };
+
+	(void)state;
+	/* The fetch itself: 2 s of latency against a 300 ms deadline. */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=latency&ms=2000",
+	                     NULL),
+	    200);
+	s = open_store();
+	gcs_gs_set_retry(s, &quick);
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "metadata server"));
+	assert_int_equal(fake_gcs_count(&fake, "get"), 0);
+	gcs_store_free(s);
+
+	/* Waiting for another thread's fetch: a patient call fetches for
+	 * 1.5 s; a call made meanwhile on the same store (and token source)
+	 * with a 300 ms deadline gives up waiting.  The policy is read at
+	 * the start of a call (and the try timeout once the token is in),
+	 * so changing it between the two calls is enough here. */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=latency&ms=1500",
+	                     NULL),
+	    200);
+	p = open_store();
+	gcs_gs_set_retry(p, &patient);
+	memset(&a, 0, sizeof(a));
+	a.s = p;
+	assert_int_equal(pthread_create(&th, NULL, slow_getter, &a), 0);
+	nanosleep(&ts, NULL); /* the patient call is fetching */
+	gcs_gs_set_retry(p, &quick);
+	assert_int_equal(gcs_get(p, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "timed out waiting"));
+	pthread_join(th, NULL);
+	assert_int_equal(a.rc, GCS_NOT_FOUND); /* it got its token */
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 1);
+	gcs_store_free(p);
 }
 
 /* Write a service-account key file; returns its path (static buffer). */
@@ -332,7 +411,8 @@ test_service_account(void **state)
 	assert_string_equal(json_string_value(json_object_get(as, "_kid")),
 	    "kid-1");
 	assert_int_equal(json_integer_value(json_object_get(as, "exp")) -
-	    json_integer_value(json_object_get(as, "iat")), 3600);
+	        json_integer_value(json_object_get(as, "iat")),
+	    3600);
 	json_decref(st);
 	gcs_store_free(s);
 }
@@ -418,10 +498,13 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_metadata_server_once_per_lifetime,
 		    test_setup),
-		cmocka_unit_test_setup(test_refresh_ahead_of_expiry, test_setup),
+		cmocka_unit_test_setup(test_refresh_ahead_of_expiry,
+		    test_setup),
 		cmocka_unit_test_setup(test_one_fetch_at_a_time, test_setup),
 		cmocka_unit_test_setup(test_metadata_failures, test_setup),
 		cmocka_unit_test_setup(test_401_drops_the_token, test_setup),
+		cmocka_unit_test_setup(test_slow_source_bounded_by_deadline,
+		    test_setup),
 		cmocka_unit_test_setup(test_service_account, test_setup),
 		cmocka_unit_test_setup(test_service_account_wrong_key,
 		    test_setup),

@@ -47,6 +47,11 @@ test_types(void **state)
 	assert_string_equal(type, "text/javascript; charset=utf-8");
 	assert_non_null(srv_web_find("/app.css", &type));
 	assert_string_equal(type, "text/css; charset=utf-8");
+	assert_non_null(srv_web_find("/favicon.svg", &type));
+	assert_string_equal(type, "image/svg+xml");
+	/* the shell client is shown as text, never as something to run */
+	assert_non_null(srv_web_find("/lockctl", &type));
+	assert_string_equal(type, "text/plain; charset=utf-8");
 }
 
 static void

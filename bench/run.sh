@@ -1,0 +1,317 @@
+#!/bin/sh
+# bench/run.sh: the benchmark of `make bench` (issues 2 and 3).  Builds
+# nothing (make does).  Starts, one after another, on 127.0.0.1 and a port
+# the kernel picks:
+#   floor  build/bench/floor: libmicrohttpd set up like lockgate, no auth,
+#          no store, no log (the HTTP floor)
+#   mem    build/lockgate --store mem://
+#   file   build/lockgate --store file://TMPDIR (durable: on disk before a
+#          grant is answered)
+#   gs     build/lockgate --store gs://bench-bucket/p/ against
+#          build/tools/fake_gcs (STORAGE_EMULATOR_HOST)
+# and drives each with build/bench/loadgen: 64 keep-alive clients on
+# distinct lock names, then 1 client, BENCH_RUNS runs of BENCH_SECONDS each
+# (after a BENCH_WARMUP_MS warm-up), and prints the medians in one table
+# with lockgate's CPU time per cycle and the targets' ratios, PASS or MISS.
+# The targets are informational: the exit status is 0 unless something
+# broke (a server that did not start, a loadgen error or non-2xx answer).
+#
+# Servers are stopped by PID; the temporary directory is removed.
+# lockgate's stdout (one log line per request) goes to /dev/null.
+# BENCH_TARGETS (default "floor mem file gs") picks targets.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+BENCH_SECONDS=${BENCH_SECONDS:-4}
+BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
+BENCH_RUNS=${BENCH_RUNS:-3}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs}
+BENCH_CLIENTS="64 1"
+
+LOCKGATE=build/lockgate
+FLOOR=build/bench/floor
+LOADGEN=build/bench/loadgen
+FAKE_GCS=build/tools/fake_gcs
+START_TRIES=200       # x 0.05 s: a server gets 10 s to listen
+STOP_TRIES=100        # x 0.05 s: then SIGKILL
+
+# Targets (informational).
+T_MEM_FLOOR_OPS=0.5   # mem cycles/s / floor cycles/s at 64 clients, >=
+T_SERIAL_P50=1.5      # mem p50 / floor p50 at 1 client, <=
+T_FILE_OPS=8000       # file cycles/s at 64 clients, >=
+T_GS_MEM_CPU=2        # gs CPU per cycle / mem CPU per cycle at 64, <=
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockgate-bench.XXXXXX")
+PIDS=""
+BROKEN=0
+
+stop_pid() {
+	[ -n "$1" ] || return 0
+	kill -TERM "$1" 2>/dev/null
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt $STOP_TRIES ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	rest=""
+	for q in $PIDS; do
+		[ "$q" = "$1" ] || rest="$rest $q"
+	done
+	PIDS=$rest
+}
+
+# shellcheck disable=SC2317 # called from the EXIT trap
+cleanup() {
+	for p in $PIDS; do
+		stop_pid "$p"
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+for f in "$LOCKGATE" "$FLOOR" "$LOADGEN" "$FAKE_GCS"; do
+	[ -x "$f" ] || die "$f is missing (run: make bench)"
+done
+command -v ss >/dev/null 2>&1 || die "ss (iproute2) is needed to find ports"
+
+# load: what else this machine is doing (the numbers are only comparable
+# on a quiet machine): load average and, where the kernel has PSI, the
+# share of time some task waited for a CPU (avg10).
+load() {
+	la=$(cut -d' ' -f1-3 /proc/loadavg)
+	psi=$(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu \
+	    2>/dev/null)
+	echo "load average $la, CPU pressure ${psi:-n/a}% (${NPROC} CPUs)"
+}
+NPROC=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
+LOAD_BEFORE=$(load)
+
+# printed_port PID FILE: the port PID printed in FILE (the floor's
+# "listening" line, or fake_gcs's bare number), waiting until it does.
+printed_port() {
+	i=0
+	while [ $i -lt $START_TRIES ]; do
+		port=$(sed -n -e 's/.*"message":"listening".*"port":\([0-9]*\).*/\1/p' \
+		    -e 's/^\([0-9][0-9]*\)$/\1/p' "$2" | head -n 1)
+		if [ -n "$port" ]; then
+			echo "$port"
+			return 0
+		fi
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# listen_port PID: the TCP port PID listens on (its only listen socket),
+# waiting until it listens; empty when it died or never did.  For lockgate,
+# whose stdout (and so its "listening" line) goes to /dev/null.
+listen_port() {
+	i=0
+	while [ $i -lt $START_TRIES ]; do
+		port=$(ss -Hltnp 2>/dev/null | awk -v p="pid=$1," '
+		    index($0, p) { n = split($4, a, ":"); print a[n]; exit }')
+		if [ -n "$port" ]; then
+			echo "$port"
+			return 0
+		fi
+		kill -0 "$1" 2>/dev/null || return 1
+		sleep 0.05
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# The token: an HS256 secret of 64 hex characters (32 random bytes).
+SECRET_FILE=$TMP/secret
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$SECRET_FILE"
+chmod 600 "$SECRET_FILE"
+TOKEN=$("$LOCKGATE" token --secret-file "$SECRET_FILE" --sub bench --ttl 1h) ||
+    die "cannot mint a token"
+export TOKEN
+
+RESULTS=$TMP/results
+: >"$RESULTS"
+
+# run_target NAME PID PORT: the loadgen runs; each output line is stored in
+# RESULTS prefixed with "NAME".
+run_target() {
+	for c in $BENCH_CLIENTS; do
+		r=1
+		while [ $r -le "$BENCH_RUNS" ]; do
+			if ! out=$("$LOADGEN" --port "$3" --clients "$c" \
+			    --seconds "$BENCH_SECONDS" \
+			    --warmup "$BENCH_WARMUP_MS" --pid "$2" \
+			    --label "$1"); then
+				echo "bench: $1, $c clients, run $r: loadgen" \
+				    "failed (see above)" >&2
+				BROKEN=1
+				return 1
+			fi
+			echo "  $out" >&2
+			echo "$out" >>"$RESULTS"
+			r=$((r + 1))
+		done
+	done
+}
+
+# bench_lockgate NAME STORE [VAR=value...]: start, measure, stop.
+bench_lockgate() {
+	name=$1
+	store=$2
+	shift 2
+	env "$@" LOCKGATE_JWT_SECRET_FILE="$SECRET_FILE" "$LOCKGATE" \
+	    --listen 127.0.0.1:0 --store "$store" \
+	    >/dev/null 2>"$TMP/$name.err" &
+	pid=$!
+	PIDS="$PIDS $pid"
+	if ! port=$(listen_port "$pid"); then
+		cat "$TMP/$name.err" >&2
+		echo "bench: lockgate --store $store did not start" >&2
+		BROKEN=1
+		stop_pid "$pid"
+		return 1
+	fi
+	echo "bench: $name: lockgate --store $store (pid $pid, port $port)" >&2
+	run_target "$name" "$pid" "$port"
+	stop_pid "$pid"
+}
+
+bench_floor() {
+	"$FLOOR" >"$TMP/floor.out" 2>"$TMP/floor.err" &
+	pid=$!
+	PIDS="$PIDS $pid"
+	if ! port=$(printed_port "$pid" "$TMP/floor.out"); then
+		cat "$TMP/floor.err" >&2
+		echo "bench: the floor did not start" >&2
+		BROKEN=1
+		stop_pid "$pid"
+		return 1
+	fi
+	echo "bench: floor: $FLOOR (pid $pid, port $port)" >&2
+	run_target floor "$pid" "$port"
+	stop_pid "$pid"
+}
+
+bench_gs() {
+	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
+	fpid=$!
+	PIDS="$PIDS $fpid"
+	if ! fport=$(printed_port "$fpid" "$TMP/fake_gcs.port"); then
+		cat "$TMP/fake_gcs.err" >&2
+		echo "bench: fake_gcs did not start" >&2
+		BROKEN=1
+		stop_pid "$fpid"
+		return 1
+	fi
+	echo "bench: gs: fake_gcs (pid $fpid, port $fport)" >&2
+	bench_lockgate gs gs://bench-bucket/p/ \
+	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport"
+	stop_pid "$fpid"
+}
+
+for t in $BENCH_TARGETS; do
+	case "$t" in
+	floor) bench_floor ;;
+	mem) bench_lockgate mem mem:// ;;
+	file)
+		mkdir -p "$TMP/data"
+		bench_lockgate file "file://$TMP/data"
+		;;
+	gs) bench_gs ;;
+	*) die "unknown target '$t' (floor mem file gs)" ;;
+	esac
+done
+
+LOAD_AFTER=$(load)
+
+# The table: per target and client count, the median of each column over
+# the runs; then the ratios against the targets.
+echo
+echo "machine before: $LOAD_BEFORE"
+echo "machine after:  $LOAD_AFTER"
+awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
+    -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" '
+function median(key, col,    n, i, j, t, v) {
+	n = cnt[key]
+	if (n == 0)
+		return ""
+	for (i = 1; i <= n; i++)
+		v[i] = val[key, col, i]
+	if (v[1] == "-")
+		return "-"
+	for (i = 2; i <= n; i++) {        # insertion sort, n is small
+		t = v[i] + 0
+		for (j = i - 1; j >= 1 && v[j] + 0 > t; j--)
+			v[j + 1] = v[j]
+		v[j + 1] = t
+	}
+	return (n % 2) ? v[(n + 1) / 2] + 0 : (v[n / 2] + v[n / 2 + 1]) / 2
+}
+function verdict(ok) { return ok ? "PASS" : "MISS" }
+{
+	delete f
+	for (i = 1; i <= NF; i++) {
+		split($i, kv, "=")
+		f[kv[1]] = kv[2]
+	}
+	key = f["label"] SUBSEP f["clients"]
+	if (!(key in cnt)) {
+		order[++nkeys] = key
+		cnt[key] = 0
+	}
+	n = ++cnt[key]
+	val[key, "ops", n] = f["cycles_per_s"]
+	val[key, "p50", n] = f["p50_us"]
+	val[key, "p99", n] = f["p99_us"]
+	val[key, "cpu", n] = f["cpu_us_per_cycle"]
+}
+END {
+	printf "lockgate bench: medians of %d runs of %d s (cycle = acquire + release)\n", runs, secs
+	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
+	for (k = 1; k <= nkeys; k++) {
+		key = order[k]
+		split(key, parts, SUBSEP)
+		m_ops[key] = median(key, "ops")
+		m_p50[key] = median(key, "p50")
+		m_cpu[key] = median(key, "cpu")
+		cpu = m_cpu[key] == "-" ? "-" : sprintf("%.1f", m_cpu[key])
+		printf "%-7s %7s %10.0f %9d %9d %13s\n", parts[1], parts[2], m_ops[key], m_p50[key], median(key, "p99"), cpu
+	}
+	print ""
+	printf "%-40s %10s %10s  %s\n", "ratio", "value", "target", "result"
+	f64 = "floor" SUBSEP 64; m64 = "mem" SUBSEP 64
+	f1 = "floor" SUBSEP 1; m1 = "mem" SUBSEP 1
+	fi64 = "file" SUBSEP 64; g64 = "gs" SUBSEP 64
+	if ((f64 in m_ops) && (m64 in m_ops) && m_ops[f64] > 0) {
+		r = m_ops[m64] / m_ops[f64]
+		printf "%-40s %10.2f %10s  %s\n", "mem/floor cycles/s, 64 clients", r, ">= " tm, verdict(r >= tm)
+	}
+	if ((f1 in m_p50) && (m1 in m_p50) && m_p50[f1] > 0) {
+		r = m_p50[m1] / m_p50[f1]
+		printf "%-40s %10.2f %10s  %s\n", "mem/floor p50, 1 client (serial)", r, "<= " ts, verdict(r <= ts)
+	}
+	if (fi64 in m_ops) {
+		r = m_ops[fi64]
+		printf "%-40s %10.0f %10s  %s\n", "file cycles/s, 64 clients", r, ">= " tf, verdict(r >= tf)
+	}
+	if ((g64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[g64] != "-" && m_cpu[m64] > 0) {
+		r = m_cpu[g64] / m_cpu[m64]
+		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
+	}
+}' "$RESULTS"
+
+if [ "$BROKEN" != 0 ]; then
+	echo "bench: BROKEN: a target did not run to the end (see above)" >&2
+	exit 1
+fi
+exit 0

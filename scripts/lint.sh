@@ -1,0 +1,35 @@
+#!/bin/sh
+# lint.sh: clang-format in check mode, cppcheck, and a grep for banned
+# functions.  Exit non-zero on any finding.
+set -u
+cd "$(dirname "$0")/.."
+rc=0
+SRC=$(git ls-files '*.c' '*.h' 2>/dev/null || find gcs api server tests bench scripts -name '*.[ch]')
+
+echo "== banned functions (sprintf strcpy strcat atoi gets strtok)"
+if grep -nwE '(sprintf|vsprintf|strcpy|strcat|atoi|gets|strtok)[[:space:]]*\(' $SRC; then
+	echo "lint: banned function used" >&2
+	rc=1
+fi
+
+echo "== clang-format --dry-run"
+if command -v clang-format >/dev/null 2>&1; then
+	# shellcheck disable=SC2086
+	clang-format --dry-run --Werror $SRC || rc=1
+else
+	echo "lint: clang-format missing (apt-get install clang-format)" >&2
+	rc=1
+fi
+
+echo "== cppcheck"
+if command -v cppcheck >/dev/null 2>&1; then
+	cppcheck --quiet --error-exitcode=1 --inline-suppr \
+	    --enable=warning,performance,portability --std=c11 \
+	    --suppress=missingIncludeSystem -I. -Ibuild/gen \
+	    gcs api server || rc=1
+else
+	echo "lint: cppcheck missing (apt-get install cppcheck)" >&2
+	rc=1
+fi
+[ $rc -eq 0 ] && echo "lint: clean"
+exit $rc

@@ -1,0 +1,44 @@
+#!/bin/sh
+# --check and /readyz on gs://: the bucket must answer with the configured
+# credentials; a missing bucket, a bad bucket name or a dead token source
+# fail with a message that says which.  Always runs against fake_gcs.
+LG_STORE=gs
+. tests/e2e/lib.sh
+out=$LG_TMP/out
+check() { # STORE [ENV...]: run --check; sets $rc, output in $out
+	store=$1
+	shift
+	set +e
+	env LOCKGATE_JWT_SECRET="$LG_SECRET" "$@" timeout 30 "$LG_BIN" --check \
+	    --store "$store" >"$out" 2>&1
+	rc=$?
+	set -e
+}
+
+check gs://lockgate-e2e/locks/
+lg_eq "$rc" 0 "--check on a reachable bucket"
+check gs://missing-bkt/locks/
+[ "$rc" -ne 0 ] || lg_fail "--check passed on a missing bucket"
+grep -q "bucket 'missing-bkt' not found" "$out" || lg_fail "--check message: $(cat "$out")"
+check gs://A/
+[ "$rc" -ne 0 ] || lg_fail "--check passed on a bad bucket name"
+# Credentials from a metadata server that is not there.
+check gs://lockgate-e2e/ STORAGE_EMULATOR_HOST= GCE_METADATA_HOST=127.0.0.1:1 \
+    LOCKGATE_GCS_ENDPOINT="$LG_FAKE_GCS_URL" LOCKGATE_GCS_RETRY_TOTAL_MS=2000
+[ "$rc" -ne 0 ] || lg_fail "--check passed without credentials"
+grep -q "metadata server" "$out" || lg_fail "--check message: $(cat "$out")"
+
+# /readyz follows the bucket: 503 with Retry-After while it fails.
+LG_ENV="LOCKGATE_GCS_RETRY_TOTAL_MS=500"
+lg_start
+code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
+lg_eq "$code" 200 "readyz"
+lg_fake "fault?op=list&kind=503&count=-1" >/dev/null
+code=$(lg_curl -D "$LG_TMP/h" -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
+lg_eq "$code" 503 "readyz while the bucket fails"
+grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "readyz 503 without Retry-After"
+lg_fake clear-faults >/dev/null
+code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
+lg_eq "$code" 200 "readyz again"
+lg_stop
+echo ok

@@ -1,0 +1,138 @@
+#!/bin/sh
+# Every fault fake_gcs can inject, on every storage operation, behind the
+# HTTP API: never a 500, every 503 carries Retry-After, no double grant, no
+# release lost, and both retry ambiguities resolved (an insert whose answer
+# was dropped is still granted once; a delete whose answer was dropped is
+# still a release).  Always runs on gs:// against the fake.
+LG_STORE=gs
+. tests/e2e/lib.sh
+LG_ENV="LOCKGATE_GCS_RETRY_TOTAL_MS=800"
+lg_start
+A="Authorization: Bearer $(lg_token alice)"
+B="Authorization: Bearer $(lg_token bob)"
+out=$LG_TMP/out
+hdr=$LG_TMP/hdr
+
+# req WHO METHOD PATH: one API call; sets $code.  Fails on a 500, on a 503
+# without Retry-After.
+req() {
+	code=$(lg_curl -o "$out" -D "$hdr" -w '%{http_code}' -X "$2" -H "$1" \
+	    "$LG_URL$3") || lg_fail "curl $2 $3"
+	[ "$code" -lt 500 ] || [ "$code" = 503 ] || lg_fail "HTTP $code on $2 $3 ($ctx)"
+	if [ "$code" = 503 ]; then
+		grep -qi '^Retry-After: [0-9]' "$hdr" ||
+		    lg_fail "503 without Retry-After on $2 $3 ($ctx)"
+	fi
+}
+
+objects() { lg_fake_count objects; }
+
+# A whole lease cycle with one transient fault queued on OP: everything
+# succeeds, the lock is granted once and released for good.
+n=0
+for op in insert get patch delete list; do
+	for kind in 503 429 reset drop latency; do
+		n=$((n + 1))
+		ctx="$kind on $op"
+		name=f/t$n
+		lg_fake clear-faults >/dev/null
+		lg_fake "fault?op=$op&kind=$kind&count=1&ms=300" >/dev/null
+		req "$A" POST "/v1/locks/$name:acquire?ttl=30"
+		lg_eq "$code" 200 "acquire ($ctx)"
+		lease=$(lg_jget lease_id "$out")
+		tok=$(lg_jget fencing_token "$out")
+		req "$B" POST "/v1/locks/$name:acquire?ttl=30"
+		lg_eq "$code" 409 "second owner is refused ($ctx)"
+		req "$A" POST "/v1/locks/$name:refresh?lease_id=$lease"
+		lg_eq "$code" 200 "refresh ($ctx)"
+		lg_eq "$(lg_jget fencing_token "$out")" "$tok" "refresh keeps the token ($ctx)"
+		req "$B" GET "/v1/locks/$name"
+		lg_eq "$code" 200 "inspect ($ctx)"
+		lg_eq "$(lg_jget owner "$out")" alice "inspect owner ($ctx)"
+		req "$B" GET "/v1/locks?prefix=f/t$n"
+		lg_eq "$code" 200 "list ($ctx)"
+		req "$A" POST "/v1/locks/$name:release?lease_id=$lease"
+		lg_eq "$code" 204 "release ($ctx)"
+		lg_eq "$(objects)" 0 "nothing left in the bucket after release ($ctx)"
+		req "$B" GET "/v1/locks/$name"
+		lg_eq "$code" 404 "released lock is gone ($ctx)"
+	done
+done
+
+# Faults that outlive the retries: 503 with Retry-After, never a 500; once
+# they stop, the state is what the answers said.  503 on every operation,
+# 429 on the writes, resets on the reads.
+lg_fake clear-faults >/dev/null
+name=f/p
+req "$A" POST "/v1/locks/$name:acquire?ttl=60"
+lg_eq "$code" 200 "acquire before persistent faults"
+lease=$(lg_jget lease_id "$out")
+for case in insert:503 insert:429 patch:503 patch:429 get:503 get:reset \
+    list:503 list:reset delete:503 delete:429; do
+	op=${case%:*}
+	kind=${case#*:}
+	ctx="persistent $kind on $op"
+	lg_fake "fault?op=$op&kind=$kind&count=-1" >/dev/null
+	case $op in
+	insert)
+		req "$A" POST "/v1/locks/f/p-new:acquire?ttl=30"
+		lg_eq "$code" 503 "acquire ($ctx)"
+		lg_fake clear-faults >/dev/null
+		lg_eq "$(objects)" 1 "a refused acquire left nothing ($ctx)"
+		;;
+	patch)
+		req "$A" POST "/v1/locks/$name:refresh?lease_id=$lease"
+		lg_eq "$code" 503 "refresh ($ctx)"
+		lg_fake clear-faults >/dev/null
+		req "$A" POST "/v1/locks/$name:refresh?lease_id=$lease"
+		lg_eq "$code" 200 "refresh after $ctx"
+		;;
+	get)
+		req "$B" GET "/v1/locks/$name"
+		[ "$code" = 503 ] || [ "$code" = 200 ] || lg_fail "inspect ($ctx): $code"
+		req "$B" POST "/v1/locks/$name:acquire?ttl=30"
+		[ "$code" = 503 ] || [ "$code" = 409 ] || lg_fail "contended acquire ($ctx): $code"
+		lg_fake clear-faults >/dev/null
+		;;
+	list)
+		req "$B" GET "/v1/locks?prefix=f/"
+		lg_eq "$code" 503 "list ($ctx)"
+		code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
+		lg_eq "$code" 503 "readyz ($ctx)"
+		lg_fake clear-faults >/dev/null
+		code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
+		lg_eq "$code" 200 "readyz after $ctx"
+		;;
+	delete)
+		# A refused release is not a lost one: the lease still
+		# holds and can be released once storage answers.
+		req "$A" POST "/v1/locks/$name:release?lease_id=$lease"
+		lg_eq "$code" 503 "release ($ctx)"
+		lg_fake clear-faults >/dev/null
+		req "$B" POST "/v1/locks/$name:acquire?ttl=30"
+		lg_eq "$code" 409 "still held after a refused release ($ctx)"
+		;;
+	esac
+done
+req "$A" POST "/v1/locks/$name:release?lease_id=$lease"
+lg_eq "$code" 204 "release after the persistent faults"
+lg_eq "$(objects)" 0 "released for good"
+
+# A dropped answer to a contended takeover delete: the expired lease is
+# replaced once, never twice.
+lg_fake clear-faults >/dev/null
+req "$A" POST "/v1/locks/f/exp:acquire?ttl=2"
+lg_eq "$code" 200 "short lease"
+sleep 4.2
+lg_fake "fault?op=delete&kind=drop&count=1" >/dev/null
+lg_fake "fault?op=insert&kind=drop&count=1" >/dev/null
+req "$B" POST "/v1/locks/f/exp:acquire?ttl=30"
+lg_eq "$code" 200 "takeover of an expired lease through dropped answers"
+lg_eq "$(lg_jget owner "$out")" bob "bob holds it"
+req "$A" POST "/v1/locks/f/exp:acquire?ttl=30"
+lg_eq "$code" 409 "alice is refused after bob's takeover"
+lg_eq "$(objects)" 1 "one object"
+
+grep -q '"status":500' "$LG_LOG" && lg_fail "a 500 in the log"
+lg_stop
+echo ok

@@ -1,0 +1,361 @@
+/*
+ * test_fake_gcs.c: build/tools/fake_gcs behaves the way GCS does for the
+ * subset lockgate uses (facts.md §1), checked with raw HTTP requests, so
+ * that the client tests against it mean something.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fake_gcs_proc.h"
+
+#define UPLOAD  "/upload/storage/v1/b/bkt/o?uploadType=multipart"
+#define MP_TYPE "Content-Type: multipart/related; boundary=XyZ"
+
+static fake_gcs fake;
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	return fake_gcs_start(&fake, NULL);
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	fake_gcs_stop(&fake);
+	return 0;
+}
+
+static int
+reset(void **state)
+{
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?rate_limit=0",
+	                     NULL),
+	    200);
+	return 0;
+}
+
+/* A multipart body creating NAME with metadata {"k": VALUE_JSON}. */
+static char *
+mp_body(const char *name, const char *value_json)
+{
+	char *b = NULL;
+
+	assert_true(
+	    asprintf(&b,
+	        "--XyZ\r\nContent-Type: application/json; "
+	        "charset=UTF-8\r\n\r\n{\"name\":\"%s\",\"metadata\":{\"k\":%s}}"
+	        "\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\n\r\n--XyZ--\r\n",
+	        name, value_json) > 0);
+	return b;
+}
+
+/* Insert NAME with QUERY added; the status, and the object in *obj. */
+static int
+insert(const char *name, const char *query, json_t **obj)
+{
+	char *body = mp_body(name, "\"v\""), *out = NULL, path[256];
+	int st;
+
+	snprintf(path, sizeof(path), UPLOAD "%s", query);
+	st = fake_gcs_http(&fake, "POST", path, MP_TYPE, body, &out, NULL);
+	if (obj != NULL)
+		*obj = out ? json_loads(out, 0, NULL) : NULL;
+	free(body);
+	free(out);
+	return st;
+}
+
+static long long
+gen_of(const json_t *o)
+{
+	/* GCS sends int64 as JSON strings. */
+	const char *s = json_string_value(json_object_get(o, "generation"));
+
+	assert_non_null(s);
+	return strtoll(s, NULL, 10);
+}
+
+static void
+test_generations_unique_increasing(void **state)
+{
+	json_t *a, *b;
+	char path[200];
+
+	(void)state;
+	assert_int_equal(insert("x/1", "&ifGenerationMatch=0", &a), 200);
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "1");
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_object_get(a, "metadata"),
+	                            "k")),
+	    "v");
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/x%%2F1?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
+	    gen_of(a));
+	assert_int_equal(fake_gcs_http(&fake, "DELETE", path, NULL, NULL, NULL,
+	                     NULL),
+	    204);
+	assert_int_equal(insert("x/1", "&ifGenerationMatch=0", &b), 200);
+	assert_true(gen_of(b) > gen_of(a));
+	json_decref(a);
+	json_decref(b);
+}
+
+static void
+test_preconditions(void **state)
+{
+	json_t *a, *e;
+	char path[256], *out = NULL;
+	int date = 0;
+	long long g;
+
+	(void)state;
+	assert_int_equal(insert("p", "&ifGenerationMatch=0", &a), 200);
+	g = gen_of(a);
+	json_decref(a);
+	/* create-only on a live object: 412 with GCS's error JSON */
+	assert_int_equal(insert("p", "&ifGenerationMatch=0", &e), 412);
+	assert_int_equal(json_integer_value(
+	                     json_object_get(json_object_get(e, "error"),
+	                         "code")),
+	    412);
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_object_get(e, "error"),
+	                           "errors"),
+	            0),
+	        "reason")),
+	    "conditionNotMet");
+	json_decref(e);
+	/* NotMatch forms answer 304 */
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/p?"
+	    "ifGenerationNotMatch=%lld",
+	    g);
+	assert_int_equal(fake_gcs_http(&fake, "GET", path, NULL, NULL, NULL,
+	                     NULL),
+	    304);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifMetagenerationNotMatch=1",
+	                     NULL, NULL, NULL, NULL),
+	    304);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifGenerationNotMatch=0",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/p?"
+	                     "ifMetagenerationMatch=2",
+	                     NULL, NULL, NULL, NULL),
+	    412);
+	/* patch: both preconditions, merge, null deletes, metageneration+1 */
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/p?ifGenerationMatch="
+	    "%lld&ifMetagenerationMatch=1",
+	    g);
+	assert_int_equal(fake_gcs_http(&fake, "PATCH", path,
+	                     "Content-Type: application/json",
+	                     "{\"metadata\":{\"k\":null,\"z\":\"1\"}}", &out,
+	                     &date),
+	    200);
+	assert_true(date);
+	a = json_loads(out, 0, NULL);
+	free(out);
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "2");
+	assert_null(json_object_get(json_object_get(a, "metadata"), "k"));
+	assert_true(json_object_get(a, "updated") != NULL);
+	json_decref(a);
+	assert_int_equal(fake_gcs_http(&fake, "PATCH", path,
+	                     "Content-Type: application/json",
+	                     "{\"metadata\":{}}", NULL, NULL),
+	    412);
+	/* overwrite with ifGenerationMatch=G: new generation, metagen 1 */
+	snprintf(path, sizeof(path), "&ifGenerationMatch=%lld", g);
+	assert_int_equal(insert("p", path, &a), 200);
+	assert_true(gen_of(a) > g);
+	assert_string_equal(json_string_value(
+	                        json_object_get(a, "metageneration")),
+	    "1");
+	json_decref(a);
+	/* absent objects: 404 on get/patch/delete */
+	assert_int_equal(fake_gcs_http(&fake, "DELETE",
+	                     "/storage/v1/b/bkt/o/"
+	                     "nope?ifGenerationMatch=1",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+}
+
+static void
+test_names_and_list(void **state)
+{
+	char *out = NULL;
+	json_t *j;
+	int i;
+	const char *names[] = { "l/a", "l/b", "l/c" };
+
+	(void)state;
+	for (i = 0; i < 3; i++)
+		assert_int_equal(insert(names[i], "", NULL), 200);
+	/* An unencoded '/' in the object segment is another path. */
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/l/a",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/"
+	                     "l%2Fa",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?"
+	                     "prefix=l%2F&maxResults=2",
+	                     NULL, NULL, &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_int_equal(json_array_size(json_object_get(j, "items")), 2);
+	assert_non_null(json_object_get(j, "nextPageToken"));
+	json_decref(j);
+	/* Empty listing: no "items" key at all, as GCS does. */
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?"
+	                     "prefix=zzz",
+	                     NULL, NULL, &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_null(json_object_get(j, "items"));
+	json_decref(j);
+	/* Another bucket is another namespace; missing-* buckets 404. */
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/other/o/"
+	                     "l%2Fa",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/missing-b/"
+	                     "o",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+}
+
+static void
+test_bad_uploads(void **state)
+{
+	char *b = mp_body("n", "7");
+
+	(void)state;
+	/* custom metadata values are strings */
+	assert_int_equal(fake_gcs_http(&fake, "POST", UPLOAD, MP_TYPE, b, NULL,
+	                     NULL),
+	    400);
+	free(b);
+	assert_int_equal(fake_gcs_http(&fake, "POST", UPLOAD, MP_TYPE,
+	                     "--XyZ\r\nno end", NULL, NULL),
+	    400);
+	assert_int_equal(fake_gcs_http(&fake, "POST",
+	                     "/upload/storage/v1/b/bkt/o", MP_TYPE, "", NULL,
+	                     NULL),
+	    400);
+}
+
+static void
+test_rate_limit(void **state)
+{
+	json_t *a, *e;
+	char path[200];
+
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?rate_limit=1",
+	                     NULL),
+	    200);
+	assert_int_equal(insert("hot", "&ifGenerationMatch=0", &a), 200);
+	/* A contending create within the second gets 429, not 412. */
+	assert_int_equal(insert("hot", "&ifGenerationMatch=0", &e), 429);
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_object_get(e, "error"),
+	                           "errors"),
+	            0),
+	        "reason")),
+	    "rateLimitExceeded");
+	json_decref(e);
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/hot?"
+	    "ifGenerationMatch=%lld&ifMetagenerationMatch=1",
+	    gen_of(a));
+	assert_int_equal(fake_gcs_http(&fake, "DELETE", path, NULL, NULL, NULL,
+	                     NULL),
+	    429);
+	/* Reads are not limited. */
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/hot",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	json_decref(a);
+}
+
+static void
+test_token_endpoints(void **state)
+{
+	char *out = NULL;
+	json_t *j;
+	const char *md = "/computeMetadata/v1/instance/service-accounts/"
+	                 "default/token";
+
+	(void)state;
+	assert_int_equal(fake_gcs_http(&fake, "GET", md, NULL, NULL, NULL,
+	                     NULL),
+	    403);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=1967",
+	                     NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET", md,
+	                     "Metadata-Flavor: Google", NULL, &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_int_equal(json_integer_value(json_object_get(j, "expires_in")),
+	    1967);
+	assert_non_null(json_string_value(json_object_get(j, "access_token")));
+	json_decref(j);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "tokens_issued"), 1);
+	/* The OAuth endpoint wants a jwt-bearer grant. */
+	assert_int_equal(fake_gcs_http(&fake, "POST", "/token", NULL,
+	                     "grant_type=password", NULL, NULL),
+	    400);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_generations_unique_increasing,
+		    reset),
+		cmocka_unit_test_setup(test_preconditions, reset),
+		cmocka_unit_test_setup(test_names_and_list, reset),
+		cmocka_unit_test_setup(test_bad_uploads, reset),
+		cmocka_unit_test_setup(test_rate_limit, reset),
+		cmocka_unit_test_setup(test_token_endpoints, reset),
+	};
+
+	return cmocka_run_group_tests_name("fake_gcs", tests, group_setup,
+	    group_teardown);
+}
