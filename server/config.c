@@ -58,7 +58,7 @@ static const opt opts[] = {
 	    "file holding the HS256 secret"},
 	{"jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
 	    OFF(auth.public_keys), 0, 0, "none",
-	    "comma-separated RS256/ES256 public key PEM files"},
+	    "comma-separated [kid=]path PEM public keys (RS256/ES256)"},
 	{"jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
 	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)"},
 	{"jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,

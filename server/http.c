@@ -328,7 +328,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
 	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
-	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->trace);
+	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->reason,
+	    r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
 	json_decref(r->acq.labels);

@@ -37,6 +37,7 @@ typedef struct srv_req {
 	char owner[API_OWNER_MAX + 1];
 	int status;
 	char trace[160];      /* logging.googleapis.com/trace */
+	const char *reason;   /* why a token was refused (static string) */
 	bool env_format;      /* answer as KEY='value' lines */
 	/* Identity, when the route needed one. */
 	auth_identity id;

@@ -168,7 +168,7 @@ line_end(line *l)
 void
 srv_log_request(const char *severity, const char *method, const char *route,
     int status, double latency_ms, const char *lock, const char *owner,
-    const char *trace)
+    const char *reason, const char *trace)
 {
 	line l;
 
@@ -179,6 +179,7 @@ srv_log_request(const char *severity, const char *method, const char *route,
 	put_num(&l, "latency_ms", "%.3f", latency_ms);
 	put_field(&l, "lock", lock);
 	put_field(&l, "owner", owner);
+	put_field(&l, "reason", reason);
 	put_field(&l, "logging.googleapis.com/trace", trace);
 	line_end(&l);
 }

@@ -74,7 +74,7 @@ void srv_logf(const char *severity, const char *fmt, ...)
  * NULL or "" fields are left out. */
 void srv_log_request(const char *severity, const char *method,
     const char *route, int status, double latency_ms, const char *lock,
-    const char *owner, const char *trace);
+    const char *owner, const char *reason, const char *trace);
 void srv_log_event(const char *severity, const char *event, const char *lock,
     const char *owner, const char *holder, const char *actor, int64_t token);
 
