@@ -86,6 +86,21 @@ env_answer(srv_req *r, int status, json_t *body, int retry_after)
 }
 
 enum MHD_Result
+http_body(srv_req *r, int status, const char *ctype, char *text, size_t len)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(len, text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	return queue(r, status, resp);
+}
+
+enum MHD_Result
 http_json(srv_req *r, int status, json_t *body)
 {
 	struct MHD_Response *resp;

@@ -78,11 +78,18 @@ authenticate(srv_req *r, auth_action action, const char *name,
 static enum MHD_Result
 answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
 {
-	json_t *j = api_lock_json(l, with_lease);
+	json_t *j;
+	char *text;
+	size_t len;
 
-	if (j == NULL)
+	if (r->env_format) {
+		if ((j = api_lock_json(l, with_lease)) == NULL)
+			return MHD_NO;
+		return http_json(r, status, j);
+	}
+	if ((text = api_lock_text(l, with_lease, &len)) == NULL)
 		return MHD_NO;
-	return http_json(r, status, j);
+	return http_body(r, status, "application/json", text, len);
 }
 
 static int
