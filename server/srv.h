@@ -25,7 +25,10 @@
 					   token gets a JSON 401 */
 #define SRV_CONN_LIMIT_DEFAULT 4000
 #define SRV_CONN_TIMEOUT_DEFAULT 60       /* s an idle connection lives */
-#define SRV_THREADS_DEFAULT 16
+#define SRV_THREADS_DEFAULT 16            /* mem:// (nothing blocks) */
+#define SRV_THREADS_BLOCKING 64           /* file://, gs://: a storage call
+					     holds its thread; more threads,
+					     bigger group commits */
 #define SRV_THREADS_MAX 256
 #define SRV_DRAIN_MAX_MS 7000             /* SIGTERM: exit within 8 s */
 #define SRV_DEV_TOKEN_TTL (12 * 3600)     /* s, the dev mode's token */
