@@ -11,20 +11,63 @@
 #include <time.h>
 
 #include "api.h"
+#include "jsonw.h"
 #include "lease.h"
 
+/* Two digits of V at P. */
+static void
+digits2(char *p, int v)
+{
+	p[0] = (char)('0' + v / 10);
+	p[1] = (char)('0' + v % 10);
+}
+
+/*
+ * On the hot path (every answer carries three times): formatted by hand,
+ * with the date part kept per thread while the second does not change.
+ */
 void
 api_time_str(int64_t ms, char *buf, size_t len)
 {
-	time_t sec = (time_t)(ms / 1000);
+	static __thread int64_t cached_sec = -1;
+	static __thread char cached[24];
+	int64_t sec;
+	time_t t;
 	struct tm tm;
+	int frac;
 
+	if (len < 25) {
+		if (len > 0)
+			buf[0] = '\0';
+		return;
+	}
 	if (ms < 0)
-		sec = 0, ms = 0;
-	gmtime_r(&sec, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	    tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+		ms = 0;
+	sec = ms / 1000;
+	frac = (int)(ms % 1000);
+	if (sec != cached_sec) {
+		t = (time_t)sec;
+		gmtime_r(&t, &tm);
+		digits2(cached, (tm.tm_year + 1900) / 100);
+		digits2(cached + 2, (tm.tm_year + 1900) % 100);
+		cached[4] = '-';
+		digits2(cached + 5, tm.tm_mon + 1);
+		cached[7] = '-';
+		digits2(cached + 8, tm.tm_mday);
+		cached[10] = 'T';
+		digits2(cached + 11, tm.tm_hour);
+		cached[13] = ':';
+		digits2(cached + 14, tm.tm_min);
+		cached[16] = ':';
+		digits2(cached + 17, tm.tm_sec);
+		cached[19] = '.';
+		cached_sec = sec;
+	}
+	memcpy(buf, cached, 20);
+	buf[20] = (char)('0' + frac / 100);
+	digits2(buf + 21, frac % 100);
+	buf[23] = 'Z';
+	buf[24] = '\0';
 }
 
 void
@@ -232,6 +275,63 @@ api_lock_json(const api_lock *l, bool with_lease)
 fail:
 	json_decref(j);
 	return NULL;
+}
+
+/* An object member as JSON text: "{}" when absent or empty. */
+static void
+jw_object(api_jw *jw, const char *key, const json_t *o)
+{
+	char *text;
+
+	api_jw_key(jw, key, false);
+	if (o == NULL || json_object_size(o) == 0) {
+		api_jw_lit(jw, "{}");
+		return;
+	}
+	text = json_dumps(o, JSON_COMPACT);
+	if (text == NULL) {
+		jw->full = true;
+		return;
+	}
+	api_jw_lit(jw, text);
+	free(text);
+}
+
+char *
+api_lock_text(const api_lock *l, bool with_lease, size_t *len)
+{
+	api_jw jw;
+
+	api_jw_init(&jw);
+	api_jw_lit(&jw, "{");
+	api_jw_kstr(&jw, "name", l->name, true);
+	api_jw_kstr(&jw, "owner", l->owner, false);
+	api_jw_kstr(&jw, "holder", l->holder, false);
+	api_jw_kstr(&jw, "purpose", l->purpose, false);
+	jw_object(&jw, "labels", l->labels);
+	jw_object(&jw, "claims", l->claims);
+	api_jw_key(&jw, "fencing_token", false);
+	api_jw_lit(&jw, "\"");
+	api_jw_int(&jw, l->fencing_token);
+	api_jw_lit(&jw, "\"");
+	api_jw_ktime(&jw, "acquired_at", l->acquired_at_ms);
+	api_jw_ktime(&jw, "refreshed_at", l->refreshed_at_ms);
+	api_jw_ktime(&jw, "expires_at", l->expires_at_ms);
+	api_jw_kint(&jw, "ttl", l->ttl);
+	api_jw_kint(&jw, "expected_duration", l->expected_duration);
+	api_jw_kbool(&jw, "overdue", l->overdue);
+	api_jw_kstr(&jw, "state", l->expired ? "expired" : "held", false);
+	if (with_lease) {
+		api_jw_kstr(&jw, "lease_id", l->lease_id, false);
+		api_jw_kint(&jw, "refresh_interval", l->refresh_interval);
+	}
+	api_jw_lit(&jw, "}\n");
+	if (jw.full) {
+		free(jw.buf);
+		return NULL;
+	}
+	*len = jw.len;
+	return jw.buf;
 }
 
 int

@@ -101,14 +101,18 @@ store_fail(api_err *err, const gcs_err *ge)
 static void
 new_lease_id(char *buf, size_t len)
 {
+	static const char hex[] = "0123456789abcdef";
 	unsigned char r[16];
 	size_t i;
 	ssize_t got = getrandom(r, sizeof(r), 0);
 
 	if (got != (ssize_t)sizeof(r))
 		abort(); /* no entropy: never hand out guessable leases */
-	for (i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
-		snprintf(buf + 2 * i, 3, "%02x", r[i]);
+	for (i = 0; i < sizeof(r) && 2 * i + 2 < len; i++) {
+		buf[2 * i] = hex[r[i] >> 4];
+		buf[2 * i + 1] = hex[r[i] & 15];
+	}
+	buf[2 * i] = '\0';
 }
 
 static void

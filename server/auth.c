@@ -44,6 +44,11 @@ typedef struct auth_state {
 typedef struct verified {
 	unsigned char hash[32];
 	unsigned long key_id; /* 0: empty */
+	/* What the token said, so that a token seen again is not decoded
+	 * and parsed again (the hot path of every request): */
+	jwt_alg_t alg;
+	char kid[AUTH_KID_MAX + 1];
+	json_t *claims;       /* owned, never modified once stored */
 } verified;
 
 typedef struct candidates {
@@ -78,6 +83,7 @@ struct auth_ctx {
 
 	pthread_mutex_t cache_mu; /* guards cache */
 	verified *cache;          /* AUTH_VERIFIED_SLOTS, direct-mapped */
+	EVP_MD *sha256;           /* fetched once, not per request */
 	unsigned long sigchecks;  /* atomic */
 };
 
@@ -306,7 +312,8 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_mutex_init(&a->cache_mu, NULL);
 	a->cache = calloc(AUTH_VERIFIED_SLOTS, sizeof(verified));
-	if (a->cache == NULL) {
+	a->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (a->cache == NULL || a->sha256 == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -403,7 +410,10 @@ auth_free(auth_ctx *a)
 	}
 	pthread_mutex_destroy(&a->mu);
 	pthread_mutex_destroy(&a->cache_mu);
+	for (i = 0; a->cache != NULL && i < AUTH_VERIFIED_SLOTS; i++)
+		json_decref(a->cache[i].claims);
 	free(a->cache);
+	EVP_MD_free(a->sha256);
 	free(a);
 }
 
@@ -439,14 +449,21 @@ cache_find(auth_ctx *a, const unsigned char hash[32], const candidates *c)
 }
 
 static void
-cache_put(auth_ctx *a, const unsigned char hash[32], const auth_key *k)
+cache_put(auth_ctx *a, const unsigned char hash[32], const auth_key *k,
+    jwt_alg_t alg, const char *kid, json_t *claims)
 {
 	verified *v = &a->cache[slot_of(hash)];
+	json_t *old;
 
 	pthread_mutex_lock(&a->cache_mu);
 	memcpy(v->hash, hash, 32);
 	v->key_id = k->id;
+	v->alg = alg;
+	snprintf(v->kid, sizeof(v->kid), "%s", kid ? kid : "");
+	old = v->claims;
+	v->claims = json_incref(claims);
 	pthread_mutex_unlock(&a->cache_mu);
+	json_decref(old);
 }
 
 int
@@ -749,6 +766,53 @@ oom:
 	return -1;
 }
 
+/*
+ * A token seen before: the same bytes (by SHA-256) verified by a key that
+ * is still among the current candidates for its algorithm and kid.  Its
+ * claims are checked again (times, issuer, audience), never trusted from
+ * the earlier answer.  1 when answered (*RC set), 0 when not cached.
+ */
+static int
+verify_cached(auth_ctx *a, const unsigned char hash[32], auth_identity *id,
+    auth_refusal *why, int *rc)
+{
+	verified *v = &a->cache[slot_of(hash)];
+	char kid[AUTH_KID_MAX + 1];
+	json_t *claims = NULL;
+	auth_keyset *jk = NULL;
+	auth_state *st;
+	const auth_key *good;
+	candidates c;
+	jwt_alg_t alg = JWT_ALG_NONE;
+
+	pthread_mutex_lock(&a->cache_mu);
+	if (v->key_id != 0 && v->claims != NULL &&
+	    CRYPTO_memcmp(v->hash, hash, 32) == 0) {
+		claims = json_incref(v->claims);
+		alg = v->alg;
+		memcpy(kid, v->kid, sizeof(kid));
+	}
+	pthread_mutex_unlock(&a->cache_mu);
+	if (claims == NULL)
+		return 0;
+	memset(&c, 0, sizeof(c));
+	st = state_get(a);
+	collect(&c, st->keys, alg, kid[0] ? kid : NULL);
+	if (a->jwks != NULL && alg != JWT_ALG_HS256) {
+		jk = auth_jwks_keys(a->jwks);
+		collect(&c, jk, alg, kid[0] ? kid : NULL);
+	}
+	good = cache_find(a, hash, &c);
+	if (good != NULL)
+		*rc = check_times(a, claims, why) != 0 ||
+		    check_iss_aud(a, good->source, claims, why) != 0 ||
+		    fill_identity(a, claims, id, why) != 0 ? -1 : 0;
+	auth_keyset_unref(jk);
+	state_unref(st);
+	json_decref(claims);
+	return good != NULL;
+}
+
 int
 auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
     auth_refusal *why)
@@ -812,6 +876,12 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		    "parts joined by dots.");
 		goto out;
 	}
+	if (EVP_Digest(tok, toklen, hash, NULL, a->sha256, NULL) != 1) {
+		refuse(why, "internal", "Out of memory.");
+		goto out;
+	}
+	if (verify_cached(a, hash, id, why, &rc))
+		goto out;
 	header = segment_json(tok, (size_t)(dot1 - tok));
 	claims = segment_json(dot1 + 1, (size_t)(dot2 - dot1 - 1));
 	sig = auth_b64url_decode(dot2 + 1, toklen - (size_t)(dot2 + 1 - tok),
@@ -880,8 +950,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		goto out;
 	}
 	copy = strndup(tok, toklen);
-	if (copy == NULL || EVP_Digest(tok, toklen, hash, NULL, EVP_sha256(),
-	    NULL) != 1) {
+	if (copy == NULL) {
 		refuse(why, "internal", "Out of memory.");
 		goto out;
 	}
@@ -900,7 +969,9 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 			0 &&
 		    jwt_get_alg(j) == alg) {
 			good = c.k[i];
-			cache_put(a, hash, good);
+			/* The signature, and what the token says, are
+			 * remembered; the claims are checked on every use. */
+			cache_put(a, hash, good, alg, kid, claims);
 		}
 		jwt_free(j);
 	}

@@ -34,7 +34,7 @@ static const opt opts[] = {
 	    "file://./lockgate-data",
 	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://"},
 	{"threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
-	    SRV_THREADS_MAX, "16",
+	    SRV_THREADS_MAX, "64 (16 for mem://)",
 	    "HTTP worker threads (each may wait on one storage call)"},
 	{"max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
 	    "290", "longest wait= a request may ask for, in seconds; keep it "
@@ -58,7 +58,7 @@ static const opt opts[] = {
 	    "file holding the HS256 secret"},
 	{"jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
 	    OFF(auth.public_keys), 0, 0, "none",
-	    "comma-separated RS256/ES256 public key PEM files"},
+	    "comma-separated [kid=]path PEM public keys (RS256/ES256)"},
 	{"jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
 	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)"},
 	{"jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,
@@ -191,7 +191,7 @@ static void
 defaults(srv_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->threads = SRV_THREADS_DEFAULT;
+	cfg->threads = 0; /* chosen by store below */
 	cfg->max_wait = API_WAIT_MAX_DEFAULT;
 	cfg->max_connections = SRV_CONN_LIMIT_DEFAULT;
 	cfg->connection_timeout = SRV_CONN_TIMEOUT_DEFAULT;
@@ -289,6 +289,9 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    "be mem://, not '%.60s'", cfg->store);
 		return -1;
 	}
+	if (cfg->threads == 0)
+		cfg->threads = strcmp(cfg->store, "mem://") == 0 ?
+		    SRV_THREADS_DEFAULT : SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
 		snprintf(err, errlen,
 		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "

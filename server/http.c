@@ -86,6 +86,21 @@ env_answer(srv_req *r, int status, json_t *body, int retry_after)
 }
 
 enum MHD_Result
+http_body(srv_req *r, int status, const char *ctype, char *text, size_t len)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(len, text,
+	    MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	return queue(r, status, resp);
+}
+
+enum MHD_Result
 http_json(srv_req *r, int status, json_t *body)
 {
 	struct MHD_Response *resp;
@@ -328,7 +343,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
 	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
-	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->trace);
+	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->reason,
+	    r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
 	json_decref(r->acq.labels);

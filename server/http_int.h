@@ -37,6 +37,7 @@ typedef struct srv_req {
 	char owner[API_OWNER_MAX + 1];
 	int status;
 	char trace[160];      /* logging.googleapis.com/trace */
+	const char *reason;   /* why a token was refused (static string) */
 	bool env_format;      /* answer as KEY='value' lines */
 	/* Identity, when the route needed one. */
 	auth_identity id;
@@ -57,6 +58,9 @@ enum MHD_Result http_error(srv_req *r, const api_err *err,
 /* Queue an error from a code, reason and message. */
 enum MHD_Result http_fail(srv_req *r, api_code code, const char *reason,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Queue TEXT (LEN bytes, malloc'ed; stolen) as the body. */
+enum MHD_Result http_body(srv_req *r, int status, const char *ctype,
+    char *text, size_t len);
 enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
     const void *data, size_t len, bool copy);
 

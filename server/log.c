@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
+#include "api/jsonw.h"
 #include "srv.h"
 
 void
@@ -49,118 +50,48 @@ srv_log(const char *severity, const char *message, json_t *fields)
 
 /*
  * The hot path: the request line and lock events are written straight into
- * a buffer, without building JSON objects (a third of a lock operation's
- * CPU went to logging when they were).  Strings are escaped for JSON; the
- * line is cut short, still valid, if it would not fit.
+ * a stack buffer (api/jsonw.c), without building JSON objects.  A line that
+ * would not fit is cut short but stays valid JSON.
  */
-typedef struct line {
-	char buf[4096];
-	size_t len;
-	bool full;
-} line;
+#define LOG_LINE_MAX 4096
 
 static void
-put(line *l, const char *s, size_t n)
-{
-	if (l->full || l->len + n >= sizeof(l->buf) - 8) {
-		l->full = true;
-		return;
-	}
-	memcpy(l->buf + l->len, s, n);
-	l->len += n;
-}
-
-static void
-put_str(line *l, const char *s)
-{
-	put(l, s, strlen(s));
-}
-
-/* S as a JSON string. */
-static void
-put_json(line *l, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s;
-	const unsigned char *run;
-	char esc[8];
-
-	put(l, "\"", 1);
-	while (*p) {
-		for (run = p; *p >= 0x20 && *p != '"' && *p != '\\' &&
-		    *p != 0x7f; p++)
-			;
-		put(l, (const char *)run, (size_t)(p - run));
-		if (*p == '\0')
-			break;
-		if (*p == '"' || *p == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)*p;
-			put(l, esc, 2);
-		} else {
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[*p >> 4];
-			esc[5] = hex[*p & 15];
-			put(l, esc, 6);
-		}
-		p++;
-	}
-	put(l, "\"", 1);
-}
-
-static void
-put_field(line *l, const char *key, const char *val)
-{
-	if (val == NULL || val[0] == '\0')
-		return;
-	put(l, ",", 1);
-	put_json(l, key);
-	put(l, ":", 1);
-	put_json(l, val);
-}
-
-static void
-put_num(line *l, const char *key, const char *fmt, double v)
-{
-	char num[48];
-	int n;
-
-	put(l, ",", 1);
-	put_json(l, key);
-	put(l, ":", 1);
-	n = snprintf(num, sizeof(num), fmt, v);
-	if (n > 0 && (size_t)n < sizeof(num))
-		put(l, num, (size_t)n);
-	else
-		put(l, "0", 1);
-}
-
-static void
-line_start(line *l, const char *severity, const char *message)
+line_start(api_jw *jw, char *buf, const char *severity, const char *message)
 {
 	struct timespec ts;
-	char when[40];
 
-	l->len = 0;
-	l->full = false;
+	/* Two bytes kept for "}\n". */
+	api_jw_init_fixed(jw, buf, LOG_LINE_MAX, 2);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	api_time_str((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, when,
-	    sizeof(when));
-	put_str(l, "{\"severity\":");
-	put_json(l, severity);
-	put_str(l, ",\"message\":");
-	put_json(l, message);
-	put_str(l, ",\"time\":");
-	put_json(l, when);
+	api_jw_lit(jw, "{");
+	api_jw_kstr(jw, "severity", severity, true);
+	api_jw_kstr(jw, "message", message, false);
+	api_jw_ktime(jw, "time",
+	    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
 static void
-line_end(line *l)
+put_field(api_jw *jw, const char *key, const char *val)
 {
-	/* put() keeps 8 bytes in reserve, so this always fits. */
-	l->buf[l->len++] = '}';
-	l->buf[l->len++] = '\n';
-	if (write(STDOUT_FILENO, l->buf, l->len) < 0) {
+	size_t mark = jw->len;
+
+	if (val == NULL || val[0] == '\0')
+		return;
+	api_jw_kstr(jw, key, val, false);
+	if (jw->full) {
+		/* Drop the partial member: the line stays valid JSON. */
+		jw->len = mark;
+		jw->full = false;
+		jw->keep = LOG_LINE_MAX; /* nothing more fits */
+	}
+}
+
+static void
+line_end(api_jw *jw)
+{
+	jw->buf[jw->len++] = '}';
+	jw->buf[jw->len++] = '\n';
+	if (write(STDOUT_FILENO, jw->buf, jw->len) < 0) {
 		/* Nowhere left to report it. */
 	}
 }
@@ -168,36 +99,47 @@ line_end(line *l)
 void
 srv_log_request(const char *severity, const char *method, const char *route,
     int status, double latency_ms, const char *lock, const char *owner,
-    const char *trace)
+    const char *reason, const char *trace)
 {
-	line l;
+	char buf[LOG_LINE_MAX], ms[32];
+	int64_t us = (int64_t)(latency_ms * 1000.0);
+	api_jw jw, num;
 
-	line_start(&l, severity, "request");
-	put_field(&l, "method", method);
-	put_field(&l, "route", route);
-	put_num(&l, "status", "%.0f", (double)status);
-	put_num(&l, "latency_ms", "%.3f", latency_ms);
-	put_field(&l, "lock", lock);
-	put_field(&l, "owner", owner);
-	put_field(&l, "logging.googleapis.com/trace", trace);
-	line_end(&l);
+	line_start(&jw, buf, severity, "request");
+	put_field(&jw, "method", method);
+	put_field(&jw, "route", route);
+	api_jw_kint(&jw, "status", status);
+	/* Milliseconds with three decimals, without printf. */
+	api_jw_init_fixed(&num, ms, sizeof(ms), 0);
+	api_jw_int(&num, us / 1000);
+	api_jw_lit(&num, us % 1000 < 100 ? (us % 1000 < 10 ? ".00" : ".0") :
+	    ".");
+	api_jw_int(&num, us % 1000);
+	api_jw_key(&jw, "latency_ms", false);
+	api_jw_raw(&jw, num.buf, num.len);
+	put_field(&jw, "lock", lock);
+	put_field(&jw, "owner", owner);
+	put_field(&jw, "reason", reason);
+	put_field(&jw, "logging.googleapis.com/trace", trace);
+	line_end(&jw);
 }
 
 void
 srv_log_event(const char *severity, const char *event, const char *lock,
     const char *owner, const char *holder, const char *actor, int64_t token)
 {
-	line l;
+	char buf[LOG_LINE_MAX];
+	api_jw jw;
 
-	line_start(&l, severity, "lock event");
-	put_field(&l, "event", event);
-	put_field(&l, "lock", lock);
-	put_field(&l, "owner", owner);
-	put_field(&l, "holder", holder);
-	put_field(&l, "actor", actor);
+	line_start(&jw, buf, severity, "lock event");
+	put_field(&jw, "event", event);
+	put_field(&jw, "lock", lock);
+	put_field(&jw, "owner", owner);
+	put_field(&jw, "holder", holder);
+	put_field(&jw, "actor", actor);
 	if (token > 0)
-		put_num(&l, "fencing_token", "%.0f", (double)token);
-	line_end(&l);
+		api_jw_kint(&jw, "fencing_token", token);
+	line_end(&jw);
 }
 
 void

@@ -89,7 +89,7 @@ dev_banner(const srv_config *cfg, const char *token, int port)
 static int
 check(srv_config *cfg, gcs_store *store)
 {
-	char err[256];
+	char err[256], sum[256];
 	gcs_err ge;
 	auth_ctx *auth;
 
@@ -97,12 +97,18 @@ check(srv_config *cfg, gcs_store *store)
 		refuse("bad configuration", err);
 		return 2;
 	}
+	if (auth_describe(auth, sum, sizeof(sum)) != 0) {
+		refuse("bad configuration", sum);
+		auth_free(auth);
+		return 1;
+	}
 	if (gcs_check(store, &ge) != GCS_OK) {
 		fprintf(stderr, "lockgate: the store %s does not answer: %s\n",
 		    cfg->store, ge.msg);
 		auth_free(auth);
 		return 1;
 	}
+	printf("lockgate: keys: %s\n", sum);
 	printf("lockgate: configuration OK (store %s, %s)\n", cfg->store,
 	    auth_configured(auth) ? "JWT keys configured" :
 	    "no JWT key: development mode on loopback only");

@@ -55,6 +55,7 @@ authenticate(srv_req *r, auth_action action, const char *name,
 		return 0;
 	memset(&why, 0, sizeof(why));
 	if (auth_verify(r->srv->auth, h, &r->id, &why) != 0) {
+		r->reason = why.reason;
 		*mr = http_fail(r, API_UNAUTHORIZED,
 		    why.reason ? why.reason : "unauthorized", "%s",
 		    why.message[0] ? why.message : "a valid bearer token is "
@@ -77,11 +78,18 @@ authenticate(srv_req *r, auth_action action, const char *name,
 static enum MHD_Result
 answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
 {
-	json_t *j = api_lock_json(l, with_lease);
+	json_t *j;
+	char *text;
+	size_t len;
 
-	if (j == NULL)
+	if (r->env_format) {
+		if ((j = api_lock_json(l, with_lease)) == NULL)
+			return MHD_NO;
+		return http_json(r, status, j);
+	}
+	if ((text = api_lock_text(l, with_lease, &len)) == NULL)
 		return MHD_NO;
-	return http_json(r, status, j);
+	return http_body(r, status, "application/json", text, len);
 }
 
 static int
@@ -403,14 +411,22 @@ do_list(srv_req *r)
 		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
 		    "a prefix may only hold A-Z a-z 0-9 . _ - /");
 	q.page_size = (int)size;
-	if (authenticate(r, AUTH_READ, q.prefix, &mr) != 0)
+	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
 	if (api_list(r->srv->svc, &q, &res, &err) != API_OK)
 		return http_error(r, &err, NULL);
 	locks = json_array();
-	for (i = 0; locks != NULL && i < res.n; i++)
+	for (i = 0; locks != NULL && i < res.n; i++) {
+		char why[200];
+
+		/* A policy may allow reading prod/ and not staging/: show
+		 * only the locks this caller may read. */
+		if (r->have_id && !auth_allowed(r->srv->auth, &r->id,
+		    AUTH_READ, res.locks[i].name, why, sizeof(why)))
+			continue;
 		json_array_append_new(locks, api_lock_json(&res.locks[i],
 		    false));
+	}
 	body = json_pack("{s:o, s:s?}", "locks", locks, "next_page_token",
 	    res.next_page_token);
 	if (body != NULL && res.next_page_token == NULL)

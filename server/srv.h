@@ -20,10 +20,15 @@
 /* Limits of the HTTP layer. */
 #define SRV_BODY_MAX (64 * 1024)          /* bytes of a request body */
 #define SRV_QUERY_VALUE_MAX 4096          /* bytes of one query value */
-#define SRV_CONN_MEMORY (64 * 1024)       /* MHD pool per connection */
+#define SRV_CONN_MEMORY (64 * 1024)       /* MHD pool per connection: a
+					   20 KiB header, so an oversized
+					   token gets a JSON 401 */
 #define SRV_CONN_LIMIT_DEFAULT 4000
 #define SRV_CONN_TIMEOUT_DEFAULT 60       /* s an idle connection lives */
-#define SRV_THREADS_DEFAULT 16
+#define SRV_THREADS_DEFAULT 16            /* mem:// (nothing blocks) */
+#define SRV_THREADS_BLOCKING 64           /* file://, gs://: a storage call
+					     holds its thread; more threads,
+					     bigger group commits */
 #define SRV_THREADS_MAX 256
 #define SRV_DRAIN_MAX_MS 7000             /* SIGTERM: exit within 8 s */
 #define SRV_DEV_TOKEN_TTL (12 * 3600)     /* s, the dev mode's token */
@@ -74,7 +79,7 @@ void srv_logf(const char *severity, const char *fmt, ...)
  * NULL or "" fields are left out. */
 void srv_log_request(const char *severity, const char *method,
     const char *route, int status, double latency_ms, const char *lock,
-    const char *owner, const char *trace);
+    const char *owner, const char *reason, const char *trace);
 void srv_log_event(const char *severity, const char *event, const char *lock,
     const char *owner, const char *holder, const char *actor, int64_t token);
 
