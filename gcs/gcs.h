@@ -143,6 +143,13 @@ void gcs_page_clear(gcs_page *p);
 /* Copy SRC into DST, taking a new reference to the metadata. */
 void gcs_object_copy(gcs_object *dst, const gcs_object *src);
 
+/* Metadata the way GCS applies it.  gcs_meta_new: a copy of META without
+ * its null values (a new object's metadata); new reference, NULL on
+ * allocation failure.  gcs_meta_patched: BASE with PATCH merged in (a null
+ * value deletes a key); new reference, NULL on allocation failure. */
+json_t *gcs_meta_new(const json_t *meta);
+json_t *gcs_meta_patched(const json_t *base, const json_t *patch);
+
 /* Set err (if not NULL) and return STATUS.  printf-style message. */
 int gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

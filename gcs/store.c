@@ -107,6 +107,32 @@ gcs_page_clear(gcs_page *p)
 	memset(p, 0, sizeof(*p));
 }
 
+json_t *
+gcs_meta_new(const json_t *meta)
+{
+	return gcs_meta_patched(NULL, meta);
+}
+
+json_t *
+gcs_meta_patched(const json_t *base, const json_t *patch)
+{
+	json_t *m = base ? json_deep_copy(base) : json_object();
+	const char *k;
+	json_t *v;
+
+	if (m == NULL)
+		return NULL;
+	json_object_foreach((json_t *)patch, k, v) {
+		if (json_is_null(v))
+			json_object_del(m, k);
+		else if (json_object_set_new(m, k, json_deep_copy(v)) != 0) {
+			json_decref(m);
+			return NULL;
+		}
+	}
+	return m;
+}
+
 static void
 reset(gcs_object *out, gcs_err *err)
 {

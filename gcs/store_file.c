@@ -1079,27 +1079,6 @@ out:
 
 /* ---- the committer ---- */
 
-/* Metadata for a new object: META without its null values. */
-static json_t *
-meta_clean(const json_t *meta)
-{
-	json_t *c = json_object();
-	const char *k;
-	json_t *v;
-
-	if (c == NULL)
-		return NULL;
-	json_object_foreach((json_t *)meta, k, v) {
-		if (json_is_null(v))
-			continue;
-		if (json_object_set_new(c, k, json_deep_copy(v)) != 0) {
-			json_decref(c);
-			return NULL;
-		}
-	}
-	return c;
-}
-
 static int
 meta_too_big(const json_t *meta)
 {
@@ -1128,8 +1107,6 @@ static void
 op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 {
 	json_t *meta;
-	const char *k;
-	json_t *v;
 
 	if (op->kind == OP_INSERT) {
 		if (cur != NULL) {
@@ -1163,17 +1140,9 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 		op->ok = 1;
 		return;
 	}
-	meta = json_deep_copy(json_object_get(cur, "metadata"));
+	meta = gcs_meta_patched(json_object_get(cur, "metadata"), op->meta);
 	if (meta == NULL)
 		goto nomem;
-	json_object_foreach((json_t *)op->meta, k, v) {
-		if (json_is_null(v))
-			json_object_del(meta, k);
-		else if (json_object_set_new(meta, k, json_deep_copy(v)) != 0) {
-			json_decref(meta);
-			goto nomem;
-		}
-	}
 	if (meta_too_big(meta)) {
 		json_decref(meta);
 		op->rc = gcs_fail(&op->err, GCS_INVALID,
@@ -1528,7 +1497,7 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	if (name_encode(op->name, op->fname) != 0 || !utf8_ok(op->name))
 		return gcs_fail(err, GCS_INVALID, "object name is not UTF-8");
 	if (op->kind == OP_INSERT) {
-		op->clean = meta_clean(op->meta);
+		op->clean = gcs_meta_new(op->meta);
 		if (op->clean == NULL)
 			return gcs_fail(err, GCS_NOMEM, "out of memory");
 		if (meta_too_big(op->clean)) {

@@ -58,27 +58,6 @@ answer(const mem_store *m, const mem_obj *o, gcs_object *out)
 	out->now_ms = now(m);
 }
 
-/* A copy of META with its null values dropped; NULL on allocation failure. */
-static json_t *
-meta_copy(const json_t *meta)
-{
-	json_t *c = json_object();
-	const char *k;
-	json_t *v;
-
-	if (c == NULL)
-		return NULL;
-	json_object_foreach((json_t *)meta, k, v) {
-		if (json_is_null(v))
-			continue;
-		if (json_object_set_new(c, k, json_deep_copy(v)) != 0) {
-			json_decref(c);
-			return NULL;
-		}
-	}
-	return c;
-}
-
 static int
 mem_insert(gcs_store *s, const char *name, const json_t *metadata,
     gcs_object *out, gcs_err *err)
@@ -111,7 +90,7 @@ mem_insert(gcs_store *s, const char *name, const json_t *metadata,
 	o = &m->objs[pos];
 	memset(o, 0, sizeof(*o));
 	o->name = strdup(name);
-	o->obj.metadata = meta_copy(metadata);
+	o->obj.metadata = gcs_meta_new(metadata);
 	if (o->name == NULL || o->obj.metadata == NULL) {
 		free(o->name);
 		json_decref(o->obj.metadata);
@@ -172,8 +151,6 @@ mem_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 {
 	mem_store *m = (mem_store *)s;
 	json_t *merged;
-	const char *k;
-	json_t *v;
 	long at;
 	int rc = GCS_OK;
 
@@ -183,16 +160,10 @@ mem_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 		rc = err ? (int)err->status : GCS_PRECONDITION;
 		goto out;
 	}
-	merged = json_deep_copy(m->objs[at].obj.metadata);
+	merged = gcs_meta_patched(m->objs[at].obj.metadata, metadata);
 	if (merged == NULL) {
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
-	}
-	json_object_foreach((json_t *)metadata, k, v) {
-		if (json_is_null(v))
-			json_object_del(merged, k);
-		else
-			json_object_set_new(merged, k, json_deep_copy(v));
 	}
 	json_decref(m->objs[at].obj.metadata);
 	m->objs[at].obj.metadata = merged;
