@@ -22,29 +22,29 @@
 #include "gcs/gcs.h"
 
 /* Every limit of the API, in one place. */
-#define API_NAME_MAX 256
-#define API_OWNER_MAX 256
-#define API_HOLDER_MAX 512
-#define API_PURPOSE_MAX 1024
-#define API_LEASE_ID_MIN 8
-#define API_LEASE_ID_MAX 64
-#define API_LABELS_MAX 16
-#define API_LABEL_KEY_MAX 63
-#define API_LABEL_VALUE_MAX 128
-#define API_LABELS_BYTES_MAX 2048  /* labels as stored JSON */
-#define API_CLAIMS_BYTES_MAX 1024  /* display claims stored on a lease */
-#define API_TTL_MIN 2
-#define API_TTL_MAX 86400
-#define API_TTL_DEFAULT 300
-#define API_WAIT_MAX_DEFAULT 290   /* under Cloud Run's 300 s timeout */
-#define API_EXPECTED_MAX (30 * 86400)
+#define API_NAME_MAX          256
+#define API_OWNER_MAX         256
+#define API_HOLDER_MAX        512
+#define API_PURPOSE_MAX       1024
+#define API_LEASE_ID_MIN      8
+#define API_LEASE_ID_MAX      64
+#define API_LABELS_MAX        16
+#define API_LABEL_KEY_MAX     63
+#define API_LABEL_VALUE_MAX   128
+#define API_LABELS_BYTES_MAX  2048 /* labels as stored JSON */
+#define API_CLAIMS_BYTES_MAX  1024 /* display claims stored on a lease */
+#define API_TTL_MIN           2
+#define API_TTL_MAX           86400
+#define API_TTL_DEFAULT       300
+#define API_WAIT_MAX_DEFAULT  290 /* under Cloud Run's 300 s timeout */
+#define API_EXPECTED_MAX      (30 * 86400)
 #define API_PAGE_SIZE_DEFAULT 100
-#define API_PAGE_SIZE_MAX 1000
-#define API_ACQUIRE_LOOPS 6        /* insert/read/takeover rounds */
-#define API_WRITE_LOOPS 4          /* refresh/release re-read rounds */
-#define API_EXPIRY_MARGIN_MS 1000  /* store time resolution */
-#define API_REFRESH_DIVISOR 8      /* refresh_interval = ttl / 8, >= 1 s */
-#define API_LEASE_CACHE_MAX 65536  /* leases remembered by this instance */
+#define API_PAGE_SIZE_MAX     1000
+#define API_ACQUIRE_LOOPS     6     /* insert/read/takeover rounds */
+#define API_WRITE_LOOPS       4     /* refresh/release re-read rounds */
+#define API_EXPIRY_MARGIN_MS  1000  /* store time resolution */
+#define API_REFRESH_DIVISOR   8     /* refresh_interval = ttl / 8, >= 1 s */
+#define API_LEASE_CACHE_MAX   65536 /* leases remembered by this instance */
 
 typedef enum api_code {
 	API_OK = 0,
@@ -66,9 +66,9 @@ typedef enum api_code {
 
 typedef struct api_err {
 	api_code code;
-	const char *reason;  /* snake_case API code; NULL = default of code */
-	int retry_after;     /* seconds, for 409 and 503 */
-	char message[256];   /* a sentence a person can act on */
+	const char *reason; /* snake_case API code; NULL = default of code */
+	int retry_after;    /* seconds, for 409 and 503 */
+	char message[256];  /* a sentence a person can act on */
 } api_err;
 
 /* A lock as the service sees it.  Owns labels and claims (may be NULL). */
@@ -78,18 +78,18 @@ typedef struct api_lock {
 	char holder[API_HOLDER_MAX + 1];
 	char purpose[API_PURPOSE_MAX + 1];
 	char lease_id[API_LEASE_ID_MAX + 1]; /* only for the lease holder */
-	json_t *labels;          /* object of strings, or NULL */
-	json_t *claims;          /* display claims of the owner, or NULL */
-	int64_t fencing_token;   /* the object's generation */
-	int64_t acquired_at_ms;  /* store clock */
+	json_t *labels;                      /* object of strings, or NULL */
+	json_t *claims;         /* display claims of the owner, or NULL */
+	int64_t fencing_token;  /* the object's generation */
+	int64_t acquired_at_ms; /* store clock */
 	int64_t refreshed_at_ms;
 	int64_t expires_at_ms;
-	int64_t now_ms;          /* the store's time of this answer */
+	int64_t now_ms; /* the store's time of this answer */
 	int ttl;
-	int expected_duration;   /* 0 = not given */
+	int expected_duration; /* 0 = not given */
 	int refresh_interval;
 	bool overdue;
-	bool expired;            /* past its TTL, awaiting takeover */
+	bool expired; /* past its TTL, awaiting takeover */
 } api_lock;
 
 typedef struct api_acquire_req {
@@ -98,10 +98,10 @@ typedef struct api_acquire_req {
 	char holder[API_HOLDER_MAX + 1];
 	char purpose[API_PURPOSE_MAX + 1];
 	char lease_id[API_LEASE_ID_MAX + 1]; /* client key, or "" */
-	json_t *labels;  /* borrowed, validated; NULL for none */
-	json_t *claims;  /* borrowed; NULL for none */
+	json_t *labels; /* borrowed, validated; NULL for none */
+	json_t *claims; /* borrowed; NULL for none */
 	int ttl;
-	int wait;        /* the server's business; api ignores it */
+	int wait; /* the server's business; api ignores it */
 	int expected_duration;
 } api_acquire_req;
 
@@ -109,8 +109,8 @@ typedef struct api_lease_req {
 	char name[API_NAME_MAX + 1];
 	char owner[API_OWNER_MAX + 1];
 	char lease_id[API_LEASE_ID_MAX + 1];
-	int ttl;         /* refresh: 0 = keep */
-	bool admin;      /* may act on another owner's lease */
+	int ttl;    /* refresh: 0 = keep */
+	bool admin; /* may act on another owner's lease */
 } api_lease_req;
 
 typedef struct api_list_req {
@@ -130,21 +130,21 @@ typedef struct api_list_res {
 /* What happened, for the server's logs, metrics and event timeline. */
 typedef enum api_event_kind {
 	API_EV_GRANTED,
-	API_EV_TAKEOVER,     /* an expired lease was removed to grant */
+	API_EV_TAKEOVER, /* an expired lease was removed to grant */
 	API_EV_REFRESHED,
 	API_EV_RELEASED,
 	API_EV_FORCED,
-	API_EV_LOST,         /* a refresh or release found the lease gone */
+	API_EV_LOST, /* a refresh or release found the lease gone */
 } api_event_kind;
 
 typedef struct api_event {
 	api_event_kind kind;
 	const char *name;
-	const char *owner;   /* who the lease belongs (or belonged) to */
+	const char *owner; /* who the lease belongs (or belonged) to */
 	const char *holder;
-	const char *actor;   /* who asked */
+	const char *actor; /* who asked */
 	int64_t fencing_token;
-	int64_t at_ms;       /* store time */
+	int64_t at_ms; /* store time */
 } api_event;
 
 typedef void (*api_event_fn)(void *ctx, const api_event *ev);
@@ -178,8 +178,8 @@ int api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 int api_release(api_service *svc, const api_lease_req *req, api_err *err);
 /* Read the holder.  API_NOT_HELD when free or expired; an expired lock is
  * still returned in OUT (expired = true) for callers that want it. */
-int api_inspect(api_service *svc, const char *name, api_lock *out,
-    api_err *err);
+int
+api_inspect(api_service *svc, const char *name, api_lock *out, api_err *err);
 int api_list(api_service *svc, const api_list_req *req, api_list_res *out,
     api_err *err);
 void api_list_res_clear(api_list_res *res);

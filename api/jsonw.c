@@ -66,8 +66,8 @@ api_jw_str(api_jw *jw, const char *s)
 
 	api_jw_raw(jw, "\"", 1);
 	while (*p) {
-		for (run = p; *p >= 0x20 && *p != '"' && *p != '\\' &&
-		    *p != 0x7f; p++)
+		for (run = p;
+		     *p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f; p++)
 			;
 		api_jw_raw(jw, (const char *)run, (size_t)(p - run));
 		if (*p == '\0')

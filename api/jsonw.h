@@ -14,9 +14,9 @@
 typedef struct api_jw {
 	char *buf;
 	size_t len, cap;
-	bool fixed;   /* never grows: BUF belongs to the caller */
-	bool full;    /* fixed buffer ran out, or allocation failed */
-	size_t keep;  /* bytes a fixed buffer keeps in reserve at its end */
+	bool fixed;  /* never grows: BUF belongs to the caller */
+	bool full;   /* fixed buffer ran out, or allocation failed */
+	size_t keep; /* bytes a fixed buffer keeps in reserve at its end */
 } api_jw;
 
 /* A growable writer; free with free(jw->buf) or take jw->buf. */

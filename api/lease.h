@@ -10,15 +10,15 @@
 #include "api.h"
 
 /* Metadata keys of a lock object.  Every value is a string. */
-#define LEASE_KEY_ID "lease_id"
-#define LEASE_KEY_OWNER "owner"
-#define LEASE_KEY_HOLDER "holder"
-#define LEASE_KEY_PURPOSE "purpose"
-#define LEASE_KEY_TTL "ttl"
+#define LEASE_KEY_ID       "lease_id"
+#define LEASE_KEY_OWNER    "owner"
+#define LEASE_KEY_HOLDER   "holder"
+#define LEASE_KEY_PURPOSE  "purpose"
+#define LEASE_KEY_TTL      "ttl"
 #define LEASE_KEY_EXPECTED "expected_duration"
-#define LEASE_KEY_LABELS "labels"
-#define LEASE_KEY_CLAIMS "claims"
-#define LEASE_KEY_REFRESH "refresh_seq"
+#define LEASE_KEY_LABELS   "labels"
+#define LEASE_KEY_CLAIMS   "claims"
+#define LEASE_KEY_REFRESH  "refresh_seq"
 
 /* The metadata of a new lease; new reference, NULL on allocation failure. */
 json_t *lease_metadata(const api_acquire_req *req, const char *lease_id);

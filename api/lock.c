@@ -214,8 +214,8 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	out->claims = meta_json(o, LEASE_KEY_CLAIMS);
 	out->ttl = (int)meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
 	    API_TTL_DEFAULT);
-	out->expected_duration = (int)meta_long(o, LEASE_KEY_EXPECTED, 0,
-	    API_EXPECTED_MAX, 0);
+	out->expected_duration =
+	    (int)meta_long(o, LEASE_KEY_EXPECTED, 0, API_EXPECTED_MAX, 0);
 	out->fencing_token = o->generation;
 	out->acquired_at_ms = o->created_ms;
 	out->refreshed_at_ms = o->updated_ms;
@@ -252,24 +252,24 @@ api_lock_json(const api_lock *l, bool with_lease)
 	    json_object_set_new(j, "holder", json_string(l->holder)) ||
 	    json_object_set_new(j, "purpose", json_string(l->purpose)) ||
 	    json_object_set_new(j, "labels",
-		l->labels ? json_deep_copy(l->labels) : json_object()) ||
+	        l->labels ? json_deep_copy(l->labels) : json_object()) ||
 	    json_object_set_new(j, "claims",
-		l->claims ? json_deep_copy(l->claims) : json_object()) ||
+	        l->claims ? json_deep_copy(l->claims) : json_object()) ||
 	    json_object_set_new(j, "fencing_token", json_string(tok)) ||
 	    add_time(j, "acquired_at", l->acquired_at_ms) ||
 	    add_time(j, "refreshed_at", l->refreshed_at_ms) ||
 	    add_time(j, "expires_at", l->expires_at_ms) ||
 	    json_object_set_new(j, "ttl", json_integer(l->ttl)) ||
 	    json_object_set_new(j, "expected_duration",
-		json_integer(l->expected_duration)) ||
+	        json_integer(l->expected_duration)) ||
 	    json_object_set_new(j, "overdue", json_boolean(l->overdue)) ||
 	    json_object_set_new(j, "state",
-		json_string(l->expired ? "expired" : "held")))
+	        json_string(l->expired ? "expired" : "held")))
 		goto fail;
 	if (with_lease &&
 	    (json_object_set_new(j, "lease_id", json_string(l->lease_id)) ||
-	    json_object_set_new(j, "refresh_interval",
-		json_integer(l->refresh_interval))))
+	        json_object_set_new(j, "refresh_interval",
+	            json_integer(l->refresh_interval))))
 		goto fail;
 	return j;
 fail:
@@ -338,21 +338,36 @@ int
 api_code_status(api_code code)
 {
 	switch (code) {
-	case API_OK: return 200;
-	case API_BAD_REQUEST: return 400;
-	case API_UNAUTHORIZED: return 401;
-	case API_FORBIDDEN: return 403;
-	case API_NOT_HELD: return 404;
-	case API_LEASE_NOT_FOUND: return 404;
-	case API_LOCKED: return 409;
-	case API_LEASE_LOST: return 409;
-	case API_TOO_LARGE: return 413;
-	case API_NOT_FOUND: return 404;
-	case API_METHOD: return 405;
-	case API_BUSY: return 503;
-	case API_UNAVAILABLE: return 503;
-	case API_SHUTTING_DOWN: return 503;
-	case API_INTERNAL: return 500;
+	case API_OK:
+		return 200;
+	case API_BAD_REQUEST:
+		return 400;
+	case API_UNAUTHORIZED:
+		return 401;
+	case API_FORBIDDEN:
+		return 403;
+	case API_NOT_HELD:
+		return 404;
+	case API_LEASE_NOT_FOUND:
+		return 404;
+	case API_LOCKED:
+		return 409;
+	case API_LEASE_LOST:
+		return 409;
+	case API_TOO_LARGE:
+		return 413;
+	case API_NOT_FOUND:
+		return 404;
+	case API_METHOD:
+		return 405;
+	case API_BUSY:
+		return 503;
+	case API_UNAVAILABLE:
+		return 503;
+	case API_SHUTTING_DOWN:
+		return 503;
+	case API_INTERNAL:
+		return 500;
 	}
 	return 500;
 }
@@ -361,21 +376,36 @@ const char *
 api_code_reason(api_code code)
 {
 	switch (code) {
-	case API_OK: return "ok";
-	case API_BAD_REQUEST: return "bad_request";
-	case API_UNAUTHORIZED: return "unauthorized";
-	case API_FORBIDDEN: return "forbidden";
-	case API_NOT_HELD: return "not_held";
-	case API_LEASE_NOT_FOUND: return "lease_not_found";
-	case API_LOCKED: return "locked";
-	case API_LEASE_LOST: return "lease_lost";
-	case API_TOO_LARGE: return "too_large";
-	case API_NOT_FOUND: return "not_found";
-	case API_METHOD: return "method_not_allowed";
-	case API_BUSY: return "storage_busy";
-	case API_UNAVAILABLE: return "storage_unavailable";
-	case API_SHUTTING_DOWN: return "shutting_down";
-	case API_INTERNAL: return "internal";
+	case API_OK:
+		return "ok";
+	case API_BAD_REQUEST:
+		return "bad_request";
+	case API_UNAUTHORIZED:
+		return "unauthorized";
+	case API_FORBIDDEN:
+		return "forbidden";
+	case API_NOT_HELD:
+		return "not_held";
+	case API_LEASE_NOT_FOUND:
+		return "lease_not_found";
+	case API_LOCKED:
+		return "locked";
+	case API_LEASE_LOST:
+		return "lease_lost";
+	case API_TOO_LARGE:
+		return "too_large";
+	case API_NOT_FOUND:
+		return "not_found";
+	case API_METHOD:
+		return "method_not_allowed";
+	case API_BUSY:
+		return "storage_busy";
+	case API_UNAVAILABLE:
+		return "storage_unavailable";
+	case API_SHUTTING_DOWN:
+		return "shutting_down";
+	case API_INTERNAL:
+		return "internal";
 	}
 	return "internal";
 }
@@ -392,7 +422,7 @@ api_fail(api_err *err, api_code code, const char *fmt, ...)
 		vsnprintf(err->message, sizeof(err->message), fmt, ap);
 		va_end(ap);
 		if ((code == API_BUSY || code == API_UNAVAILABLE ||
-		    code == API_SHUTTING_DOWN || code == API_LOCKED) &&
+		        code == API_SHUTTING_DOWN || code == API_LOCKED) &&
 		    err->retry_after <= 0)
 			err->retry_after = 1;
 	}

@@ -56,9 +56,8 @@ api_store(api_service *svc)
 }
 
 static void
-emit(api_service *svc, api_event_kind kind, const char *name,
-    const char *owner, const char *holder, const char *actor, int64_t token,
-    int64_t at)
+emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
+    const char *holder, const char *actor, int64_t token, int64_t at)
 {
 	api_event ev;
 
@@ -206,8 +205,9 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			if (rc == GCS_OK) {
 				emit(svc, API_EV_TAKEOVER, req->name,
 				    lease_owner_of(&cur),
-				    json_string_value(json_object_get(
-					cur.metadata, LEASE_KEY_HOLDER)),
+				    json_string_value(
+				        json_object_get(cur.metadata,
+				            LEASE_KEY_HOLDER)),
 				    req->owner, cur.generation, cur.now_ms);
 			} else if (rc != GCS_NOT_FOUND &&
 			    rc != GCS_PRECONDITION) {
@@ -246,8 +246,8 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	gcs_err ge;
 	int rc;
 
-	if (use_cache && lease_cache_get(svc->cache, req->name, req->lease_id,
-	    ref)) {
+	if (use_cache &&
+	    lease_cache_get(svc->cache, req->name, req->lease_id, ref)) {
 		if (!req->admin && strcmp(ref->owner, req->owner) != 0)
 			return api_fail(err, API_FORBIDDEN,
 			    "this lease belongs to another owner");
@@ -325,7 +325,8 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		json_decref(patch);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
-			remember(svc, req->name, req->lease_id, ref.owner, &obj);
+			remember(svc, req->name, req->lease_id, ref.owner,
+			    &obj);
 			emit(svc, API_EV_REFRESHED, req->name, ref.owner,
 			    out->holder, req->owner, obj.generation,
 			    obj.updated_ms);
@@ -484,7 +485,7 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			lease_cache_del(svc->cache, name);
 			emit(svc, API_EV_FORCED, name, lease_owner_of(&cur),
 			    json_string_value(json_object_get(cur.metadata,
-				LEASE_KEY_HOLDER)),
+			        LEASE_KEY_HOLDER)),
 			    actor, cur.generation, cur.now_ms);
 			gcs_object_clear(&cur);
 			return API_OK;

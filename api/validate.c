@@ -96,7 +96,8 @@ api_labels_valid(const json_t *labels, char *why, size_t whylen)
 		return why_set(why, whylen, "labels must be a JSON object");
 	if (json_object_size(labels) > API_LABELS_MAX)
 		return why_set(why, whylen, "at most 16 labels are allowed");
-	json_object_foreach((json_t *)labels, k, v) {
+	json_object_foreach((json_t *)labels, k, v)
+	{
 		size_t klen = strlen(k);
 		if (klen == 0 || klen > API_LABEL_KEY_MAX)
 			return why_set(why, whylen,
@@ -105,7 +106,8 @@ api_labels_valid(const json_t *labels, char *why, size_t whylen)
 			int c = (unsigned char)k[i];
 			if (!alnum(c) && c != '-' && c != '_' && c != '.')
 				return why_set(why, whylen,
-				    "a label key may only hold A-Z a-z 0-9 . _ -");
+				    "a label key may only hold A-Z a-z 0-9 . _ "
+				    "-");
 		}
 		if (!json_is_string(v))
 			return why_set(why, whylen,

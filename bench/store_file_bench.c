@@ -22,8 +22,8 @@
 #include "gcs/store_file.h"
 
 #define BENCH_THREADS_MAX 1024
-#define BENCH_PATH 1024
-#define BENCH_PROBES 50
+#define BENCH_PATH        1024
+#define BENCH_PROBES      50
 
 typedef struct worker {
 	gcs_store *s;
@@ -58,7 +58,8 @@ work(void *arg)
 
 	if (w->mode == 1) {
 		for (i = 0; i < w->fill; i++) {
-			snprintf(name, sizeof(name), "fill/%03d/%05d", w->id, i);
+			snprintf(name, sizeof(name), "fill/%03d/%05d", w->id,
+			    i);
 			if (gcs_insert(w->s, name, m, &o, &err) != GCS_OK)
 				w->errors++;
 			gcs_object_clear(&o);
@@ -131,8 +132,8 @@ fsync_probe(const char *dir)
 }
 
 static int
-run(gcs_store *s, int threads, int mode, int fill, double seconds,
-    long *cycles, long *errors)
+run(gcs_store *s, int threads, int mode, int fill, double seconds, long *cycles,
+    long *errors)
 {
 	static pthread_t th[BENCH_THREADS_MAX];
 	static worker w[BENCH_THREADS_MAX];
@@ -181,8 +182,10 @@ main(int argc, char **argv)
 
 	if (threads < 1 || threads > BENCH_THREADS_MAX || seconds <= 0 ||
 	    list_objects < 0) {
-		fprintf(stderr, "usage: %s [DIR|-] [THREADS] [SECONDS] "
-		    "[LIST_OBJECTS]\n", argv[0]);
+		fprintf(stderr,
+		    "usage: %s [DIR|-] [THREADS] [SECONDS] "
+		    "[LIST_OBJECTS]\n",
+		    argv[0]);
 		return 2;
 	}
 	if (own_dir) {
@@ -207,18 +210,22 @@ main(int argc, char **argv)
 		return 1;
 	t = mono() - t0;
 	gcs_file_stats_get(s, &b);
-	printf("file store, %s names, %d threads, %.1f s: %.0f insert+remove cycles/s "
-	    "(%.0f durable writes/s), %ld errors\n",
-	    fresh_names ? "fresh" : "reused", threads, t,
-	    (double)cycles / t, 2.0 * (double)cycles / t, errors);
+	printf("file store, %s names, %d threads, %.1f s: %.0f insert+remove "
+	       "cycles/s "
+	       "(%.0f durable writes/s), %ld errors\n",
+	    fresh_names ? "fresh" : "reused", threads, t, (double)cycles / t,
+	    2.0 * (double)cycles / t, errors);
 	printf("  %llu ops in %llu batches (%.1f ops/batch), %llu syncs, "
-	    "%llu checkpoints\n", (unsigned long long)(b.ops - a.ops),
+	       "%llu checkpoints\n",
+	    (unsigned long long)(b.ops - a.ops),
 	    (unsigned long long)(b.batches - a.batches),
-	    (double)(b.ops - a.ops) / (double)(b.batches - a.batches + !(b.batches - a.batches)),
+	    (double)(b.ops - a.ops) /
+	        (double)(b.batches - a.batches + !(b.batches - a.batches)),
 	    (unsigned long long)(b.syncs - a.syncs),
 	    (unsigned long long)(b.checkpoints - a.checkpoints));
 	printf("  files created %llu, spares used %llu, tombstones recycled "
-	    "%llu\n", (unsigned long long)(b.files_created - a.files_created),
+	       "%llu\n",
+	    (unsigned long long)(b.files_created - a.files_created),
 	    (unsigned long long)(b.spares_used - a.spares_used),
 	    (unsigned long long)(b.recycled - a.recycled));
 
@@ -250,8 +257,8 @@ main(int argc, char **argv)
 			gcs_page_clear(&pg);
 		} while (token != NULL);
 		printf("listed %zu objects in %d pages of 1000: %.1f ms total, "
-		    "slowest page %.1f ms\n", total, pages,
-		    (mono() - t0) * 1e3, worst * 1e3);
+		       "slowest page %.1f ms\n",
+		    total, pages, (mono() - t0) * 1e3, worst * 1e3);
 		t0 = mono();
 		if (gcs_list(s, "fill/000/", 10, NULL, &pg, &err) == GCS_OK) {
 			printf("one page of 10 among %zu objects: %.1f ms\n",

@@ -30,12 +30,12 @@
 #include <jansson.h>
 
 /* Limits of the store layer. */
-#define GCS_NAME_MAX 256         /* bytes of a lock name (without prefix) */
-#define GCS_PREFIX_MAX 512       /* bytes of a store's own prefix */
-#define GCS_META_BYTES_MAX 8192  /* GCS caps custom metadata at 8 KiB */
-#define GCS_LIST_PAGE_MAX 1000   /* GCS caps a list page at 1000 */
-#define GCS_PAGE_TOKEN_MAX 1024  /* bytes of an opaque page token */
-#define GCS_ERRMSG_MAX 256
+#define GCS_NAME_MAX       256  /* bytes of a lock name (without prefix) */
+#define GCS_PREFIX_MAX     512  /* bytes of a store's own prefix */
+#define GCS_META_BYTES_MAX 8192 /* GCS caps custom metadata at 8 KiB */
+#define GCS_LIST_PAGE_MAX  1000 /* GCS caps a list page at 1000 */
+#define GCS_PAGE_TOKEN_MAX 1024 /* bytes of an opaque page token */
+#define GCS_ERRMSG_MAX     256
 
 /* Outcome of a store call.  Classified by HTTP status for GCS, never by
  * message text. */
@@ -54,8 +54,8 @@ typedef enum gcs_status {
  * message never contains a credential. */
 typedef struct gcs_err {
 	gcs_status status;
-	int http_status;        /* last HTTP status seen, 0 when none */
-	int attempts;           /* tries made, >1 when the call was retried */
+	int http_status; /* last HTTP status seen, 0 when none */
+	int attempts;    /* tries made, >1 when the call was retried */
 	char msg[GCS_ERRMSG_MAX];
 } gcs_err;
 
@@ -72,14 +72,14 @@ typedef struct gcs_object {
 } gcs_object;
 
 typedef struct gcs_entry {
-	char *name;             /* owned: lock name, without the store prefix */
-	gcs_object obj;         /* obj.now_ms is the page's now_ms */
+	char *name;     /* owned: lock name, without the store prefix */
+	gcs_object obj; /* obj.now_ms is the page's now_ms */
 } gcs_entry;
 
 typedef struct gcs_page {
-	gcs_entry *items;       /* owned array of n entries */
+	gcs_entry *items; /* owned array of n entries */
 	size_t n;
-	char *next_token;       /* owned; NULL on the last page */
+	char *next_token; /* owned; NULL on the last page */
 	int64_t now_ms;
 } gcs_page;
 
@@ -133,8 +133,8 @@ int gcs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     const json_t *metadata, gcs_object *out, gcs_err *err);
 int gcs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     gcs_err *err);
-int gcs_list(gcs_store *s, const char *prefix, int max,
-    const char *page_token, gcs_page *out, gcs_err *err);
+int gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    gcs_page *out, gcs_err *err);
 int gcs_check(gcs_store *s, gcs_err *err);
 void gcs_store_free(gcs_store *s);
 

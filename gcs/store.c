@@ -29,14 +29,22 @@ const char *
 gcs_status_str(gcs_status st)
 {
 	switch (st) {
-	case GCS_OK: return "ok";
-	case GCS_NOT_FOUND: return "not_found";
-	case GCS_PRECONDITION: return "precondition_failed";
-	case GCS_BUSY: return "busy";
-	case GCS_UNAVAILABLE: return "unavailable";
-	case GCS_DENIED: return "denied";
-	case GCS_INVALID: return "invalid";
-	case GCS_NOMEM: return "nomem";
+	case GCS_OK:
+		return "ok";
+	case GCS_NOT_FOUND:
+		return "not_found";
+	case GCS_PRECONDITION:
+		return "precondition_failed";
+	case GCS_BUSY:
+		return "busy";
+	case GCS_UNAVAILABLE:
+		return "unavailable";
+	case GCS_DENIED:
+		return "denied";
+	case GCS_INVALID:
+		return "invalid";
+	case GCS_NOMEM:
+		return "nomem";
 	}
 	return "unknown";
 }
@@ -61,8 +69,8 @@ gcs_stats_get(gcs_stats *out)
 {
 	out->retries = __atomic_load_n(&stat_retries, __ATOMIC_RELAXED);
 	out->token_fetches = __atomic_load_n(&stat_token_ok, __ATOMIC_RELAXED);
-	out->token_failures = __atomic_load_n(&stat_token_fail,
-	    __ATOMIC_RELAXED);
+	out->token_failures =
+	    __atomic_load_n(&stat_token_fail, __ATOMIC_RELAXED);
 }
 
 int64_t
@@ -122,7 +130,8 @@ gcs_meta_patched(const json_t *base, const json_t *patch)
 
 	if (m == NULL)
 		return NULL;
-	json_object_foreach((json_t *)patch, k, v) {
+	json_object_foreach((json_t *)patch, k, v)
+	{
 		if (json_is_null(v))
 			json_object_del(m, k);
 		else if (json_object_set_new(m, k, json_deep_copy(v)) != 0) {
@@ -184,7 +193,8 @@ gcs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (bad_name(name, err))
 		return GCS_INVALID;
 	if (gen <= 0 || metagen <= 0)
-		return gcs_fail(err, GCS_INVALID, "patch needs both preconditions");
+		return gcs_fail(err, GCS_INVALID,
+		    "patch needs both preconditions");
 	if (!json_is_object(metadata))
 		return gcs_fail(err, GCS_INVALID, "metadata is not an object");
 	return s->ops->patch(s, name, gen, metagen, metadata, out, err);
@@ -198,7 +208,8 @@ gcs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (bad_name(name, err))
 		return GCS_INVALID;
 	if (gen <= 0 || metagen <= 0)
-		return gcs_fail(err, GCS_INVALID, "delete needs both preconditions");
+		return gcs_fail(err, GCS_INVALID,
+		    "delete needs both preconditions");
 	return s->ops->remove(s, name, gen, metagen, err);
 }
 
@@ -215,8 +226,8 @@ gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		return gcs_fail(err, GCS_INVALID, "prefix too long");
 	if (max < 1 || max > GCS_LIST_PAGE_MAX)
 		return gcs_fail(err, GCS_INVALID, "page size %d", max);
-	if (page_token != NULL && (page_token[0] == '\0' ||
-	    strlen(page_token) > GCS_PAGE_TOKEN_MAX))
+	if (page_token != NULL &&
+	    (page_token[0] == '\0' || strlen(page_token) > GCS_PAGE_TOKEN_MAX))
 		return gcs_fail(err, GCS_INVALID, "bad page token");
 	return s->ops->list(s, prefix, max, page_token, out, err);
 }
@@ -252,7 +263,8 @@ gcs_open(const char *url, gcs_err *err)
 	if (strncmp(url, "file://", 7) == 0) {
 		if (url[7] == '\0') {
 			gcs_fail(err, GCS_INVALID,
-			    "file:// needs a directory, e.g. file://./lockgate-data");
+			    "file:// needs a directory, e.g. "
+			    "file://./lockgate-data");
 			return NULL;
 		}
 		return gcs_file_new(url + 7, err);
@@ -271,7 +283,8 @@ gcs_open(const char *url, gcs_err *err)
 		return gcs_gs_new(bucket, slash ? slash + 1 : "", err);
 	}
 	gcs_fail(err, GCS_INVALID,
-	    "unknown store URL scheme in '%.64s' (use file://, gs:// or mem://)",
+	    "unknown store URL scheme in '%.64s' (use file://, gs:// or "
+	    "mem://)",
 	    url);
 	return NULL;
 }

@@ -80,49 +80,49 @@
 #include "gcs.h"
 #include "store_file.h"
 
-#define FILE_FNAME_MAX 200        /* longest encoded name kept readable */
-#define FILE_FNAME_BUF 256        /* >= FILE_FNAME_MAX + 1 and hash form */
-#define FILE_PATH_BUF 4096        /* DIR as given, and mkdir -p steps */
-#define FILE_OBJ_HDR 18           /* "%08x %08x " (CRC, length) + JSON */
-#define FILE_OBJ_BYTES_MAX (16 * 1024) /* an object file, bounded read */
-#define FILE_TORN_RETRIES 100     /* re-reads of a file caught mid-write */
-#define FILE_BATCH_MAX 128        /* ops per committed batch */
-#define FILE_GATHER_US 200        /* wait for woken callers to queue again */
-#define FILE_CACHE_MAX 65536      /* object states the committer remembers */
-#define FILE_REC_HDR 8            /* u32 length + u32 CRC-32 */
-#define FILE_REC_BYTES_MAX (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
-#define FILE_WAL_HDR 16           /* magic + int64 counter floor */
+#define FILE_FNAME_MAX      200  /* longest encoded name kept readable */
+#define FILE_FNAME_BUF      256  /* >= FILE_FNAME_MAX + 1 and hash form */
+#define FILE_PATH_BUF       4096 /* DIR as given, and mkdir -p steps */
+#define FILE_OBJ_HDR        18   /* "%08x %08x " (CRC, length) + JSON */
+#define FILE_OBJ_BYTES_MAX  (16 * 1024) /* an object file, bounded read */
+#define FILE_TORN_RETRIES   100   /* re-reads of a file caught mid-write */
+#define FILE_BATCH_MAX      128   /* ops per committed batch */
+#define FILE_GATHER_US      200   /* wait for woken callers to queue again */
+#define FILE_CACHE_MAX      65536 /* object states the committer remembers */
+#define FILE_REC_HDR        8     /* u32 length + u32 CRC-32 */
+#define FILE_REC_BYTES_MAX  (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
+#define FILE_WAL_HDR        16                /* magic + int64 counter floor */
 #define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
-#define FILE_TOMB_KEEP_MS GCS_FILE_TOMB_KEEP_MS
-#define FILE_TOMBS_MAX 100000     /* tombstones remembered for recycling */
-#define FILE_SWEEP_EVERY_MS 100   /* how often the committer recycles */
-#define FILE_SPARES_MAX 4096      /* spare files kept ready for new names */
-#define FILE_SPARES_FILL 256      /* the spare maker creates up to this */
-#define FILE_SPARES_LOW 64        /* below this the spare maker refills */
-#define FILE_DIR_MODE 0700
-#define FILE_MODE 0600
+#define FILE_TOMB_KEEP_MS   GCS_FILE_TOMB_KEEP_MS
+#define FILE_TOMBS_MAX      100000 /* tombstones remembered for recycling */
+#define FILE_SWEEP_EVERY_MS 100    /* how often the committer recycles */
+#define FILE_SPARES_MAX     4096   /* spare files kept ready for new names */
+#define FILE_SPARES_FILL    256    /* the spare maker creates up to this */
+#define FILE_SPARES_LOW     64     /* below this the spare maker refills */
+#define FILE_DIR_MODE       0700
+#define FILE_MODE           0600
 
 static const char wal_magic[8] = { 'L', 'G', 'W', 'A', 'L', '0', '0', '1' };
-#define WAL_NAME ".wal"
-#define LOCK_NAME ".lock"
-#define TMP_PREFIX ".tmp."
+#define WAL_NAME     ".wal"
+#define LOCK_NAME    ".lock"
+#define TMP_PREFIX   ".tmp."
 #define SPARE_PREFIX ".spare."
-#define SPARE_DIR ".spares"       /* where spares are created */
+#define SPARE_DIR    ".spares" /* where spares are created */
 
 enum file_kind { OP_INSERT, OP_PATCH, OP_REMOVE };
 
 /* One queued write.  Lives on the caller's stack until `done`. */
 typedef struct file_op {
 	enum file_kind kind;
-	const char *name;          /* borrowed */
-	const json_t *meta;        /* borrowed */
+	const char *name;   /* borrowed */
+	const json_t *meta; /* borrowed */
 	int64_t gen, metagen;
 	char fname[FILE_FNAME_BUF];
-	json_t *clean;             /* owned: insert's metadata, nulls dropped */
-	char *text;                /* owned: JSON of the final state */
-	json_t *state;             /* owned: new state (entry), NULL = absent */
-	int ok;                    /* preconditions held: state is the result */
-	int final;                 /* last ok op on its name in the batch */
+	json_t *clean; /* owned: insert's metadata, nulls dropped */
+	char *text;    /* owned: JSON of the final state */
+	json_t *state; /* owned: new state (entry), NULL = absent */
+	int ok;        /* preconditions held: state is the result */
+	int final;     /* last ok op on its name in the batch */
 	int rc;
 	gcs_err err;
 	gcs_object out;
@@ -136,13 +136,13 @@ typedef struct file_store {
 	char *dir;
 	int dirfd, lockfd, walfd;
 	ino_t wal_ino;
-	off_t wal_end;             /* end of the last record we know applied */
-	int64_t counter;           /* largest generation issued in DIR */
+	off_t wal_end;   /* end of the last record we know applied */
+	int64_t counter; /* largest generation issued in DIR */
 	gcs_clock_fn clock;
 	void *clock_ctx;
-	json_t *cache;             /* committer only: fname -> state or null,
+	json_t *cache; /* committer only: fname -> state or null,
 				      valid while no other writer wrote */
-	json_t *tombs;             /* committer only: fname -> deleted_ms of
+	json_t *tombs; /* committer only: fname -> deleted_ms of
 				      tombstones, recycled when old */
 	int64_t last_sweep_ms;
 
@@ -151,14 +151,14 @@ typedef struct file_store {
 	 * an inode.  Made by the spare maker thread, off the write path. */
 	pthread_mutex_t spare_mu;
 	pthread_cond_t spare_cv;
-	char **spares;             /* FILE_SPARES_MAX slots */
+	char **spares; /* FILE_SPARES_MAX slots */
 	size_t nspares;
 	unsigned spare_seq;
-	uint64_t spare_id;         /* random: spare names never repeat */
+	uint64_t spare_id; /* random: spare names never repeat */
 	int spare_want, spare_stop, spare_started;
 	pthread_t spare_maker;
 
-	pthread_mutex_t mu;        /* queue, done flags, crash, dead */
+	pthread_mutex_t mu; /* queue, done flags, crash, dead */
 	pthread_cond_t work;
 	file_op *head, *tail;
 	size_t qlen;
@@ -168,7 +168,7 @@ typedef struct file_store {
 	int started;
 
 	uint64_t n_ops, n_batches, n_syncs, n_checkpoints; /* atomic */
-	uint64_t n_created, n_spares_used, n_recycled;   /* atomic */
+	uint64_t n_created, n_spares_used, n_recycled;     /* atomic */
 } file_store;
 
 static void
@@ -457,8 +457,9 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 
 	if (n > FILE_OBJ_BYTES_MAX)
 		return gcs_fail(err, GCS_INVALID, "object of %zu bytes", n);
-	snprintf(hdr, sizeof(hdr), "%08x %08x ", (unsigned)crc32_buf(
-	    (const unsigned char *)text, tlen), (unsigned)tlen);
+	snprintf(hdr, sizeof(hdr), "%08x %08x ",
+	    (unsigned)crc32_buf((const unsigned char *)text, tlen),
+	    (unsigned)tlen);
 	iov[0].iov_base = hdr;
 	iov[0].iov_len = FILE_OBJ_HDR;
 	iov[1].iov_base = (void *)text;
@@ -467,8 +468,8 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 	if (fd < 0 && errno == ENOENT)
 		fd = spare_take(fs, fname);
 	if (fd < 0) {
-		fd = openat(fs->dirfd, fname, O_WRONLY | O_CREAT | O_CLOEXEC |
-		    O_NOFOLLOW, FILE_MODE);
+		fd = openat(fs->dirfd, fname,
+		    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, FILE_MODE);
 		if (fd >= 0)
 			stat_add(&fs->n_created, 1);
 	}
@@ -516,24 +517,27 @@ entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 	rc = obj_read(fs, fname, &cur, NULL);
 	if (rc != GCS_OK)
 		cur = NULL; /* absent, a tombstone, or torn: rewrite */
-	if (cur != NULL && strcmp(json_string_value(json_object_get(cur,
-	    "name")), name) != 0) {
+	if (cur != NULL &&
+	    strcmp(json_string_value(json_object_get(cur, "name")), name) !=
+	        0) {
 		/* Another name's inode under this name (only a crash of the
 		 * machine mid-recycling can do that): never write into it. */
 		json_decref(cur);
 		cur = NULL;
 		rc = GCS_NOT_FOUND;
 		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
-			return gcs_fail(err, GCS_UNAVAILABLE, "unlink %s/%s: %s",
-			    fs->dir, fname, strerror(errno));
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "unlink %s/%s: %s", fs->dir, fname,
+			    strerror(errno));
 	}
 	if (!entry_exists(entry))
 		same = rc == GCS_NOT_FOUND;
 	else
-		same = cur != NULL && entry_int(cur, "generation") ==
-		    entry_int(entry, "generation") &&
+		same = cur != NULL &&
+		    entry_int(cur, "generation") ==
+		        entry_int(entry, "generation") &&
 		    entry_int(cur, "metageneration") ==
-		    entry_int(entry, "metageneration");
+		        entry_int(entry, "metageneration");
 	json_decref(cur);
 	if (same)
 		return GCS_OK;
@@ -589,9 +593,9 @@ spare_take(file_store *fs, const char *fname)
 			return -1;
 		/* Another store on DIR may have adopted and used it. */
 		if (renameat2(fs->dirfd, name, fs->dirfd, fname,
-		    RENAME_NOREPLACE) == 0)
-			fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC |
-			    O_NOFOLLOW);
+		        RENAME_NOREPLACE) == 0)
+			fd = openat(fs->dirfd, fname,
+			    O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 		free(name);
 		if (fd >= 0) {
 			stat_add(&fs->n_spares_used, 1);
@@ -620,13 +624,14 @@ spare_make(file_store *fs)
 	    FILE_MODE);
 	if (fd < 0)
 		return -1;
-	snprintf(hdr, sizeof(hdr), "%08x %08x ", (unsigned)crc32_buf(
-	    (const unsigned char *)spare_text, tlen), (unsigned)tlen);
+	snprintf(hdr, sizeof(hdr), "%08x %08x ",
+	    (unsigned)crc32_buf((const unsigned char *)spare_text, tlen),
+	    (unsigned)tlen);
 	ok = write(fd, hdr, FILE_OBJ_HDR) == FILE_OBJ_HDR &&
 	    write(fd, spare_text, tlen) == (ssize_t)tlen;
 	close(fd);
-	if (!ok || renameat2(fs->dirfd, tmp, fs->dirfd, name,
-	    RENAME_NOREPLACE) != 0) {
+	if (!ok ||
+	    renameat2(fs->dirfd, tmp, fs->dirfd, name, RENAME_NOREPLACE) != 0) {
 		unlinkat(fs->dirfd, tmp, 0);
 		return -1;
 	}
@@ -701,7 +706,8 @@ tomb_sweep(file_store *fs)
 	fs->last_sweep_ms = now;
 	if (buf == NULL)
 		return;
-	json_object_foreach_safe(fs->tombs, tmp, fname, ms) {
+	json_object_foreach_safe(fs->tombs, tmp, fname, ms)
+	{
 		if (json_integer_value(ms) + FILE_TOMB_KEEP_MS > now)
 			continue;
 		if (obj_read_once(fs, fname, buf, &e) == 0) {
@@ -709,8 +715,9 @@ tomb_sweep(file_store *fs)
 				json_object_del(fs->cache, fname);
 				spare_name(fs, spare);
 				dup = strdup(spare);
-				if (dup == NULL || renameat2(fs->dirfd, fname,
-				    fs->dirfd, spare, RENAME_NOREPLACE) != 0)
+				if (dup == NULL ||
+				    renameat2(fs->dirfd, fname, fs->dirfd,
+				        spare, RENAME_NOREPLACE) != 0)
 					unlinkat(fs->dirfd, fname, 0);
 				else if (spare_push(fs, dup) != 0)
 					unlinkat(fs->dirfd, spare, 0);
@@ -773,9 +780,9 @@ wal_read_record(file_store *fs, off_t *off, off_t size)
 	if (pread_all(fs->walfd, buf, len, *off + FILE_REC_HDR) == 0 &&
 	    crc32_buf(buf, len) == crc) {
 		rec = json_loadb((const char *)buf, len, 0, &je);
-		if (rec != NULL && (!json_is_array(json_object_get(rec,
-		    "entries")) || !json_is_integer(json_object_get(rec,
-		    "counter")))) {
+		if (rec != NULL &&
+		    (!json_is_array(json_object_get(rec, "entries")) ||
+		        !json_is_integer(json_object_get(rec, "counter")))) {
 			json_decref(rec);
 			rec = NULL;
 		}
@@ -808,8 +815,8 @@ wal_open(file_store *fs, gcs_err *err)
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		if (fd >= 0)
 			close(fd);
-		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/" WAL_NAME ": %s",
-		    fs->dir, strerror(errno));
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "open %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
 	}
 	if (st.st_size < FILE_WAL_HDR) {
 		/* New (or torn while being created, before any record). */
@@ -846,8 +853,8 @@ static int
 wal_cut(file_store *fs, off_t off, gcs_err *err)
 {
 	if (ftruncate(fs->walfd, off) != 0 || fdatasync(fs->walfd) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "truncate %s/" WAL_NAME
-		    ": %s", fs->dir, strerror(errno));
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "truncate %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
 	stat_add(&fs->n_syncs, 1);
 	return GCS_OK;
 }
@@ -859,7 +866,8 @@ record_apply(file_store *fs, const json_t *rec, gcs_err *err)
 	size_t i;
 	int rc;
 
-	json_array_foreach(json_object_get(rec, "entries"), i, e) {
+	json_array_foreach(json_object_get(rec, "entries"), i, e)
+	{
 		if (!entry_valid(e))
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "bad entry in %s/" WAL_NAME, fs->dir);
@@ -889,8 +897,9 @@ wal_catch_up(file_store *fs, gcs_err *err)
 		if (rc != GCS_OK)
 			return rc;
 		if (fstat(fs->walfd, &st) != 0)
-			return gcs_fail(err, GCS_UNAVAILABLE, "stat %s/" WAL_NAME
-			    ": %s", fs->dir, strerror(errno));
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "stat %s/" WAL_NAME ": %s", fs->dir,
+			    strerror(errno));
 	}
 	if (st.st_size == fs->wal_end)
 		return GCS_OK;
@@ -928,8 +937,8 @@ wal_checkpoint(file_store *fs, gcs_err *err)
 	tomb_sweep(fs);
 	memcpy(hdr, wal_magic, 8);
 	memcpy(hdr + 8, &floor, 8);
-	fd = openat(fs->dirfd, tmpname, O_WRONLY | O_CREAT | O_TRUNC |
-	    O_CLOEXEC, FILE_MODE);
+	fd = openat(fs->dirfd, tmpname,
+	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
 	if (fd < 0)
 		goto fail;
 	if (pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 || fdatasync(fd) != 0) {
@@ -973,10 +982,11 @@ spare_dir_clean(file_store *fs)
 	DIR *d;
 	int fd;
 
-	if (mkdirat(fs->dirfd, SPARE_DIR, FILE_DIR_MODE) == 0 || errno != EEXIST)
+	if (mkdirat(fs->dirfd, SPARE_DIR, FILE_DIR_MODE) == 0 ||
+	    errno != EEXIST)
 		return;
-	fd = openat(fs->dirfd, SPARE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-	    O_NOFOLLOW);
+	fd = openat(fs->dirfd, SPARE_DIR,
+	    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
 	d = fdopendir(fd);
@@ -1009,29 +1019,31 @@ recover(file_store *fs, gcs_err *err)
 	if (rc != GCS_OK)
 		return rc;
 	if (fstat(fs->walfd, &st) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "stat %s/" WAL_NAME ": %s",
-		    fs->dir, strerror(errno));
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "stat %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
 	finals = json_object();
 	if (finals == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
 		counter_see(fs, entry_int(rec, "counter"));
-		json_array_foreach(json_object_get(rec, "entries"), i, e) {
+		json_array_foreach(json_object_get(rec, "entries"), i, e)
+		{
 			if (!entry_valid(e)) {
 				json_decref(rec);
 				rc = gcs_fail(err, GCS_UNAVAILABLE,
 				    "bad entry in %s/" WAL_NAME, fs->dir);
 				goto out;
 			}
-			json_object_set(finals, json_string_value(
-			    json_object_get(e, "name")), e);
+			json_object_set(finals,
+			    json_string_value(json_object_get(e, "name")), e);
 			if (entry_exists(e))
 				counter_see(fs, entry_int(e, "generation"));
 		}
 		json_decref(rec);
 	}
 	/* A torn tail is cut by the checkpoint below, which replaces the log. */
-	json_object_foreach(finals, k, v) {
+	json_object_foreach(finals, k, v)
+	{
 		rc = entry_apply(fs, v, err);
 		if (rc != GCS_OK)
 			goto out;
@@ -1049,7 +1061,8 @@ recover(file_store *fs, gcs_err *err)
 			unlinkat(fs->dirfd, de->d_name, 0);
 			continue;
 		}
-		if (strncmp(de->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) == 0) {
+		if (strncmp(de->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) ==
+		    0) {
 			/* Left by a store that stopped (or still runs: a
 			 * spare used twice fails its rename, harmlessly). */
 			char *dup = strdup(de->d_name);
@@ -1116,10 +1129,10 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 		}
 		meta = op->clean;
 		op->clean = NULL;
-		fs->counter = fs->counter + 1 > now_ms * 1000 ?
-		    fs->counter + 1 : now_ms * 1000;
-		op->state = entry_new(op->name, fs->counter, 1, now_ms, now_ms,
-		    meta);
+		fs->counter = fs->counter + 1 > now_ms * 1000 ? fs->counter + 1
+		                                              : now_ms * 1000;
+		op->state =
+		    entry_new(op->name, fs->counter, 1, now_ms, now_ms, meta);
 		if (op->state == NULL)
 			goto nomem;
 		op->ok = 1;
@@ -1131,8 +1144,8 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 	}
 	if (entry_int(cur, "generation") != op->gen ||
 	    entry_int(cur, "metageneration") != op->metagen) {
-		op->rc = gcs_fail(&op->err, GCS_PRECONDITION,
-		    "precondition failed");
+		op->rc =
+		    gcs_fail(&op->err, GCS_PRECONDITION, "precondition failed");
 		return;
 	}
 	if (op->kind == OP_REMOVE) {
@@ -1201,9 +1214,9 @@ wal_append(file_store *fs, const char *text, size_t tlen, int half,
 	memcpy(hdr + 4, &crc, 4);
 	if (pwrite_all(fs->walfd, hdr, sizeof(hdr), fs->wal_end) != 0 ||
 	    pwrite_all(fs->walfd, text, half ? len / 2 : len,
-	    fs->wal_end + FILE_REC_HDR) != 0) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "append to %s/" WAL_NAME
-		    ": %s", fs->dir, strerror(errno));
+	        fs->wal_end + FILE_REC_HDR) != 0) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "append to %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
 		goto out;
 	}
 	if (half)
@@ -1216,8 +1229,8 @@ wal_append(file_store *fs, const char *text, size_t tlen, int half,
 	stat_add(&fs->n_syncs, 1);
 	fs->wal_end += FILE_REC_HDR + (off_t)len;
 out:
-	if (rc != GCS_OK && !half &&
-	    ftruncate(fs->walfd, fs->wal_end) == 0 && fdatasync(fs->walfd) == 0)
+	if (rc != GCS_OK && !half && ftruncate(fs->walfd, fs->wal_end) == 0 &&
+	    fdatasync(fs->walfd) == 0)
 		stat_add(&fs->n_syncs, 1);
 	return rc;
 }
@@ -1296,12 +1309,15 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 				break;
 		if (j != (size_t)-1) {
 			cur = ops[j]->state;
-		} else if ((c = json_object_get(fs->cache, op->fname)) != NULL) {
+		} else if ((c = json_object_get(fs->cache, op->fname)) !=
+		    NULL) {
 			cur = json_is_null(c) ? NULL : c;
 		} else {
 			rc = obj_read(fs, op->fname, &disk, &op->err);
-			if (rc == GCS_OK && strcmp(json_string_value(
-			    json_object_get(disk, "name")), op->name) != 0) {
+			if (rc == GCS_OK &&
+			    strcmp(json_string_value(
+			               json_object_get(disk, "name")),
+			        op->name) != 0) {
 				json_decref(disk);
 				rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
 				    "object file %s/%s holds another name",
@@ -1338,13 +1354,15 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		if (op->state != NULL)
 			rc = json_array_append(entries, op->state);
 		else
-			rc = json_array_append_new(entries, json_pack(
-			    "{s:s, s:b, s:I}", "name", op->name, "deleted",
-			    1, "deleted_ms", (json_int_t)now_ms));
+			rc = json_array_append_new(entries,
+			    json_pack("{s:s, s:b, s:I}", "name", op->name,
+			        "deleted", 1, "deleted_ms",
+			        (json_int_t)now_ms));
 		if (rc != 0)
 			goto nomem;
 		op->text = json_dumps(json_array_get(entries,
-		    json_array_size(entries) - 1), JSON_COMPACT);
+		                          json_array_size(entries) - 1),
+		    JSON_COMPACT);
 		if (op->text == NULL || (nfinal > 0 && buf_add(&rec, ",", 1)) ||
 		    buf_add(&rec, op->text, strlen(op->text)) != 0)
 			goto nomem;
@@ -1381,7 +1399,7 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 			goto die;
 		}
 		if (obj_write(fs, op->fname, op->text, strlen(op->text), 0,
-		    &err) != GCS_OK) {
+		        &err) != GCS_OK) {
 			/* Committed but not applied: the next batch re-applies
 			 * the record; callers get "unavailable" (the write may
 			 * stand, as after a lost GCS response). */
@@ -1401,7 +1419,8 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		if (ops[i]->ok && ops[i]->state != NULL)
 			entry_to_object(ops[i]->state, now_ms, &ops[i]->out);
 	if (fs->wal_end > FILE_WAL_CHECKPOINT)
-		(void)wal_checkpoint(fs, &err); /* retried after the next batch */
+		(void)wal_checkpoint(fs,
+		    &err); /* retried after the next batch */
 	else if (now_ms - fs->last_sweep_ms >= FILE_SWEEP_EVERY_MS)
 		tomb_sweep(fs);
 	goto unlock;
@@ -1555,8 +1574,11 @@ static int
 file_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     const json_t *metadata, gcs_object *out, gcs_err *err)
 {
-	file_op op = { .kind = OP_PATCH, .name = name, .meta = metadata,
-	    .gen = gen, .metagen = metagen };
+	file_op op = { .kind = OP_PATCH,
+		.name = name,
+		.meta = metadata,
+		.gen = gen,
+		.metagen = metagen };
 
 	return submit((file_store *)s, &op, out, err);
 }
@@ -1565,8 +1587,10 @@ static int
 file_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     gcs_err *err)
 {
-	file_op op = { .kind = OP_REMOVE, .name = name, .gen = gen,
-	    .metagen = metagen };
+	file_op op = { .kind = OP_REMOVE,
+		.name = name,
+		.gen = gen,
+		.metagen = metagen };
 
 	return submit((file_store *)s, &op, NULL, err);
 }
@@ -1630,15 +1654,16 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		if (kind < 0)
 			continue;
 		/* Only canonical encodings: get() of the name finds this file. */
-		if (kind == 0 && (name_encode(name, fname) != 0 ||
-		    strcmp(fname, de->d_name) != 0))
+		if (kind == 0 &&
+		    (name_encode(name, fname) != 0 ||
+		        strcmp(fname, de->d_name) != 0))
 			continue;
 		if (kind == 1) {
 			/* Hashed long name: the file knows its name. */
 			if (obj_read(fs, de->d_name, &e, NULL) != GCS_OK)
 				continue;
-			snprintf(name, sizeof(name), "%s", json_string_value(
-			    json_object_get(e, "name")));
+			snprintf(name, sizeof(name), "%s",
+			    json_string_value(json_object_get(e, "name")));
 			json_decref(e);
 		}
 		if (strncmp(name, prefix, plen) != 0 ||
@@ -1676,7 +1701,7 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		if (obj_read(fs, c[i].fname, &e, NULL) != GCS_OK)
 			continue;
 		if (strcmp(json_string_value(json_object_get(e, "name")),
-		    c[i].name) != 0) {
+		        c[i].name) != 0) {
 			json_decref(e);
 			continue;
 		}
@@ -1774,8 +1799,8 @@ mkdirs(const char *dir, gcs_err *err)
 	size_t i, n = strlen(dir);
 
 	if (n == 0 || n >= sizeof(path))
-		return gcs_fail(err, GCS_INVALID, "store directory name length %zu",
-		    n);
+		return gcs_fail(err, GCS_INVALID,
+		    "store directory name length %zu", n);
 	memcpy(path, dir, n + 1);
 	for (i = 1; i <= n; i++) {
 		if (path[i] != '/' && path[i] != '\0')
@@ -1837,9 +1862,10 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		goto fail;
 	fs->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->dirfd < 0) {
-		gcs_fail(err, GCS_UNAVAILABLE, errno == ENOTDIR ?
-		    "store path %s is not a directory" :
-		    "cannot open store directory %s: %s", dir, strerror(errno));
+		gcs_fail(err, GCS_UNAVAILABLE,
+		    errno == ENOTDIR ? "store path %s is not a directory"
+		                     : "cannot open store directory %s: %s",
+		    dir, strerror(errno));
 		goto fail;
 	}
 	fs->lockfd = openat(fs->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC,
@@ -1851,8 +1877,8 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		goto fail;
 	}
 	if (flock(fs->lockfd, LOCK_EX) != 0) {
-		gcs_fail(err, GCS_UNAVAILABLE, "cannot lock %s/" LOCK_NAME ": %s",
-		    dir, strerror(errno));
+		gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot lock %s/" LOCK_NAME ": %s", dir, strerror(errno));
 		goto fail;
 	}
 	if (recover(fs, err) != GCS_OK) {
@@ -1905,10 +1931,10 @@ gcs_file_stats_get(gcs_store *s, gcs_file_stats *out)
 	out->ops = __atomic_load_n(&fs->n_ops, __ATOMIC_RELAXED);
 	out->batches = __atomic_load_n(&fs->n_batches, __ATOMIC_RELAXED);
 	out->syncs = __atomic_load_n(&fs->n_syncs, __ATOMIC_RELAXED);
-	out->checkpoints = __atomic_load_n(&fs->n_checkpoints,
-	    __ATOMIC_RELAXED);
+	out->checkpoints =
+	    __atomic_load_n(&fs->n_checkpoints, __ATOMIC_RELAXED);
 	out->files_created = __atomic_load_n(&fs->n_created, __ATOMIC_RELAXED);
-	out->spares_used = __atomic_load_n(&fs->n_spares_used,
-	    __ATOMIC_RELAXED);
+	out->spares_used =
+	    __atomic_load_n(&fs->n_spares_used, __ATOMIC_RELAXED);
 	out->recycled = __atomic_load_n(&fs->n_recycled, __ATOMIC_RELAXED);
 }

@@ -35,10 +35,10 @@ void gcs_file_set_crash_point(gcs_store *s, gcs_file_crash point);
 
 /* Counters of one file:// store, for tests and benchmarks. */
 typedef struct gcs_file_stats {
-	uint64_t ops;         /* writes that went through the committer */
-	uint64_t batches;     /* batches committed (each under one flock) */
-	uint64_t syncs;       /* fdatasync/fsync/syncfs calls made */
-	uint64_t checkpoints; /* log truncations (syncfs + new log) */
+	uint64_t ops;           /* writes that went through the committer */
+	uint64_t batches;       /* batches committed (each under one flock) */
+	uint64_t syncs;         /* fdatasync/fsync/syncfs calls made */
+	uint64_t checkpoints;   /* log truncations (syncfs + new log) */
 	uint64_t files_created; /* object files created on the write path */
 	uint64_t spares_used;   /* new names given a ready spare file */
 	uint64_t recycled;      /* old tombstones turned into spare files */

@@ -27,13 +27,13 @@
 #include "server/auth.h"
 #include "server/auth_int.h"
 
-#define BEARER "Bearer"
-#define CANDIDATES_MAX (2 * AUTH_KEYS_MAX)
+#define BEARER           "Bearer"
+#define CANDIDATES_MAX   (2 * AUTH_KEYS_MAX)
 #define DISPLAY_LIST_MAX 32 /* display claims */
 
 typedef struct auth_state {
-	int refs; /* atomic */
-	auth_keyset *keys; /* the HS256 secret and the PEM keys */
+	int refs;            /* atomic */
+	auth_keyset *keys;   /* the HS256 secret and the PEM keys */
 	auth_policy *policy; /* or NULL */
 } auth_state;
 
@@ -48,7 +48,7 @@ typedef struct verified {
 	 * and parsed again (the hot path of every request): */
 	jwt_alg_t alg;
 	char kid[AUTH_KID_MAX + 1];
-	json_t *claims;       /* owned, never modified once stored */
+	json_t *claims; /* owned, never modified once stored */
 } verified;
 
 typedef struct candidates {
@@ -64,7 +64,7 @@ typedef struct auth_strlist {
 
 struct auth_ctx {
 	/* configuration, copied */
-	char *secret;      /* wiped on free */
+	char *secret; /* wiped on free */
 	char *secret_file;
 	char *public_keys;
 	char *jwks_url;
@@ -163,9 +163,10 @@ add_secret(auth_keyset *ks, const unsigned char *secret, size_t len,
     const char *what, char *err, size_t errlen)
 {
 	if (len < AUTH_SECRET_MIN) {
-		snprintf(err, errlen, "%s: the HS256 secret must be at least "
-		    "%d bytes (try: openssl rand -base64 48)", what,
-		    AUTH_SECRET_MIN);
+		snprintf(err, errlen,
+		    "%s: the HS256 secret must be at least "
+		    "%d bytes (try: openssl rand -base64 48)",
+		    what, AUTH_SECRET_MIN);
 		return -1;
 	}
 	return auth_keyset_add(ks, JWT_ALG_HS256, NULL, secret, len,
@@ -195,7 +196,7 @@ add_public_keys(auth_keyset *ks, const char *list, char *err, size_t errlen)
 		if (eq != NULL)
 			*eq = '\0';
 		if (auth_keyset_add_pem_file(ks, eq != NULL ? eq + 1 : p,
-			eq != NULL ? p : NULL, err, errlen) != 0)
+		        eq != NULL ? p : NULL, err, errlen) != 0)
 			goto out;
 	}
 	rc = 0;
@@ -224,13 +225,13 @@ state_load(const auth_ctx *a, char *err, size_t errlen)
 	}
 	if (a->secret != NULL &&
 	    add_secret(s->keys, (const unsigned char *)a->secret,
-		strlen(a->secret), "LOCKGATE_JWT_SECRET", err, errlen) != 0)
+	        strlen(a->secret), "LOCKGATE_JWT_SECRET", err, errlen) != 0)
 		goto fail;
 	if (a->secret_file != NULL) {
 		secret = read_secret_file(a->secret_file, &slen, err, errlen);
 		if (secret == NULL ||
 		    add_secret(s->keys, secret, slen,
-			"LOCKGATE_JWT_SECRET_FILE", err, errlen) != 0)
+		        "LOCKGATE_JWT_SECRET_FILE", err, errlen) != 0)
 			goto fail;
 	}
 	if (a->public_keys != NULL &&
@@ -319,7 +320,8 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->jwt_secret != NULL && *cfg->jwt_secret != '\0' &&
 	    cfg->jwt_secret_file != NULL && *cfg->jwt_secret_file != '\0') {
-		snprintf(err, errlen, "give the HS256 secret or a secret file, "
+		snprintf(err, errlen,
+		    "give the HS256 secret or a secret file, "
 		    "not both");
 		goto fail;
 	}
@@ -328,33 +330,37 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 	a->public_keys = dup_or_null(cfg->public_keys, &oom);
 	a->jwks_url = dup_or_null(cfg->jwks_url, &oom);
 	a->policy_file = dup_or_null(cfg->policy_file, &oom);
-	a->owner_claim = strdup(cfg->owner_claim != NULL &&
-		*cfg->owner_claim != '\0' ? cfg->owner_claim : "sub");
+	a->owner_claim =
+	    strdup(cfg->owner_claim != NULL && *cfg->owner_claim != '\0'
+	            ? cfg->owner_claim
+	            : "sub");
 	if (oom || a->owner_claim == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (split_list(cfg->display_claims, a->display, DISPLAY_LIST_MAX,
-		&a->ndisplay) != 0) {
+	        &a->ndisplay) != 0) {
 		snprintf(err, errlen, "at most %d display claims",
 		    DISPLAY_LIST_MAX);
 		goto fail;
 	}
 	if (split_list(cfg->issuer, a->issuers[AUTH_SRC_PUBLIC].v,
-		AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_PUBLIC].n) != 0 ||
+	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_PUBLIC].n) != 0 ||
 	    split_list(cfg->audience, a->audiences[AUTH_SRC_PUBLIC].v,
-		AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_PUBLIC].n) != 0 ||
+	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_PUBLIC].n) != 0 ||
 	    split_list(cfg->secret_issuer, a->issuers[AUTH_SRC_SECRET].v,
-		AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_SECRET].n) != 0 ||
+	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_SECRET].n) != 0 ||
 	    split_list(cfg->secret_audience, a->audiences[AUTH_SRC_SECRET].v,
-		AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_SECRET].n) != 0) {
-		snprintf(err, errlen, "at most %d issuers or audiences per key "
-		    "source", AUTH_ISSUERS_MAX);
+	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_SECRET].n) != 0) {
+		snprintf(err, errlen,
+		    "at most %d issuers or audiences per key "
+		    "source",
+		    AUTH_ISSUERS_MAX);
 		goto fail;
 	}
 	if (cfg->max_token_age < 0) {
-		snprintf(
-		    err, errlen, "the maximum token age cannot be negative");
+		snprintf(err, errlen,
+		    "the maximum token age cannot be negative");
 		goto fail;
 	}
 	a->leeway = cfg->leeway < 0 ? AUTH_LEEWAY_DEFAULT : cfg->leeway;
@@ -368,8 +374,9 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		/* A first fetch that fails is not fatal: the keys may come
 		 * later, and --check reports it from ERR. */
 		a->jwks = auth_jwks_new(a->jwks_url,
-		    cfg->jwks_min_interval == 0 ? AUTH_JWKS_MIN_INTERVAL :
-		    cfg->jwks_min_interval < 0 ? 0 : cfg->jwks_min_interval,
+		    cfg->jwks_min_interval == 0      ? AUTH_JWKS_MIN_INTERVAL
+		        : cfg->jwks_min_interval < 0 ? 0
+		                                     : cfg->jwks_min_interval,
 		    why, sizeof(why));
 		if (a->jwks == NULL) {
 			snprintf(err, errlen, "%s", why);
@@ -426,8 +433,7 @@ auth_sigchecks(auth_ctx *a)
 static size_t
 slot_of(const unsigned char hash[32])
 {
-	return ((size_t)hash[0] | (size_t)hash[1] << 8) %
-	    AUTH_VERIFIED_SLOTS;
+	return ((size_t)hash[0] | (size_t)hash[1] << 8) % AUTH_VERIFIED_SLOTS;
 }
 
 /* The candidate a remembered signature names, or NULL. */
@@ -495,11 +501,11 @@ auth_describe(auth_ctx *a, char *buf, size_t len)
 			pems++;
 	}
 	buf[0] = '\0';
-#define ADD(...)                                                          \
-	do {                                                              \
-		n = snprintf(buf + off, len - off, __VA_ARGS__);          \
-		if (n > 0 && (size_t)n < len - off)                       \
-			off += (size_t)n;                                 \
+#define ADD(...) \
+	do { \
+		n = snprintf(buf + off, len - off, __VA_ARGS__); \
+		if (n > 0 && (size_t)n < len - off) \
+			off += (size_t)n; \
 	} while (0)
 	if (secrets > 0)
 		ADD("HS256 secret");
@@ -555,8 +561,8 @@ segment_json(const char *seg, size_t len)
 
 	if (raw == NULL)
 		return NULL;
-	v = json_loadb(
-	    (const char *)raw, rawlen, JSON_REJECT_DUPLICATES, &jerr);
+	v = json_loadb((const char *)raw, rawlen, JSON_REJECT_DUPLICATES,
+	    &jerr);
 	free(raw);
 	if (v != NULL && !json_is_object(v)) {
 		json_decref(v);
@@ -629,29 +635,34 @@ check_times(const auth_ctx *a, const json_t *claims, auth_refusal *why)
 
 	r = numeric_date(claims, "exp", &exp);
 	if (r == 0) {
-		refuse(why, "missing_claim", "The token has no exp claim; "
+		refuse(why, "missing_claim",
+		    "The token has no exp claim; "
 		    "tokens must expire.");
 		return -1;
 	}
 	if (r < 0 || numeric_date(claims, "nbf", &nbf) < 0 ||
 	    numeric_date(claims, "iat", &iat) < 0) {
-		refuse(why, "malformed_token", "The token's exp, nbf or iat is "
+		refuse(why, "malformed_token",
+		    "The token's exp, nbf or iat is "
 		    "not a number.");
 		return -1;
 	}
 	if (now > exp + a->leeway) {
-		refuse(why, "token_expired", "The token has expired; get a new "
+		refuse(why, "token_expired",
+		    "The token has expired; get a new "
 		    "one.");
 		return -1;
 	}
 	if (numeric_date(claims, "nbf", &nbf) > 0 && nbf > now + a->leeway) {
-		refuse(why, "token_not_yet_valid", "The token is not valid yet "
+		refuse(why, "token_not_yet_valid",
+		    "The token is not valid yet "
 		    "(nbf is in the future); check the clocks.");
 		return -1;
 	}
 	r = numeric_date(claims, "iat", &iat);
 	if (r > 0 && iat > now + a->leeway) {
-		refuse(why, "token_issued_in_future", "The token was issued in "
+		refuse(why, "token_issued_in_future",
+		    "The token was issued in "
 		    "the future (iat); check the clocks.");
 		return -1;
 	}
@@ -729,10 +740,11 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 	size_t i;
 
 	if (auth_claim_string(json_object_get(claims, a->owner_claim),
-		id->owner, sizeof(id->owner)) != 0 ||
+	        id->owner, sizeof(id->owner)) != 0 ||
 	    id->owner[0] == '\0' || !printable(id->owner)) {
 		why->reason = "missing_claim";
-		snprintf(why->message, sizeof(why->message), "The token has no "
+		snprintf(why->message, sizeof(why->message),
+		    "The token has no "
 		    "usable owner claim \"%.64s\" (printable text).",
 		    a->owner_claim);
 		return -1;
@@ -747,12 +759,12 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 		json_t *v;
 
 		if (auth_claim_string(json_object_get(claims, a->display[i]),
-			buf, sizeof(buf)) != 0 ||
+		        buf, sizeof(buf)) != 0 ||
 		    !printable(buf))
 			continue;
 		v = json_string(buf);
-		if (v == NULL || json_object_set_new(id->display, a->display[i],
-			v) != 0)
+		if (v == NULL ||
+		    json_object_set_new(id->display, a->display[i], v) != 0)
 			goto oom;
 		/* Keep the whole object within what a lease can carry. */
 		if (json_dumpb(id->display, NULL, 0, JSON_COMPACT) >
@@ -805,8 +817,10 @@ verify_cached(auth_ctx *a, const unsigned char hash[32], auth_identity *id,
 	good = cache_find(a, hash, &c);
 	if (good != NULL)
 		*rc = check_times(a, claims, why) != 0 ||
-		    check_iss_aud(a, good->source, claims, why) != 0 ||
-		    fill_identity(a, claims, id, why) != 0 ? -1 : 0;
+		        check_iss_aud(a, good->source, claims, why) != 0 ||
+		        fill_identity(a, claims, id, why) != 0
+		    ? -1
+		    : 0;
 	auth_keyset_unref(jk);
 	state_unref(st);
 	json_decref(claims);
@@ -833,13 +847,14 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	memset(id, 0, sizeof(*id));
 	memset(why, 0, sizeof(*why));
 	if (authorization == NULL || *authorization == '\0') {
-		refuse(why, "missing_token", "Send Authorization: Bearer "
+		refuse(why, "missing_token",
+		    "Send Authorization: Bearer "
 		    "<token>.");
 		return -1;
 	}
 	if (strncasecmp(authorization, BEARER, strlen(BEARER)) != 0 ||
 	    (authorization[strlen(BEARER)] != ' ' &&
-		authorization[strlen(BEARER)] != '\0')) {
+	        authorization[strlen(BEARER)] != '\0')) {
 		refuse(why, "bad_scheme",
 		    "The Authorization header must use the "
 		    "Bearer scheme.");
@@ -866,8 +881,9 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		return -1;
 	}
 	dot1 = memchr(tok, '.', toklen);
-	dot2 = dot1 != NULL ? memchr(dot1 + 1, '.', toklen -
-	    (size_t)(dot1 + 1 - tok)) : NULL;
+	dot2 = dot1 != NULL
+	    ? memchr(dot1 + 1, '.', toklen - (size_t)(dot1 + 1 - tok))
+	    : NULL;
 	if (dot1 == NULL || dot2 == NULL ||
 	    memchr(dot2 + 1, '.', toklen - (size_t)(dot2 + 1 - tok)) != NULL ||
 	    dot1 == tok || dot2 == dot1 + 1) {
@@ -887,14 +903,16 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	sig = auth_b64url_decode(dot2 + 1, toklen - (size_t)(dot2 + 1 - tok),
 	    &siglen);
 	if (header == NULL || claims == NULL || sig == NULL) {
-		refuse(why, "malformed_token", "The token is not strict "
+		refuse(why, "malformed_token",
+		    "The token is not strict "
 		    "base64url of JSON objects without repeated keys.");
 		goto out;
 	}
 	v = json_object_get(header, "alg");
 	alg_s = json_string_value(v);
 	if (alg_s == NULL || (alg = header_alg(alg_s)) == JWT_ALG_INVAL) {
-		refuse(why, "alg_not_allowed", "The token's algorithm is not "
+		refuse(why, "alg_not_allowed",
+		    "The token's algorithm is not "
 		    "one this service accepts (HS256, RS256, ES256 as "
 		    "configured).");
 		goto out;
@@ -904,10 +922,12 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		goto out;
 	}
 	v = json_object_get(header, "typ");
-	if ((v != NULL && (!json_is_string(v) ||
-		strcasecmp(json_string_value(v), "JWT") != 0)) ||
+	if ((v != NULL &&
+	        (!json_is_string(v) ||
+	            strcasecmp(json_string_value(v), "JWT") != 0)) ||
 	    json_object_get(header, "crit") != NULL) {
-		refuse(why, "malformed_token", "The token's header has a typ "
+		refuse(why, "malformed_token",
+		    "The token's header has a typ "
 		    "other than JWT or critical extensions.");
 		goto out;
 	}
@@ -962,11 +982,11 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		 * the ~1.5 ms libjwt's PEM decode costs. */
 		if (c.k[i]->alg != JWT_ALG_HS256 &&
 		    !auth_sig_ok(c.k[i]->pkey, alg, (const unsigned char *)tok,
-			(size_t)(dot2 - tok), sig, siglen))
+		        (size_t)(dot2 - tok), sig, siglen))
 			continue;
 		__atomic_add_fetch(&a->sigchecks, 1, __ATOMIC_SEQ_CST);
 		if (jwt_decode(&j, copy, c.k[i]->material, (int)c.k[i]->len) ==
-			0 &&
+		        0 &&
 		    jwt_get_alg(j) == alg) {
 			good = c.k[i];
 			/* The signature, and what the token says, are
@@ -976,7 +996,8 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		jwt_free(j);
 	}
 	if (good == NULL) {
-		refuse(why, "bad_signature", "The token's signature does not "
+		refuse(why, "bad_signature",
+		    "The token's signature does not "
 		    "verify with any key of this service.");
 		goto out;
 	}
@@ -1116,11 +1137,20 @@ parse_duration(const char *s)
 		if (end[1] != '\0')
 			return -1;
 		switch (*end) {
-		case 's': mul = 1; break;
-		case 'm': mul = 60; break;
-		case 'h': mul = 3600; break;
-		case 'd': mul = 86400; break;
-		default: return -1;
+		case 's':
+			mul = 1;
+			break;
+		case 'm':
+			mul = 60;
+			break;
+		case 'h':
+			mul = 3600;
+			break;
+		case 'd':
+			mul = 86400;
+			break;
+		default:
+			return -1;
 		}
 	}
 	if (v > AUTH_TTL_MAX / mul)
@@ -1145,8 +1175,8 @@ token_usage(void)
 static bool
 reserved_claim(const char *k)
 {
-	static const char *const r[] = {"sub", "exp", "iat", "nbf", "admin",
-	    "iss", "aud"};
+	static const char *const r[] = { "sub", "exp", "iat", "nbf", "admin",
+		"iss", "aud" };
 	size_t i;
 
 	for (i = 0; i < sizeof(r) / sizeof(r[0]); i++)
@@ -1172,7 +1202,7 @@ auth_token_main(int argc, char **argv)
 		return 1;
 	for (i = 1; i < argc; i++) {
 		const char *o = argv[i],
-			   *val = i + 1 < argc ? argv[i + 1] : NULL;
+		           *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(o, "--admin") == 0) {
 			admin = true;
@@ -1184,8 +1214,8 @@ auth_token_main(int argc, char **argv)
 			goto out;
 		}
 		if (val == NULL) {
-			fprintf(
-			    stderr, "lockgate token: %s needs a value\n", o);
+			fprintf(stderr, "lockgate token: %s needs a value\n",
+			    o);
 			goto usage;
 		}
 		i++;
@@ -1212,7 +1242,8 @@ auth_token_main(int argc, char **argv)
 
 			if (eq == NULL || eq == val ||
 			    (size_t)(eq - val) >= sizeof(key)) {
-				fprintf(stderr, "lockgate token: --claim wants "
+				fprintf(stderr,
+				    "lockgate token: --claim wants "
 				    "key=value\n");
 				goto usage;
 			}
@@ -1225,23 +1256,26 @@ auth_token_main(int argc, char **argv)
 				    key);
 				goto usage;
 			}
-			if (json_object_set_new(
-				extra, key, json_string(eq + 1)))
+			if (json_object_set_new(extra, key,
+			        json_string(eq + 1)))
 				goto usage;
 		} else {
-			fprintf(
-			    stderr, "lockgate token: unknown option %s\n", o);
+			fprintf(stderr, "lockgate token: unknown option %s\n",
+			    o);
 			goto usage;
 		}
 	}
 	if (file == NULL || *file == '\0' || sub == NULL || *sub == '\0') {
-		fprintf(stderr, "lockgate token: --secret-file and --sub are "
+		fprintf(stderr,
+		    "lockgate token: --secret-file and --sub are "
 		    "needed\n");
 		goto usage;
 	}
 	if (strlen(sub) > API_OWNER_MAX || !printable(sub)) {
-		fprintf(stderr, "lockgate token: --sub is at most %d printable "
-		    "bytes\n", API_OWNER_MAX);
+		fprintf(stderr,
+		    "lockgate token: --sub is at most %d printable "
+		    "bytes\n",
+		    API_OWNER_MAX);
 		goto usage;
 	}
 	secret = read_secret_file(file, &slen, err, sizeof(err));

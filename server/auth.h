@@ -20,8 +20,8 @@
 
 #include "api/api.h"
 
-#define AUTH_TOKEN_MAX 16384     /* bytes of a bearer token */
-#define AUTH_LEEWAY_DEFAULT 60   /* s of clock leeway on exp/nbf/iat */
+#define AUTH_TOKEN_MAX      16384 /* bytes of a bearer token */
+#define AUTH_LEEWAY_DEFAULT 60    /* s of clock leeway on exp/nbf/iat */
 
 typedef struct auth_config {
 	const char *jwt_secret;      /* HS256 secret, or NULL */

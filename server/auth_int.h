@@ -15,28 +15,30 @@
 
 #include "server/auth.h"
 
-#define AUTH_SECRET_MIN 32        /* bytes: RFC 7518 3.2, HS256 >= 256 bits */
-#define AUTH_SECRET_MAX 4096      /* bytes of a secret file */
-#define AUTH_PEM_MAX 16384        /* bytes of a PEM public key file */
-#define AUTH_KEYS_MAX 64          /* keys in one key set */
-#define AUTH_KID_MAX 256          /* bytes of a kid */
-#define AUTH_CLAIM_MAX 1024       /* bytes of a claim read as a string */
-#define AUTH_ISSUERS_MAX 4        /* accepted spellings of one issuer */
-#define AUTH_POLICY_MAX 262144    /* bytes of a policy file */
-#define AUTH_POLICY_RULES_MAX 256 /* rules in a policy */
-#define AUTH_GLOB_MAX 512         /* bytes of one glob */
-#define AUTH_TTL_MAX (366L * 86400) /* s: the longest token `token` mints */
-#define AUTH_TTL_DEFAULT 3600     /* s: `lockgate token` without --ttl */
-#define AUTH_JWKS_BODY_MAX 262144 /* bytes of a JWKS document */
-#define AUTH_JWKS_TIMEOUT_MS 5000 /* one JWKS fetch, all included */
-#define AUTH_JWKS_WAIT_MS 2000    /* a request waits this long for a
+#define AUTH_SECRET_MIN       32    /* bytes: RFC 7518 3.2, HS256 >= 256 bits */
+#define AUTH_SECRET_MAX       4096  /* bytes of a secret file */
+#define AUTH_PEM_MAX          16384 /* bytes of a PEM public key file */
+#define AUTH_KEYS_MAX         64    /* keys in one key set */
+#define AUTH_KID_MAX          256   /* bytes of a kid */
+#define AUTH_CLAIM_MAX        1024  /* bytes of a claim read as a string */
+#define AUTH_ISSUERS_MAX      4     /* accepted spellings of one issuer */
+#define AUTH_POLICY_MAX       262144         /* bytes of a policy file */
+#define AUTH_POLICY_RULES_MAX 256            /* rules in a policy */
+#define AUTH_GLOB_MAX         512            /* bytes of one glob */
+#define AUTH_TTL_MAX          (366L * 86400) /* s: the longest token `token` mints */
+#define AUTH_TTL_DEFAULT      3600   /* s: `lockgate token` without --ttl */
+#define AUTH_JWKS_BODY_MAX    262144 /* bytes of a JWKS document */
+#define AUTH_JWKS_TIMEOUT_MS  5000   /* one JWKS fetch, all included */
+#define AUTH_JWKS_WAIT_MS \
+	2000                         /* a request waits this long for a
 				     re-fetch on an unknown kid */
-#define AUTH_JWKS_MIN_INTERVAL 60 /* s between re-fetches on unknown kids */
-#define AUTH_JWKS_AGE_DEFAULT 300 /* s to cache without Cache-Control */
-#define AUTH_JWKS_AGE_MIN 60      /* s: clamp of max-age */
-#define AUTH_JWKS_AGE_MAX 86400   /* s */
-#define AUTH_JWKS_RETRY 30        /* s between tries after a failure */
-#define AUTH_VERIFIED_SLOTS 4096  /* remembered good signatures (a power
+#define AUTH_JWKS_MIN_INTERVAL 60    /* s between re-fetches on unknown kids */
+#define AUTH_JWKS_AGE_DEFAULT  300   /* s to cache without Cache-Control */
+#define AUTH_JWKS_AGE_MIN      60    /* s: clamp of max-age */
+#define AUTH_JWKS_AGE_MAX      86400 /* s */
+#define AUTH_JWKS_RETRY        30    /* s between tries after a failure */
+#define AUTH_VERIFIED_SLOTS \
+	4096 /* remembered good signatures (a power
 				     of 2): OpenSSL 3 takes ~1.5 ms to read
 				     the PEM libjwt wants, per call */
 
@@ -87,9 +89,9 @@ char *auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
 /* 1 when SIG[0..SIGLEN) is PKEY's RS256 or ES256 (raw R||S) signature of
  * INPUT[0..LEN), else 0.  A filter that spares libjwt's ~1.5 ms PEM decode
  * for forged tokens; libjwt still decides. */
-int auth_sig_ok(struct evp_pkey_st *pkey, jwt_alg_t alg,
-    const unsigned char *input, size_t len, const unsigned char *sig,
-    size_t siglen);
+int
+auth_sig_ok(struct evp_pkey_st *pkey, jwt_alg_t alg, const unsigned char *input,
+    size_t len, const unsigned char *sig, size_t siglen);
 
 /* A claim as a string, the way CI systems mean it: strings as they are,
  * integers in decimal, booleans as true/false.  0 and BUF filled, -1 for
@@ -113,14 +115,14 @@ int auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
     size_t errlen);
 /* Reads a public key PEM file and adds it with the algorithm its type
  * allows: RSA (>= 2048 bits) -> RS256, EC P-256 -> ES256.  0 or -1, ERR. */
-int auth_keyset_add_pem_file(auth_keyset *ks, const char *path,
-    const char *kid, char *err, size_t errlen);
+int auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
+    char *err, size_t errlen);
 /* A JWKS document (JSON text) into a new key set of AUTH_SRC_PUBLIC keys:
  * RSA keys (n, e) as RS256, EC P-256 keys (x, y) as ES256; keys with
  * "use" other than "sig", or an "alg" that disagrees, are skipped.  NULL and
  * ERR when the document is not a JWKS or holds no usable key. */
-auth_keyset *auth_jwks_parse(const char *json, size_t len, char *err,
-    size_t errlen);
+auth_keyset *
+auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen);
 
 /* auth_jwks.c */
 
@@ -128,8 +130,8 @@ typedef struct auth_jwks auth_jwks;
 /* A JWKS cache for URL, fetched now (a failure is not fatal: ERR says
  * why) and refreshed by a background thread.  MIN_INTERVAL: s between
  * re-fetches asked for by unknown kids (<0: AUTH_JWKS_MIN_INTERVAL). */
-auth_jwks *auth_jwks_new(const char *url, int min_interval, char *err,
-    size_t errlen);
+auth_jwks *
+auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen);
 void auth_jwks_free(auth_jwks *j);
 /* The current keys (a reference: auth_keyset_unref), or NULL when none
  * were ever fetched. */
@@ -149,8 +151,8 @@ unsigned long auth_jwks_fetches(auth_jwks *j);
 typedef struct auth_policy auth_policy;
 /* Parses a policy (JSON text).  NULL with a message naming the rule and
  * field in ERR when it is wrong. */
-auth_policy *auth_policy_parse(const char *json, size_t len, char *err,
-    size_t errlen);
+auth_policy *
+auth_policy_parse(const char *json, size_t len, char *err, size_t errlen);
 /* Reads and parses a policy file. */
 auth_policy *auth_policy_load(const char *path, char *err, size_t errlen);
 void auth_policy_free(auth_policy *p);

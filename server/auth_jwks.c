@@ -34,7 +34,7 @@ struct auth_jwks {
 	time_t next_refresh; /* monotonic s */
 	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
 				kid caused; 0 = never */
-	char last_err[200]; /* of the last failed fetch */
+	char last_err[200];  /* of the last failed fetch */
 	bool want;
 	bool stop;
 	bool started;
@@ -110,7 +110,7 @@ static auth_keyset *
 fetch(const char *url, long *max_age, char *err, size_t errlen)
 {
 	CURL *c = curl_easy_init();
-	body b = {NULL, 0, false, -1};
+	body b = { NULL, 0, false, -1 };
 	auth_keyset *ks = NULL;
 	long status = 0;
 	CURLcode rc;
@@ -157,7 +157,7 @@ refresh(auth_jwks *j)
 	char err[200];
 	long max_age = -1;
 	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)),
-		    *old = NULL;
+	            *old = NULL;
 	time_t now = mono_now();
 
 	pthread_mutex_lock(&j->mu);
@@ -199,7 +199,7 @@ run(void *arg)
 			continue;
 		}
 		{
-			struct timespec until = {j->next_refresh, 0};
+			struct timespec until = { j->next_refresh, 0 };
 
 			pthread_cond_timedwait(&j->cv, &j->mu, &until);
 		}
@@ -221,14 +221,15 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 	}
 	if (strncmp(url, "https://", 8) != 0 &&
 	    strncmp(url, "http://", 7) != 0) {
-		snprintf(err, errlen, "LOCKGATE_JWKS_URL must start with "
+		snprintf(err, errlen,
+		    "LOCKGATE_JWKS_URL must start with "
 		    "https:// (or http:// for tests)");
 		free(j->url);
 		free(j);
 		return NULL;
 	}
-	j->min_interval = min_interval < 0 ? AUTH_JWKS_MIN_INTERVAL :
-	    min_interval;
+	j->min_interval =
+	    min_interval < 0 ? AUTH_JWKS_MIN_INTERVAL : min_interval;
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -245,8 +246,8 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 			j->next_refresh = mono_now() + AUTH_JWKS_RETRY;
 		} else {
 			if (max_age < AUTH_JWKS_AGE_MIN)
-				max_age = max_age < 0 ? AUTH_JWKS_AGE_DEFAULT :
-				    AUTH_JWKS_AGE_MIN;
+				max_age = max_age < 0 ? AUTH_JWKS_AGE_DEFAULT
+				                      : AUTH_JWKS_AGE_MIN;
 			if (max_age > AUTH_JWKS_AGE_MAX)
 				max_age = AUTH_JWKS_AGE_MAX;
 			j->keys = ks;
@@ -332,8 +333,9 @@ auth_jwks_status(auth_jwks *j, char *err, size_t errlen)
 	pthread_mutex_lock(&j->mu);
 	n = j->keys != NULL ? j->keys->n : 0;
 	if (n == 0)
-		snprintf(err, errlen, "%s", j->last_err[0] != '\0' ?
-		    j->last_err : "no key fetched yet");
+		snprintf(err, errlen, "%s",
+		    j->last_err[0] != '\0' ? j->last_err
+		                           : "no key fetched yet");
 	pthread_mutex_unlock(&j->mu);
 	return n;
 }

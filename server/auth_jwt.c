@@ -141,19 +141,19 @@ sign_pem(const unsigned char *pem, size_t pemlen, jwt_alg_t alg,
 	if (pkey == NULL)
 		goto out;
 	if ((alg == JWT_ALG_RS256 &&
-		EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
+	        EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA) ||
 	    (alg == JWT_ALG_ES256 && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC))
 		goto out;
 	md = EVP_MD_CTX_new();
 	if (md == NULL ||
 	    EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, pkey) != 1 ||
 	    EVP_DigestSign(md, NULL, &derlen, (const unsigned char *)input,
-		strlen(input)) != 1)
+	        strlen(input)) != 1)
 		goto out;
 	der = malloc(derlen);
 	if (der == NULL ||
 	    EVP_DigestSign(md, der, &derlen, (const unsigned char *)input,
-		strlen(input)) != 1)
+	        strlen(input)) != 1)
 		goto out;
 	if (alg == JWT_ALG_ES256) {
 		*sig = malloc(2 * ES256_HALF);
@@ -202,8 +202,8 @@ auth_jwt_sign(const char *header, const char *payload, jwt_alg_t alg,
 		sig = malloc(EVP_MAX_MD_SIZE);
 		if (sig == NULL ||
 		    HMAC(EVP_sha256(), key, (int)keylen,
-			(const unsigned char *)input, inlen, sig,
-			&mlen) == NULL)
+		        (const unsigned char *)input, inlen, sig,
+		        &mlen) == NULL)
 			goto out;
 		siglen = mlen;
 	} else if (alg == JWT_ALG_RS256 || alg == JWT_ALG_ES256) {

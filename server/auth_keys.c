@@ -20,9 +20,9 @@
 
 #include "server/auth_int.h"
 
-#define RSA_BITS_MIN 2048
-#define EC_COORD_BYTES 32 /* P-256 */
-#define JWK_FIELD_MAX 1024 /* bytes of a decoded n, e, x or y */
+#define RSA_BITS_MIN   2048
+#define EC_COORD_BYTES 32   /* P-256 */
+#define JWK_FIELD_MAX  1024 /* bytes of a decoded n, e, x or y */
 
 auth_keyset *
 auth_keyset_new(void)
@@ -95,8 +95,9 @@ auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 	if (alg != JWT_ALG_HS256) {
 		BIO *bio = BIO_new_mem_buf(k->material, (int)len);
 
-		k->pkey = bio != NULL ?
-		    PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+		k->pkey = bio != NULL
+		    ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL)
+		    : NULL;
 		BIO_free(bio);
 		if (k->pkey == NULL) {
 			free(k->material);
@@ -130,17 +131,17 @@ pkey_alg(EVP_PKEY *pkey, char *err, size_t errlen)
 		return JWT_ALG_RS256;
 	case EVP_PKEY_EC:
 		if (EVP_PKEY_get_utf8_string_param(pkey,
-			OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
-			&glen) != 1 ||
+		        OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
+		        &glen) != 1 ||
 		    strcmp(group, "prime256v1") != 0) {
-			snprintf(
-			    err, errlen, "EC keys must be on P-256 (ES256)");
+			snprintf(err, errlen,
+			    "EC keys must be on P-256 (ES256)");
 			return JWT_ALG_INVAL;
 		}
 		return JWT_ALG_ES256;
 	default:
-		snprintf(
-		    err, errlen, "only RSA and EC P-256 keys are supported");
+		snprintf(err, errlen,
+		    "only RSA and EC P-256 keys are supported");
 		return JWT_ALG_INVAL;
 	}
 }
@@ -183,8 +184,10 @@ auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
 	int rc = -1;
 
 	if (f == NULL) {
-		snprintf(err, errlen, "LOCKGATE_JWT_PUBLIC_KEYS: cannot open "
-		    "public key %s: %s", path, strerror(errno));
+		snprintf(err, errlen,
+		    "LOCKGATE_JWT_PUBLIC_KEYS: cannot open "
+		    "public key %s: %s",
+		    path, strerror(errno));
 		return -1;
 	}
 	pkey = PEM_read_PUBKEY(f, NULL, NULL, NULL);
@@ -284,14 +287,14 @@ jwk_ec(const json_t *jwk)
 	point[0] = 0x04; /* uncompressed */
 	if (BN_bn2binpad(x, point + 1, EC_COORD_BYTES) != EC_COORD_BYTES ||
 	    BN_bn2binpad(y, point + 1 + EC_COORD_BYTES, EC_COORD_BYTES) !=
-		EC_COORD_BYTES)
+	        EC_COORD_BYTES)
 		goto out;
 	bld = OSSL_PARAM_BLD_new();
 	if (bld == NULL ||
-	    OSSL_PARAM_BLD_push_utf8_string(
-		bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) != 1 ||
-	    OSSL_PARAM_BLD_push_octet_string(
-		bld, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof(point)) != 1)
+	    OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
+	        "prime256v1", 0) != 1 ||
+	    OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY,
+	        point, sizeof(point)) != 1)
 		goto out;
 	pkey = pkey_from_params("EC", bld);
 out:
@@ -312,8 +315,8 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 	size_t i;
 
 	if (!json_is_array(keys)) {
-		snprintf(
-		    err, errlen, "the JWKS is not an object with \"keys\"");
+		snprintf(err, errlen,
+		    "the JWKS is not an object with \"keys\"");
 		goto fail;
 	}
 	ks = auth_keyset_new();
@@ -349,8 +352,8 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 		EVP_PKEY_free(pkey);
 	}
 	if (ks->n == 0) {
-		snprintf(
-		    err, errlen, "the JWKS holds no usable RS256 or ES256 key");
+		snprintf(err, errlen,
+		    "the JWKS holds no usable RS256 or ES256 key");
 		goto fail;
 	}
 	json_decref(doc);

@@ -23,10 +23,10 @@
 
 #include "server/auth_int.h"
 
-#define MATCHERS_MAX 16     /* claim matchers in a rule */
+#define MATCHERS_MAX     16 /* claim matchers in a rule */
 #define MATCH_VALUES_MAX 32 /* globs in one matcher */
-#define LOCK_GLOBS_MAX 64   /* lock globs in a rule */
-#define RULE_NAME_MAX 128
+#define LOCK_GLOBS_MAX   64 /* lock globs in a rule */
+#define RULE_NAME_MAX    128
 
 typedef struct matcher {
 	char *claim;
@@ -76,8 +76,9 @@ auth_glob_match(const char *glob, const char *s)
 		} else {
 			nd[0] = false;
 			for (j = 1; j <= n; j++)
-				nd[j] = dp[j - 1] && (*g == '?' ?
-				    s[j - 1] != '/' : s[j - 1] == *g);
+				nd[j] = dp[j - 1] &&
+				    (*g == '?' ? s[j - 1] != '/'
+				               : s[j - 1] == *g);
 			g++;
 		}
 		t = dp;
@@ -140,8 +141,8 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 
 	snprintf(r->name, sizeof(r->name), "rule %zu", idx + 1);
 	if (!json_is_object(jr)) {
-		snprintf(
-		    err, errlen, "policy rule %zu is not an object", idx + 1);
+		snprintf(err, errlen, "policy rule %zu is not an object",
+		    idx + 1);
 		return -1;
 	}
 	v = json_object_get(jr, "name");
@@ -156,7 +157,8 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 		}
 		snprintf(r->name, sizeof(r->name), "%s", json_string_value(v));
 	}
-	json_object_foreach((json_t *)jr, key, v) {
+	json_object_foreach((json_t *)jr, key, v)
+	{
 		if (strcmp(key, "name") != 0 && strcmp(key, "match") != 0 &&
 		    strcmp(key, "locks") != 0 && strcmp(key, "actions") != 0) {
 			snprintf(err, errlen,
@@ -168,11 +170,14 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 	}
 	v = json_object_get(jr, "match");
 	if (v != NULL && !json_is_object(v)) {
-		snprintf(err, errlen, "policy %s: match must be an object of "
-		    "claim: glob", r->name);
+		snprintf(err, errlen,
+		    "policy %s: match must be an object of "
+		    "claim: glob",
+		    r->name);
 		return -1;
 	}
-	json_object_foreach((json_t *)v, key, e) {
+	json_object_foreach((json_t *)v, key, e)
+	{
 		matcher *m;
 
 		if (r->nmatch >= MATCHERS_MAX) {
@@ -187,9 +192,10 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 		if (json_is_array(e)) {
 			if (json_array_size(e) == 0 ||
 			    json_array_size(e) > MATCH_VALUES_MAX) {
-				snprintf(err, errlen, "policy %s: match.%.40s "
-				    "needs 1..%d values", r->name, key,
-				    MATCH_VALUES_MAX);
+				snprintf(err, errlen,
+				    "policy %s: match.%.40s "
+				    "needs 1..%d values",
+				    r->name, key, MATCH_VALUES_MAX);
 				return -1;
 			}
 			for (i = 0; i < json_array_size(e); i++) {
@@ -206,9 +212,11 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 		}
 		continue;
 badval:
-		snprintf(err, errlen, "policy %s: match.%.40s must be a "
+		snprintf(err, errlen,
+		    "policy %s: match.%.40s must be a "
 		    "non-empty string (glob), number, boolean or an array of "
-		    "them", r->name, key);
+		    "them",
+		    r->name, key);
 		return -1;
 	}
 	v = json_object_get(jr, "locks");
@@ -224,8 +232,10 @@ badval:
 		e = json_array_get(v, i);
 		if (!json_is_string(e) || json_string_length(e) == 0 ||
 		    json_string_length(e) > AUTH_GLOB_MAX) {
-			snprintf(err, errlen, "policy %s: locks[%zu] is not a "
-			    "glob string", r->name, i);
+			snprintf(err, errlen,
+			    "policy %s: locks[%zu] is not a "
+			    "glob string",
+			    r->name, i);
 			return -1;
 		}
 		r->locks[r->nlocks] = strdup(json_string_value(e));
@@ -235,8 +245,10 @@ badval:
 	}
 	v = json_object_get(jr, "actions");
 	if (!json_is_array(v) || json_array_size(v) == 0) {
-		snprintf(err, errlen, "policy %s: actions must be a non-empty "
-		    "array of \"read\", \"acquire\", \"admin\"", r->name);
+		snprintf(err, errlen,
+		    "policy %s: actions must be a non-empty "
+		    "array of \"read\", \"acquire\", \"admin\"",
+		    r->name);
 		return -1;
 	}
 	for (i = 0; i < json_array_size(v); i++) {
@@ -250,8 +262,10 @@ badval:
 			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE |
 			    1u << AUTH_ADMIN;
 		} else {
-			snprintf(err, errlen, "policy %s: actions[%zu] is not "
-			    "\"read\", \"acquire\" or \"admin\"", r->name, i);
+			snprintf(err, errlen,
+			    "policy %s: actions[%zu] is not "
+			    "\"read\", \"acquire\" or \"admin\"",
+			    r->name, i);
 			return -1;
 		}
 	}
@@ -273,14 +287,17 @@ auth_policy_parse(const char *json, size_t len, char *err, size_t errlen)
 	size_t i;
 
 	if (doc == NULL) {
-		snprintf(
-		    err, errlen, "policy: line %d: %s", jerr.line, jerr.text);
+		snprintf(err, errlen, "policy: line %d: %s", jerr.line,
+		    jerr.text);
 		return NULL;
 	}
-	json_object_foreach(doc, key, v) {
+	json_object_foreach(doc, key, v)
+	{
 		if (strcmp(key, "rules") != 0) {
-			snprintf(err, errlen, "policy: unknown field \"%.40s\" "
-			    "(only \"rules\")", key);
+			snprintf(err, errlen,
+			    "policy: unknown field \"%.40s\" "
+			    "(only \"rules\")",
+			    key);
 			goto fail;
 		}
 	}
@@ -295,14 +312,14 @@ auth_policy_parse(const char *json, size_t len, char *err, size_t errlen)
 	p = calloc(1, sizeof(*p));
 	if (p == NULL ||
 	    (p->rules = calloc(json_array_size(rules) + 1, sizeof(rule))) ==
-		NULL) {
+	        NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	for (i = 0; i < json_array_size(rules); i++) {
 		p->n++;
 		if (parse_rule(json_array_get(rules, i), &p->rules[i], i, err,
-			errlen) != 0)
+		        errlen) != 0)
 			goto fail;
 	}
 	json_decref(doc);
@@ -323,8 +340,10 @@ auth_policy_load(const char *path, char *err, size_t errlen)
 	char why[200];
 
 	if (f == NULL) {
-		snprintf(err, errlen, "LOCKGATE_POLICY: cannot open the policy "
-		    "%s: %s", path, strerror(errno));
+		snprintf(err, errlen,
+		    "LOCKGATE_POLICY: cannot open the policy "
+		    "%s: %s",
+		    path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(AUTH_POLICY_MAX + 1);
@@ -332,8 +351,10 @@ auth_policy_load(const char *path, char *err, size_t errlen)
 		goto out;
 	n = fread(buf, 1, AUTH_POLICY_MAX + 1, f);
 	if (ferror(f) || n > AUTH_POLICY_MAX) {
-		snprintf(err, errlen, "the policy %s is unreadable or over %d "
-		    "bytes", path, AUTH_POLICY_MAX);
+		snprintf(err, errlen,
+		    "the policy %s is unreadable or over %d "
+		    "bytes",
+		    path, AUTH_POLICY_MAX);
 		goto out;
 	}
 	p = auth_policy_parse(buf, n, why, sizeof(why));
@@ -356,7 +377,7 @@ rule_applies(const rule *r, const json_t *claims)
 		bool any = false;
 
 		if (auth_claim_string(json_object_get(claims, m->claim), val,
-			sizeof(val)) != 0)
+		        sizeof(val)) != 0)
 			return false;
 		for (k = 0; k < m->n && !any; k++)
 			any = auth_glob_match(m->globs[k], val);
@@ -371,8 +392,8 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
     const char *owner, auth_action action, const char *name, char *why,
     size_t whylen)
 {
-	static const char *const words[] = {"read", "acquire",
-	    "force-release (admin)"};
+	static const char *const words[] = { "read", "acquire",
+		"force-release (admin)" };
 	size_t i, k;
 
 	for (i = 0; i < p->n; i++) {
@@ -392,7 +413,9 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
 		    "\"%.100s\".",
 		    owner, words[action], name);
 	else
-		snprintf(why, whylen, "No policy rule lets \"%.100s\" %s any "
-		    "lock.", owner, words[action]);
+		snprintf(why, whylen,
+		    "No policy rule lets \"%.100s\" %s any "
+		    "lock.",
+		    owner, words[action]);
 	return 0;
 }

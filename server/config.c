@@ -15,78 +15,79 @@
 enum opt_type { T_STR, T_INT, T_BOOL, T_FLAG };
 
 typedef struct opt {
-	const char *flag;      /* without the leading "--" */
-	const char *env;       /* NULL: flag only */
+	const char *flag; /* without the leading "--" */
+	const char *env;  /* NULL: flag only */
 	enum opt_type type;
-	size_t off;            /* into srv_config */
-	long min, max;         /* T_INT bounds */
-	const char *def;       /* default shown in --help */
+	size_t off;      /* into srv_config */
+	long min, max;   /* T_INT bounds */
+	const char *def; /* default shown in --help */
 	const char *help;
 } opt;
 
 #define OFF(f) offsetof(srv_config, f)
 
 static const opt opts[] = {
-	{"listen", "LOCKGATE_LISTEN", T_STR, OFF(listen), 0, 0,
+	{ "listen", "LOCKGATE_LISTEN", T_STR, OFF(listen), 0, 0,
 	    "127.0.0.1:8080 (0.0.0.0:$PORT when PORT is set)",
-	    "address and port to serve HTTP on"},
-	{"store", "LOCKGATE_STORE", T_STR, OFF(store), 0, 0,
+	    "address and port to serve HTTP on" },
+	{ "store", "LOCKGATE_STORE", T_STR, OFF(store), 0, 0,
 	    "file://./lockgate-data",
-	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://"},
-	{"threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
+	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://" },
+	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
 	    SRV_THREADS_MAX, "64 (16 for mem://)",
-	    "HTTP worker threads (each may wait on one storage call)"},
-	{"max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
-	    "290", "longest wait= a request may ask for, in seconds; keep it "
-	    "under the platform's request timeout"},
-	{"max-connections", "LOCKGATE_MAX_CONNECTIONS", T_INT,
+	    "HTTP worker threads (each may wait on one storage call)" },
+	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300, "290",
+	    "longest wait= a request may ask for, in seconds; keep it "
+	    "under the platform's request timeout" },
+	{ "max-connections", "LOCKGATE_MAX_CONNECTIONS", T_INT,
 	    OFF(max_connections), 16, 100000, "4000",
-	    "open connections, waiters included"},
-	{"connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
+	    "open connections, waiters included" },
+	{ "connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
 	    OFF(connection_timeout), 1, 3600, "60",
-	    "seconds an idle keep-alive connection is kept"},
-	{"public-read", "LOCKGATE_PUBLIC_READ", T_BOOL, OFF(public_read), 0,
-	    0, "false", "anyone may read lock state (never a lease_id)"},
-	{"metrics-public", "LOCKGATE_METRICS_PUBLIC", T_BOOL,
-	    OFF(metrics_public), 0, 0, "false",
-	    "anyone may read /metrics"},
-	{"jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
-	    0, "none", "HS256 secret (prefer the variable or a file: flags "
-	    "show in process lists)"},
-	{"jwt-secret-file", "LOCKGATE_JWT_SECRET_FILE", T_STR,
+	    "seconds an idle keep-alive connection is kept" },
+	{ "public-read", "LOCKGATE_PUBLIC_READ", T_BOOL, OFF(public_read), 0, 0,
+	    "false", "anyone may read lock state (never a lease_id)" },
+	{ "metrics-public", "LOCKGATE_METRICS_PUBLIC", T_BOOL,
+	    OFF(metrics_public), 0, 0, "false", "anyone may read /metrics" },
+	{ "jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
+	    0, "none",
+	    "HS256 secret (prefer the variable or a file: flags "
+	    "show in process lists)" },
+	{ "jwt-secret-file", "LOCKGATE_JWT_SECRET_FILE", T_STR,
 	    OFF(auth.jwt_secret_file), 0, 0, "none",
-	    "file holding the HS256 secret"},
-	{"jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
+	    "file holding the HS256 secret" },
+	{ "jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
 	    OFF(auth.public_keys), 0, 0, "none",
-	    "comma-separated [kid=]path PEM public keys (RS256/ES256)"},
-	{"jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
-	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)"},
-	{"jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,
-	    "none", "required iss of PEM/JWKS tokens (comma-separated spellings)"},
-	{"jwt-audience", "LOCKGATE_JWT_AUDIENCE", T_STR, OFF(auth.audience),
-	    0, 0, "none", "required aud of PEM/JWKS tokens (comma-separated)"},
-	{"jwt-secret-issuer", "LOCKGATE_JWT_SECRET_ISSUER", T_STR,
+	    "comma-separated [kid=]path PEM public keys (RS256/ES256)" },
+	{ "jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
+	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)" },
+	{ "jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,
+	    "none",
+	    "required iss of PEM/JWKS tokens (comma-separated spellings)" },
+	{ "jwt-audience", "LOCKGATE_JWT_AUDIENCE", T_STR, OFF(auth.audience), 0,
+	    0, "none", "required aud of PEM/JWKS tokens (comma-separated)" },
+	{ "jwt-secret-issuer", "LOCKGATE_JWT_SECRET_ISSUER", T_STR,
 	    OFF(auth.secret_issuer), 0, 0, "none",
-	    "required iss of HS256 tokens"},
-	{"jwt-secret-audience", "LOCKGATE_JWT_SECRET_AUDIENCE", T_STR,
+	    "required iss of HS256 tokens" },
+	{ "jwt-secret-audience", "LOCKGATE_JWT_SECRET_AUDIENCE", T_STR,
 	    OFF(auth.secret_audience), 0, 0, "none",
-	    "required aud of HS256 tokens"},
-	{"jwks-min-interval", "LOCKGATE_JWKS_MIN_INTERVAL", T_INT,
+	    "required aud of HS256 tokens" },
+	{ "jwks-min-interval", "LOCKGATE_JWKS_MIN_INTERVAL", T_INT,
 	    OFF(auth.jwks_min_interval), 1, 86400, "60",
-	    "seconds between JWKS re-fetches caused by unknown kids"},
-	{"policy", "LOCKGATE_POLICY", T_STR, OFF(auth.policy_file), 0, 0,
-	    "none", "JSON policy file: who may read, acquire, administer"},
-	{"owner-claim", "LOCKGATE_OWNER_CLAIM", T_STR, OFF(auth.owner_claim),
-	    0, 0, "sub", "claim that names a lease's owner"},
-	{"display-claims", "LOCKGATE_DISPLAY_CLAIMS", T_STR,
+	    "seconds between JWKS re-fetches caused by unknown kids" },
+	{ "policy", "LOCKGATE_POLICY", T_STR, OFF(auth.policy_file), 0, 0,
+	    "none", "JSON policy file: who may read, acquire, administer" },
+	{ "owner-claim", "LOCKGATE_OWNER_CLAIM", T_STR, OFF(auth.owner_claim),
+	    0, 0, "sub", "claim that names a lease's owner" },
+	{ "display-claims", "LOCKGATE_DISPLAY_CLAIMS", T_STR,
 	    OFF(auth.display_claims), 0, 0, "none",
-	    "comma-separated claims stored on a lease for the dashboard"},
-	{"jwt-leeway", "LOCKGATE_JWT_LEEWAY", T_INT, OFF(auth.leeway), 0,
-	    3600, "60", "seconds of clock leeway on exp, nbf, iat"},
-	{"jwt-max-age", "LOCKGATE_JWT_MAX_AGE", T_INT, OFF(auth.max_token_age),
-	    0, 31536000, "0", "refuse tokens issued longer ago (0: no limit)"},
-	{"check", NULL, T_FLAG, OFF(check_only), 0, 0, "",
-	    "validate the configuration (and reach the store), then exit"},
+	    "comma-separated claims stored on a lease for the dashboard" },
+	{ "jwt-leeway", "LOCKGATE_JWT_LEEWAY", T_INT, OFF(auth.leeway), 0, 3600,
+	    "60", "seconds of clock leeway on exp, nbf, iat" },
+	{ "jwt-max-age", "LOCKGATE_JWT_MAX_AGE", T_INT, OFF(auth.max_token_age),
+	    0, 31536000, "0", "refuse tokens issued longer ago (0: no limit)" },
+	{ "check", NULL, T_FLAG, OFF(check_only), 0, 0, "",
+	    "validate the configuration (and reach the store), then exit" },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -97,10 +98,11 @@ usage(void)
 	size_t i;
 
 	printf("usage: lockgate [options]\n"
-	    "       lockgate token --secret-file F --sub NAME [--ttl 1h] "
-	    "[--claim k=v] [--admin]\n\n"
-	    "lockgate %s: named locks over HTTP, leases in an object store.\n"
-	    "Every option is also an environment variable; flags win.\n\n",
+	       "       lockgate token --secret-file F --sub NAME [--ttl 1h] "
+	       "[--claim k=v] [--admin]\n\n"
+	       "lockgate %s: named locks over HTTP, leases in an object "
+	       "store.\n"
+	       "Every option is also an environment variable; flags win.\n\n",
 	    LOCKGATE_VERSION);
 	for (i = 0; i < NOPTS; i++) {
 		printf("  --%-20s %s\n", opts[i].flag, opts[i].help);
@@ -111,7 +113,7 @@ usage(void)
 	printf("  --%-20s this text\n  --%-20s print the version\n", "help",
 	    "version");
 	printf("\nAlso read: PORT (Cloud Run), STORAGE_EMULATOR_HOST, "
-	    "GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST.\n");
+	       "GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST.\n");
 }
 
 static char *
@@ -169,7 +171,8 @@ set(srv_config *cfg, const opt *o, const char *value, const char *where,
 		    v < o->min || v > o->max) {
 			snprintf(err, errlen,
 			    "%s must be a whole number from %ld to %ld, not "
-			    "'%.40s'", where, o->min, o->max, value);
+			    "'%.40s'",
+			    where, o->min, o->max, value);
 			return -1;
 		}
 		*(int *)(base + o->off) = (int)v;
@@ -273,7 +276,8 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 	if (srv_parse_listen(cfg->listen, host, sizeof(host), &p) != 0) {
 		snprintf(err, errlen,
 		    "--listen/LOCKGATE_LISTEN (or PORT) must be host:port with "
-		    "a port from 0 to 65535, not '%.60s'", cfg->listen);
+		    "a port from 0 to 65535, not '%.60s'",
+		    cfg->listen);
 		return -1;
 	}
 	if (cfg->store == NULL &&
@@ -286,12 +290,14 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 	    strcmp(cfg->store, "mem://") != 0) {
 		snprintf(err, errlen,
 		    "--store/LOCKGATE_STORE must start with file://, gs:// or "
-		    "be mem://, not '%.60s'", cfg->store);
+		    "be mem://, not '%.60s'",
+		    cfg->store);
 		return -1;
 	}
 	if (cfg->threads == 0)
-		cfg->threads = strcmp(cfg->store, "mem://") == 0 ?
-		    SRV_THREADS_DEFAULT : SRV_THREADS_BLOCKING;
+		cfg->threads = strcmp(cfg->store, "mem://") == 0
+		    ? SRV_THREADS_DEFAULT
+		    : SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
 		snprintf(err, errlen,
 		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "

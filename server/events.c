@@ -14,12 +14,12 @@
 
 #include "server/events.h"
 
-#define EV_TIME_LEN 32      /* "2026-11-22T03:04:05.678Z" and NUL */
-#define EV_TOKEN_LEN 24     /* an int64 in decimal and NUL */
-#define EV_STRINGS 4        /* name, owner, holder, actor */
+#define EV_TIME_LEN  32 /* "2026-11-22T03:04:05.678Z" and NUL */
+#define EV_TOKEN_LEN 24 /* an int64 in decimal and NUL */
+#define EV_STRINGS   4  /* name, owner, holder, actor */
 
 typedef struct ev_slot {
-	char *blob;          /* owns the strings below; NULL = empty slot */
+	char *blob; /* owns the strings below; NULL = empty slot */
 	const char *name;
 	const char *owner;
 	const char *holder;
@@ -27,13 +27,13 @@ typedef struct ev_slot {
 	api_event_kind kind;
 	int64_t fencing_token;
 	int64_t at_ms;
-	long count;          /* refreshes folded into this entry */
+	long count; /* refreshes folded into this entry */
 } ev_slot;
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static ev_slot ev_ring[SRV_EVENTS_MAX];
-static size_t ev_head;  /* the slot the next event goes into */
-static size_t ev_len;   /* slots in use */
+static size_t ev_head; /* the slot the next event goes into */
+static size_t ev_len;  /* slots in use */
 
 static const char *
 kind_str(api_event_kind kind)
@@ -186,7 +186,8 @@ fmt_time(int64_t ms, char buf[EV_TIME_LEN])
 	}
 	t = (time_t)sec;
 	if (gmtime_r(&t, &tm) == NULL ||
-	    (n = strftime(buf, EV_TIME_LEN - 6, "%Y-%m-%dT%H:%M:%S", &tm)) == 0) {
+	    (n = strftime(buf, EV_TIME_LEN - 6, "%Y-%m-%dT%H:%M:%S", &tm)) ==
+	        0) {
 		snprintf(buf, EV_TIME_LEN, "1970-01-01T00:00:00.000Z");
 		return;
 	}
@@ -213,14 +214,10 @@ slot_json(const ev_slot *s)
 
 	fmt_time(s->at_ms, at);
 	snprintf(tok, sizeof(tok), "%lld", (long long)s->fencing_token);
-	o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:I}",
-	    "kind", kind_str(s->kind),
-	    "at", at,
-	    "owner", str_or_null(s->owner),
-	    "holder", str_or_null(s->holder),
-	    "actor", str_or_null(s->actor),
-	    "fencing_token", tok,
-	    "count", (json_int_t)s->count);
+	o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:I}", "kind",
+	    kind_str(s->kind), "at", at, "owner", str_or_null(s->owner),
+	    "holder", str_or_null(s->holder), "actor", str_or_null(s->actor),
+	    "fencing_token", tok, "count", (json_int_t)s->count);
 	return o;
 }
 

@@ -22,8 +22,8 @@
 
 #include "api/api.h"
 
-#define SRV_EVENTS_MAX 4096     /* events kept by one process */
-#define SRV_EVENTS_ANSWER_MAX 200 /* events in one answer, whatever asked */
+#define SRV_EVENTS_MAX        4096 /* events kept by one process */
+#define SRV_EVENTS_ANSWER_MAX 200  /* events in one answer, whatever asked */
 
 /* Record EV.  Its strings are copied (NULL and "" are kept as absent);
  * EV stays the caller's.  On allocation failure the event is dropped. */

@@ -90,8 +90,8 @@ http_body(srv_req *r, int status, const char *ctype, char *text, size_t len)
 {
 	struct MHD_Response *resp;
 
-	resp = MHD_create_response_from_buffer(len, text,
-	    MHD_RESPMEM_MUST_FREE);
+	resp =
+	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
 		free(text);
 		return MHD_NO;
@@ -148,16 +148,18 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	if (body == NULL)
 		return MHD_NO;
 	if (r->env_format)
-		return env_answer(r, status, body, status == 409 ||
-		    status == 503 ? (err->retry_after > 0 ? err->retry_after :
-		    1) : 0);
+		return env_answer(r, status, body,
+		    status == 409 || status == 503
+		        ? (err->retry_after > 0 ? err->retry_after : 1)
+		        : 0);
 	text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (text == NULL)
 		return MHD_NO;
 	len = strlen(text);
 	text[len++] = '\n';
-	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	resp =
+	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
 		free(text);
 		return MHD_NO;
@@ -198,7 +200,7 @@ mhd_query(void *ctx, const char *key)
 	const char *v;
 
 	if (MHD_lookup_connection_value_n(ctx, MHD_GET_ARGUMENT_KIND, key,
-	    strlen(key), &v, NULL) != MHD_YES)
+	        strlen(key), &v, NULL) != MHD_YES)
 		return NULL;
 	return v ? v : "";
 }
@@ -449,16 +451,14 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	flags |= MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 	    MHD_USE_ERROR_LOG;
 	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL,
-	    access_handler, s,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    access_handler, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-	    MHD_OPTION_CONNECTION_LIMIT, conns,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
+	    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)cfg->connection_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
-	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	    MHD_OPTION_END);
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+	    completed, s, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen,
 		    errno ? strerror(errno) : "libmicrohttpd refused");
@@ -523,12 +523,18 @@ static const char *
 event_name(api_event_kind k)
 {
 	switch (k) {
-	case API_EV_GRANTED: return "granted";
-	case API_EV_TAKEOVER: return "expired_takeover";
-	case API_EV_REFRESHED: return "refreshed";
-	case API_EV_RELEASED: return "released";
-	case API_EV_FORCED: return "forced";
-	case API_EV_LOST: return "lost";
+	case API_EV_GRANTED:
+		return "granted";
+	case API_EV_TAKEOVER:
+		return "expired_takeover";
+	case API_EV_REFRESHED:
+		return "refreshed";
+	case API_EV_RELEASED:
+		return "released";
+	case API_EV_FORCED:
+		return "forced";
+	case API_EV_LOST:
+		return "lost";
 	}
 	return "other";
 }
@@ -543,8 +549,11 @@ srv_on_event(void *ctx, const api_event *ev)
 	srv_events_record(ev);
 	if (ev->kind != API_EV_REFRESHED)
 		srv_log_event(ev->kind == API_EV_FORCED ||
-		    ev->kind == API_EV_LOST ? "NOTICE" : "INFO", what, ev->name,
-		    ev->owner, ev->holder, ev->actor, ev->fencing_token);
+		            ev->kind == API_EV_LOST
+		        ? "NOTICE"
+		        : "INFO",
+		    what, ev->name, ev->owner, ev->holder, ev->actor,
+		    ev->fencing_token);
 	if ((ev->kind == API_EV_RELEASED || ev->kind == API_EV_FORCED) &&
 	    s != NULL && s->waits != NULL)
 		srv_waits_wake(s->waits, ev->name);

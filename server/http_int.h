@@ -18,7 +18,7 @@ struct srv_server {
 	struct MHD_Daemon *daemon;
 	int port;
 	volatile int draining;
-	int active;           /* requests between first call and completion */
+	int active; /* requests between first call and completion */
 };
 
 /* One request, from the first call of the access handler to completion. */
@@ -27,18 +27,18 @@ typedef struct srv_req {
 	struct MHD_Connection *conn;
 	const char *method;
 	int64_t start_us;
-	char *body;           /* NUL-terminated */
+	char *body; /* NUL-terminated */
 	size_t len, cap;
 	bool too_large;
-	srv_params params;    /* body and query parameters */
+	srv_params params; /* body and query parameters */
 	/* For the log line and metrics: */
 	const char *route;
 	char lock[API_NAME_MAX + 1];
 	char owner[API_OWNER_MAX + 1];
 	int status;
-	char trace[160];      /* logging.googleapis.com/trace */
-	const char *reason;   /* why a token was refused (static string) */
-	bool env_format;      /* answer as KEY='value' lines */
+	char trace[160];    /* logging.googleapis.com/trace */
+	const char *reason; /* why a token was refused (static string) */
+	bool env_format;    /* answer as KEY='value' lines */
 	/* Identity, when the route needed one. */
 	auth_identity id;
 	bool have_id;
@@ -53,14 +53,14 @@ typedef struct srv_req {
 /* Queue a JSON answer (BODY stolen, may be NULL for no body). */
 enum MHD_Result http_json(srv_req *r, int status, json_t *body);
 /* Queue an API error; LOCK (may be NULL) is shown as the current holder. */
-enum MHD_Result http_error(srv_req *r, const api_err *err,
-    const api_lock *lock);
+enum MHD_Result
+http_error(srv_req *r, const api_err *err, const api_lock *lock);
 /* Queue an error from a code, reason and message. */
 enum MHD_Result http_fail(srv_req *r, api_code code, const char *reason,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Queue TEXT (LEN bytes, malloc'ed; stolen) as the body. */
-enum MHD_Result http_body(srv_req *r, int status, const char *ctype,
-    char *text, size_t len);
+enum MHD_Result
+http_body(srv_req *r, int status, const char *ctype, char *text, size_t len);
 enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
     const void *data, size_t len, bool copy);
 

@@ -112,8 +112,8 @@ srv_log_request(const char *severity, const char *method, const char *route,
 	/* Milliseconds with three decimals, without printf. */
 	api_jw_init_fixed(&num, ms, sizeof(ms), 0);
 	api_jw_int(&num, us / 1000);
-	api_jw_lit(&num, us % 1000 < 100 ? (us % 1000 < 10 ? ".00" : ".0") :
-	    ".");
+	api_jw_lit(&num,
+	    us % 1000 < 100 ? (us % 1000 < 10 ? ".00" : ".0") : ".");
 	api_jw_int(&num, us % 1000);
 	api_jw_key(&jw, "latency_ms", false);
 	api_jw_raw(&jw, num.buf, num.len);

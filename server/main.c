@@ -73,8 +73,8 @@ dev_banner(const srv_config *cfg, const char *token, int port)
 
 	if (srv_parse_listen(cfg->listen, host, sizeof(host), &unused) != 0)
 		snprintf(host, sizeof(host), "127.0.0.1");
-	snprintf(url, sizeof(url), strchr(host, ':') ? "http://[%s]:%d" :
-	    "http://%s:%d", host, port);
+	snprintf(url, sizeof(url),
+	    strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
 	fprintf(stderr,
 	    "\nlockgate: development mode: no JWT key configured, so a random "
 	    "secret was made\nfor this run and only loopback is served.  An "
@@ -110,8 +110,9 @@ check(srv_config *cfg, gcs_store *store)
 	}
 	printf("lockgate: keys: %s\n", sum);
 	printf("lockgate: configuration OK (store %s, %s)\n", cfg->store,
-	    auth_configured(auth) ? "JWT keys configured" :
-	    "no JWT key: development mode on loopback only");
+	    auth_configured(auth)
+	        ? "JWT keys configured"
+	        : "no JWT key: development mode on loopback only");
 	auth_free(auth);
 	return 0;
 }
@@ -153,7 +154,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if ((store = gcs_open(cfg.store, &ge)) == NULL) {
-		refuse("cannot open the store (--store/LOCKGATE_STORE)", ge.msg);
+		refuse("cannot open the store (--store/LOCKGATE_STORE)",
+		    ge.msg);
 		srv_config_free(&cfg);
 		return 2;
 	}
@@ -194,18 +196,20 @@ main(int argc, char **argv)
 		free(dev_token);
 		dev_token = NULL;
 	}
-	srv_log("INFO", "listening", json_pack("{s:s, s:i, s:s, s:s, s:b}",
-	    "listen", cfg.listen, "port", srv_port(srv), "store",
-	    cfg.store, "version", LOCKGATE_VERSION, "dev_mode",
-	    cfg.dev_mode));
+	srv_log("INFO", "listening",
+	    json_pack("{s:s, s:i, s:s, s:s, s:b}", "listen", cfg.listen, "port",
+	        srv_port(srv), "store", cfg.store, "version", LOCKGATE_VERSION,
+	        "dev_mode", cfg.dev_mode));
 
 	for (;;) {
 		if (sigwait(&set, &sig) != 0)
 			continue;
 		if (sig == SIGHUP) {
 			if (auth_reload(auth, err, sizeof(err)) != 0)
-				srv_logf("ERROR", "reload failed, keeping the "
-				    "old keys and policy: %s", err);
+				srv_logf("ERROR",
+				    "reload failed, keeping the "
+				    "old keys and policy: %s",
+				    err);
 			else
 				srv_log("INFO", "reloaded keys and policy",
 				    NULL);
@@ -213,8 +217,9 @@ main(int argc, char **argv)
 		}
 		break;
 	}
-	srv_log("INFO", "shutting down", json_pack("{s:s}", "signal",
-	    sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+	srv_log("INFO", "shutting down",
+	    json_pack("{s:s}", "signal",
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 	srv_free(srv);
 	api_free(svc);
 	gcs_store_free(store);

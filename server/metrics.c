@@ -21,59 +21,129 @@
 #include "srv.h" /* LOCKGATE_VERSION */
 
 /* Limits of the registry. */
-#define METRICS_STATUS_MIN 100        /* lowest HTTP status kept apart */
-#define METRICS_STATUS_MAX 599        /* highest HTTP status kept apart */
-#define METRICS_STATUS_SLOTS (METRICS_STATUS_MAX - METRICS_STATUS_MIN + 2)
-#define METRICS_STATUS_OTHER (METRICS_STATUS_SLOTS - 1)
-#define METRICS_HIST_BUCKETS_MAX 16   /* finite buckets of one histogram */
-#define METRICS_OBSERVE_MAX_S 1e6     /* larger observations are clamped */
-#define METRICS_RENDER_INITIAL 16384  /* first size of the render buffer */
-#define METRICS_NS_PER_S 1e9
+#define METRICS_STATUS_MIN       100 /* lowest HTTP status kept apart */
+#define METRICS_STATUS_MAX       599 /* highest HTTP status kept apart */
+#define METRICS_STATUS_SLOTS     (METRICS_STATUS_MAX - METRICS_STATUS_MIN + 2)
+#define METRICS_STATUS_OTHER     (METRICS_STATUS_SLOTS - 1)
+#define METRICS_HIST_BUCKETS_MAX 16    /* finite buckets of one histogram */
+#define METRICS_OBSERVE_MAX_S    1e6   /* larger observations are clamped */
+#define METRICS_RENDER_INITIAL   16384 /* first size of the render buffer */
+#define METRICS_NS_PER_S         1e9
 
 /* Fixed label sets; the last entry of each is "other". */
 static const char *const route_names[] = {
-	"acquire", "refresh", "release", "force_release", "inspect", "list",
-	"whoami", "healthz", "readyz", "metrics", "asset", "other",
+	"acquire",
+	"refresh",
+	"release",
+	"force_release",
+	"inspect",
+	"list",
+	"whoami",
+	"healthz",
+	"readyz",
+	"metrics",
+	"asset",
+	"other",
 };
 #define N_ROUTES (sizeof(route_names) / sizeof(route_names[0]))
 
 static const char *const outcome_names[] = {
-	"granted", "conflict", "lost", "expired_takeover", "forced",
-	"released", "refreshed", "other",
+	"granted",
+	"conflict",
+	"lost",
+	"expired_takeover",
+	"forced",
+	"released",
+	"refreshed",
+	"other",
 };
 #define N_OUTCOMES (sizeof(outcome_names) / sizeof(outcome_names[0]))
 
 static const char *const op_names[] = {
-	"insert", "get", "patch", "delete", "list", "check", "other",
+	"insert",
+	"get",
+	"patch",
+	"delete",
+	"list",
+	"check",
+	"other",
 };
 #define N_OPS (sizeof(op_names) / sizeof(op_names[0]))
 
 static const char *const store_status_names[] = {
-	"ok", "not_found", "precondition_failed", "busy", "unavailable",
-	"denied", "invalid", "nomem", "other",
+	"ok",
+	"not_found",
+	"precondition_failed",
+	"busy",
+	"unavailable",
+	"denied",
+	"invalid",
+	"nomem",
+	"other",
 };
 #define N_STORE_STATUSES \
 	(sizeof(store_status_names) / sizeof(store_status_names[0]))
 
 /* Upper bounds (le) of the finite buckets, in seconds. */
 static const double http_le[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-	10, 30, 60, 300,
+	0.001,
+	0.0025,
+	0.005,
+	0.01,
+	0.025,
+	0.05,
+	0.1,
+	0.25,
+	0.5,
+	1,
+	2.5,
+	5,
+	10,
+	30,
+	60,
+	300,
 };
 static const double wait_le[] = {
-	0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+	0.01,
+	0.05,
+	0.1,
+	0.25,
+	0.5,
+	1,
+	2.5,
+	5,
+	10,
+	30,
+	60,
+	120,
+	300,
 };
 static const double store_le[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-	10, 30,
+	0.001,
+	0.0025,
+	0.005,
+	0.01,
+	0.025,
+	0.05,
+	0.1,
+	0.25,
+	0.5,
+	1,
+	2.5,
+	5,
+	10,
+	30,
 };
 
 typedef struct hist_def {
 	const double *le;
-	size_t n;               /* finite buckets, <= METRICS_HIST_BUCKETS_MAX */
+	size_t n; /* finite buckets, <= METRICS_HIST_BUCKETS_MAX */
 } hist_def;
 
-#define HIST_DEF(a) { (a), sizeof(a) / sizeof((a)[0]) }
+#define HIST_DEF(a) \
+	{ \
+		(a), sizeof(a) / sizeof((a)[0]) \
+	}
 static const hist_def http_hist_def = HIST_DEF(http_le);
 static const hist_def wait_hist_def = HIST_DEF(wait_le);
 static const hist_def store_hist_def = HIST_DEF(store_le);
@@ -178,8 +248,7 @@ metrics_http(const char *route, int status, double seconds)
 void
 metrics_lock_outcome(const char *outcome)
 {
-	add(&outcome_count[label_index(outcome_names, N_OUTCOMES, outcome)],
-	    1);
+	add(&outcome_count[label_index(outcome_names, N_OUTCOMES, outcome)], 1);
 }
 
 void
@@ -212,8 +281,8 @@ typedef struct buf {
 	int oom;
 } buf;
 
-static void buf_printf(buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void
+buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 buf_printf(buf *b, const char *fmt, ...)
@@ -277,8 +346,8 @@ render_hist(buf *b, const char *name, const char *labels, const hist *h,
 	}
 	/* _sum and _count take the labels without the trailing comma. */
 	if (nl > 0) {
-		buf_printf(b, "%s_sum{%.*s} %.9f\n", name, (int)(nl - 1), labels,
-		    (double)load(&h->sum_ns) / METRICS_NS_PER_S);
+		buf_printf(b, "%s_sum{%.*s} %.9f\n", name, (int)(nl - 1),
+		    labels, (double)load(&h->sum_ns) / METRICS_NS_PER_S);
 		buf_printf(b, "%s_count{%.*s} %llu\n", name, (int)(nl - 1),
 		    labels, (unsigned long long)cum);
 	} else {
@@ -314,22 +383,25 @@ render_http(buf *b)
 			if (v == 0)
 				continue;
 			if (s == METRICS_STATUS_OTHER)
-				buf_printf(b, "lockgate_http_requests_total"
+				buf_printf(b,
+				    "lockgate_http_requests_total"
 				    "{route=\"%s\",status=\"other\"} %llu\n",
 				    route_names[r], (unsigned long long)v);
 			else
-				buf_printf(b, "lockgate_http_requests_total"
+				buf_printf(b,
+				    "lockgate_http_requests_total"
 				    "{route=\"%s\",status=\"%d\"} %llu\n",
-				    route_names[r],
-				    (int)s + METRICS_STATUS_MIN,
+				    route_names[r], (int)s + METRICS_STATUS_MIN,
 				    (unsigned long long)v);
 		}
 	family(b, "lockgate_http_request_duration_seconds", "histogram",
-	    "Time from a request's arrival to its answer, long polls included.");
+	    "Time from a request's arrival to its answer, long polls "
+	    "included.");
 	for (r = 0; r < N_ROUTES; r++) {
 		if (hist_total(&http_hist[r], &http_hist_def) == 0)
 			continue;
-		snprintf(labels, sizeof(labels), "route=\"%s\",", route_names[r]);
+		snprintf(labels, sizeof(labels), "route=\"%s\",",
+		    route_names[r]);
 		render_hist(b, "lockgate_http_request_duration_seconds", labels,
 		    &http_hist[r], &http_hist_def);
 	}
@@ -348,11 +420,13 @@ render_locks(buf *b)
 		v = load(&outcome_count[i]);
 		if (i + 1 == N_OUTCOMES && v == 0)
 			continue; /* "other" only when something fell there */
-		buf_printf(b, "lockgate_lock_outcomes_total{outcome=\"%s\"} %llu\n",
+		buf_printf(b,
+		    "lockgate_lock_outcomes_total{outcome=\"%s\"} %llu\n",
 		    outcome_names[i], (unsigned long long)v);
 	}
 	family(b, "lockgate_wait_duration_seconds", "histogram",
-	    "Time acquire requests spent waiting for a lock, whatever the end.");
+	    "Time acquire requests spent waiting for a lock, whatever the "
+	    "end.");
 	render_hist(b, "lockgate_wait_duration_seconds", "", &wait_hist,
 	    &wait_hist_def);
 	w = __atomic_load_n(&waiters, __ATOMIC_RELAXED);
@@ -377,9 +451,11 @@ render_store(buf *b)
 			v = load(&store_count[o][s]);
 			if (v == 0)
 				continue;
-			buf_printf(b, "lockgate_storage_requests_total"
-			    "{op=\"%s\",status=\"%s\"} %llu\n", op_names[o],
-			    store_status_names[s], (unsigned long long)v);
+			buf_printf(b,
+			    "lockgate_storage_requests_total"
+			    "{op=\"%s\",status=\"%s\"} %llu\n",
+			    op_names[o], store_status_names[s],
+			    (unsigned long long)v);
 		}
 	family(b, "lockgate_storage_request_duration_seconds", "histogram",
 	    "Latency of store calls by operation, retries included.");
@@ -397,10 +473,14 @@ render_store(buf *b)
 	    (unsigned long long)st.retries);
 	family(b, "lockgate_storage_token_fetches_total", "counter",
 	    "Access token fetches for the store, by result.");
-	buf_printf(b, "lockgate_storage_token_fetches_total{result=\"ok\"} "
-	    "%llu\n", (unsigned long long)st.token_fetches);
-	buf_printf(b, "lockgate_storage_token_fetches_total{result=\"error\"} "
-	    "%llu\n", (unsigned long long)st.token_failures);
+	buf_printf(b,
+	    "lockgate_storage_token_fetches_total{result=\"ok\"} "
+	    "%llu\n",
+	    (unsigned long long)st.token_fetches);
+	buf_printf(b,
+	    "lockgate_storage_token_fetches_total{result=\"error\"} "
+	    "%llu\n",
+	    (unsigned long long)st.token_failures);
 }
 
 char *

@@ -103,10 +103,12 @@ params_prepare(srv_params *p, const char *body, size_t len,
 			err->reason = "bad_json";
 			return -1;
 		}
-		json_object_foreach(p->body, k, v) {
+		json_object_foreach(p->body, k, v)
+		{
 			if (!allowed_key(allowed, k)) {
 				api_fail(err, API_BAD_REQUEST,
-				    "unknown parameter '%.40s' for this request",
+				    "unknown parameter '%.40s' for this "
+				    "request",
 				    k);
 				err->reason = "unknown_parameter";
 				return -1;
@@ -190,7 +192,8 @@ params_str(srv_params *p, const char *key, char *out, size_t outlen,
 	if (!clean_text(v)) {
 		api_fail(err, API_BAD_REQUEST,
 		    "parameter '%s' must be UTF-8 text without control "
-		    "characters", key);
+		    "characters",
+		    key);
 		return -1;
 	}
 	memcpy(out, v, len + 1);
@@ -211,18 +214,20 @@ params_int(srv_params *p, const char *key, long min, long max, long def,
 		if (!json_is_integer(j)) {
 			api_fail(err, API_BAD_REQUEST,
 			    "parameter '%s' must be a whole number from %ld to "
-			    "%ld", key, min, max);
+			    "%ld",
+			    key, min, max);
 			return -1;
 		}
 		n = json_integer_value(j);
 	} else if ((v = query(p, key)) != NULL) {
 		errno = 0;
 		n = strtoll(v, &end, 10);
-		if (v[0] == '\0' || *end != '\0' || errno != 0 ||
-		    v[0] == ' ' || v[0] == '+') {
+		if (v[0] == '\0' || *end != '\0' || errno != 0 || v[0] == ' ' ||
+		    v[0] == '+') {
 			api_fail(err, API_BAD_REQUEST,
 			    "parameter '%s' must be a whole number from %ld to "
-			    "%ld", key, min, max);
+			    "%ld",
+			    key, min, max);
 			return -1;
 		}
 	} else {

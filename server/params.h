@@ -39,8 +39,8 @@ int params_str(srv_params *p, const char *key, char *out, size_t outlen,
 /* An integer in [MIN, MAX]; DEF when absent.  0 or -1 (ERR). */
 int params_int(srv_params *p, const char *key, long min, long max, long def,
     long *out, api_err *err);
-int params_bool(srv_params *p, const char *key, bool def, bool *out,
-    api_err *err);
+int
+params_bool(srv_params *p, const char *key, bool def, bool *out, api_err *err);
 /* The labels object (new reference in *OUT) or NULL when absent; 0, or
  * -1 with ERR. */
 int params_labels(srv_params *p, json_t **out, api_err *err);

@@ -14,15 +14,15 @@
 #include "events.h"
 #include "web.h"
 
-static const char *const acquire_params[] = {"ttl", "wait", "holder",
-	"purpose", "expected_duration", "labels", "lease_id", "format", NULL};
-static const char *const refresh_params[] = {"lease_id", "ttl", "format",
-	NULL};
-static const char *const release_params[] = {"lease_id", "format", NULL};
-static const char *const list_params[] = {"prefix", "page_size",
-	"page_token", "include_expired", "format", NULL};
-static const char *const plain_params[] = {"format", NULL};
-static const char *const events_params[] = {"max", "format", NULL};
+static const char *const acquire_params[] = { "ttl", "wait", "holder",
+	"purpose", "expected_duration", "labels", "lease_id", "format", NULL };
+static const char *const refresh_params[] = { "lease_id", "ttl", "format",
+	NULL };
+static const char *const release_params[] = { "lease_id", "format", NULL };
+static const char *const list_params[] = { "prefix", "page_size", "page_token",
+	"include_expired", "format", NULL };
+static const char *const plain_params[] = { "format", NULL };
+static const char *const events_params[] = { "max", "format", NULL };
 
 static bool
 is_get(const srv_req *r)
@@ -58,15 +58,16 @@ authenticate(srv_req *r, auth_action action, const char *name,
 		r->reason = why.reason;
 		*mr = http_fail(r, API_UNAUTHORIZED,
 		    why.reason ? why.reason : "unauthorized", "%s",
-		    why.message[0] ? why.message : "a valid bearer token is "
-		    "required");
+		    why.message[0] ? why.message
+		                   : "a valid bearer token is "
+		                     "required");
 		return -1;
 	}
 	r->have_id = true;
 	snprintf(r->owner, sizeof(r->owner), "%s", r->id.owner);
 	msg[0] = '\0';
 	if (!auth_allowed(r->srv->auth, &r->id, action, name, msg,
-	    sizeof(msg))) {
+	        sizeof(msg))) {
 		*mr = http_fail(r, API_FORBIDDEN, "forbidden", "%s",
 		    msg[0] ? msg : "this token may not do that");
 		return -1;
@@ -150,8 +151,8 @@ start_wait(srv_req *r, int wait, api_lock *holder, const api_err *err)
 	w->req = &r->acq;
 	w->done = wait_done;
 	w->ctx = r;
-	ci = MHD_get_connection_info(r->conn,
-	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	w->fd = ci ? ci->connect_fd : -1;
 	w->start_ms = srv_mono_ms();
 	w->deadline_ms = w->start_ms + (int64_t)wait * 1000;
@@ -189,14 +190,19 @@ do_acquire(srv_req *r, const char *name)
 	memset(&err, 0, sizeof(err));
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
-	if (params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX, API_TTL_DEFAULT,
-	    &ttl, &err) || params_int(&r->params, "wait", 0, r->srv->cfg->max_wait, 0,
-	    &wait, &err) || params_int(&r->params, "expected_duration", 0,
-	    API_EXPECTED_MAX, 0, &expected, &err) ||
-	    params_str(&r->params, "holder", q->holder, sizeof(q->holder), &err) < 0 ||
-	    params_str(&r->params, "purpose", q->purpose, sizeof(q->purpose), &err) < 0 ||
+	if (params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX,
+	        API_TTL_DEFAULT, &ttl, &err) ||
+	    params_int(&r->params, "wait", 0, r->srv->cfg->max_wait, 0, &wait,
+	        &err) ||
+	    params_int(&r->params, "expected_duration", 0, API_EXPECTED_MAX, 0,
+	        &expected, &err) ||
+	    params_str(&r->params, "holder", q->holder, sizeof(q->holder),
+	        &err) < 0 ||
+	    params_str(&r->params, "purpose", q->purpose, sizeof(q->purpose),
+	        &err) < 0 ||
 	    params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
-	    &err) < 0 || params_labels(&r->params, &q->labels, &err))
+	        &err) < 0 ||
+	    params_labels(&r->params, &q->labels, &err))
 		return http_error(r, &err, NULL);
 	if (q->lease_id[0] && !api_lease_id_valid(q->lease_id))
 		return http_fail(r, API_BAD_REQUEST, "bad_lease_id",
@@ -246,10 +252,12 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
 	q->admin = r->id.admin;
-	have = params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
-	    &err);
-	if (have < 0 || (with_ttl && params_int(&r->params, "ttl", API_TTL_MIN,
-	    API_TTL_MAX, 0, &ttl, &err))) {
+	have = params_str(&r->params, "lease_id", q->lease_id,
+	    sizeof(q->lease_id), &err);
+	if (have < 0 ||
+	    (with_ttl &&
+	        params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX, 0, &ttl,
+	            &err))) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
 	}
@@ -353,7 +361,7 @@ do_events(srv_req *r, const char *name)
 	    prepare(r, events_params, &mr) != 0)
 		return mr;
 	if (params_int(&r->params, "max", 1, SRV_EVENTS_ANSWER_MAX,
-	    SRV_EVENTS_ANSWER_MAX, &limit, &err))
+	        SRV_EVENTS_ANSWER_MAX, &limit, &err))
 		return http_error(r, &err, NULL);
 	return http_json(r, 200, srv_events_json(name, (size_t)limit));
 }
@@ -364,8 +372,8 @@ prefix_valid(const char *p)
 	for (; *p; p++) {
 		int c = (unsigned char)*p;
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		    c == '-' || c == '/'))
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-' || c == '/'))
 			return 0;
 	}
 	return 1;
@@ -401,11 +409,14 @@ do_list(srv_req *r)
 	memset(&err, 0, sizeof(err));
 	if (prepare(r, list_params, &mr) != 0)
 		return mr;
-	if (params_str(&r->params, "prefix", q.prefix, sizeof(q.prefix), &err) < 0 ||
-	    params_str(&r->params, "page_token", q.page_token, sizeof(q.page_token),
-	    &err) < 0 || params_int(&r->params, "page_size", 1, API_PAGE_SIZE_MAX,
-	    API_PAGE_SIZE_DEFAULT, &size, &err) ||
-	    params_bool(&r->params, "include_expired", false, &q.include_expired, &err))
+	if (params_str(&r->params, "prefix", q.prefix, sizeof(q.prefix), &err) <
+	        0 ||
+	    params_str(&r->params, "page_token", q.page_token,
+	        sizeof(q.page_token), &err) < 0 ||
+	    params_int(&r->params, "page_size", 1, API_PAGE_SIZE_MAX,
+	        API_PAGE_SIZE_DEFAULT, &size, &err) ||
+	    params_bool(&r->params, "include_expired", false,
+	        &q.include_expired, &err))
 		return http_error(r, &err, NULL);
 	if (!prefix_valid(q.prefix))
 		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
@@ -421,11 +432,12 @@ do_list(srv_req *r)
 
 		/* A policy may allow reading prod/ and not staging/: show
 		 * only the locks this caller may read. */
-		if (r->have_id && !auth_allowed(r->srv->auth, &r->id,
-		    AUTH_READ, res.locks[i].name, why, sizeof(why)))
+		if (r->have_id &&
+		    !auth_allowed(r->srv->auth, &r->id, AUTH_READ,
+		        res.locks[i].name, why, sizeof(why)))
 			continue;
-		json_array_append_new(locks, api_lock_json(&res.locks[i],
-		    false));
+		json_array_append_new(locks,
+		    api_lock_json(&res.locks[i], false));
 	}
 	body = json_pack("{s:o, s:s?}", "locks", locks, "next_page_token",
 	    res.next_page_token);
@@ -495,13 +507,14 @@ do_whoami(srv_req *r)
 	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_AUTHORIZATION);
 	if (h == NULL && r->srv->cfg->public_read)
-		return http_json(r, 200, json_pack("{s:n, s:b, s:b}", "owner",
-		    "admin", 0, "public_read", 1));
+		return http_json(r, 200,
+		    json_pack("{s:n, s:b, s:b}", "owner", "admin", 0,
+		        "public_read", 1));
 	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
-	return http_json(r, 200, json_pack("{s:s, s:b, s:b}", "owner",
-	    r->id.owner, "admin", r->id.admin, "public_read",
-	    r->srv->cfg->public_read));
+	return http_json(r, 200,
+	    json_pack("{s:s, s:b, s:b}", "owner", r->id.owner, "admin",
+	        r->id.admin, "public_read", r->srv->cfg->public_read));
 }
 
 static enum MHD_Result
@@ -532,8 +545,8 @@ do_metrics(srv_req *r)
 		return mr;
 	if ((text = metrics_render(&len)) == NULL)
 		return MHD_NO;
-	mr = http_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-	    text, len, true);
+	mr = http_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+	    len, true);
 	free(text);
 	return mr;
 }
@@ -610,24 +623,24 @@ static const struct fixed_route {
 	const char *method;
 	fixed_fn fn;
 } fixed_routes[] = {
-	{"/v1/locks", "GET", do_list},
-	{"/v1/whoami", "GET", do_whoami},
-	{"/healthz", "GET", do_healthz},
-	{"/readyz", "GET", do_readyz},
-	{"/metrics", "GET", do_metrics},
+	{ "/v1/locks", "GET", do_list },
+	{ "/v1/whoami", "GET", do_whoami },
+	{ "/healthz", "GET", do_healthz },
+	{ "/readyz", "GET", do_readyz },
+	{ "/metrics", "GET", do_metrics },
 };
 
 static const struct lock_route {
-	const char *verb;   /* after "/v1/locks/{name}:"; NULL = none */
+	const char *verb; /* after "/v1/locks/{name}:"; NULL = none */
 	const char *method;
 	lock_fn fn;
 } lock_routes[] = {
-	{NULL, "GET", do_inspect},
-	{"acquire", "POST", do_acquire},
-	{"refresh", "POST", do_refresh},
-	{"release", "POST", do_release},
-	{"forceRelease", "POST", do_force},
-	{"events", "GET", do_events},
+	{ NULL, "GET", do_inspect },
+	{ "acquire", "POST", do_acquire },
+	{ "refresh", "POST", do_refresh },
+	{ "release", "POST", do_release },
+	{ "forceRelease", "POST", do_force },
+	{ "events", "GET", do_events },
 };
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -658,8 +671,9 @@ lock_route(srv_req *r, const char *rest)
 	snprintf(r->lock, sizeof(r->lock), "%s", name);
 	for (i = 0; i < NELEM(lock_routes); i++) {
 		const struct lock_route *lr = &lock_routes[i];
-		if (verb == NULL ? lr->verb != NULL :
-		    lr->verb == NULL || strcmp(lr->verb, verb) != 0)
+		if (verb == NULL
+		        ? lr->verb != NULL
+		        : lr->verb == NULL || strcmp(lr->verb, verb) != 0)
 			continue;
 		if (!method_is(r, lr->method))
 			return bad_method(r, lr->method);
@@ -667,7 +681,8 @@ lock_route(srv_req *r, const char *rest)
 	}
 	return http_fail(r, API_NOT_FOUND, "unknown_verb",
 	    "unknown verb ':%.32s' (use acquire, refresh, release, "
-	    "forceRelease or events)", verb);
+	    "forceRelease or events)",
+	    verb);
 }
 
 enum MHD_Result

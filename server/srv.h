@@ -18,42 +18,44 @@
 #define LOCKGATE_VERSION "0.1.0"
 
 /* Limits of the HTTP layer. */
-#define SRV_BODY_MAX (64 * 1024)          /* bytes of a request body */
-#define SRV_QUERY_VALUE_MAX 4096          /* bytes of one query value */
-#define SRV_CONN_MEMORY (64 * 1024)       /* MHD pool per connection: a
+#define SRV_BODY_MAX        (64 * 1024) /* bytes of a request body */
+#define SRV_QUERY_VALUE_MAX 4096        /* bytes of one query value */
+#define SRV_CONN_MEMORY \
+	(64 * 1024) /* MHD pool per connection: a
 					   20 KiB header, so an oversized
 					   token gets a JSON 401 */
-#define SRV_CONN_LIMIT_DEFAULT 4000
-#define SRV_CONN_TIMEOUT_DEFAULT 60       /* s an idle connection lives */
-#define SRV_THREADS_DEFAULT 16            /* mem:// (nothing blocks) */
-#define SRV_THREADS_BLOCKING 64           /* file://, gs://: a storage call
+#define SRV_CONN_LIMIT_DEFAULT   4000
+#define SRV_CONN_TIMEOUT_DEFAULT 60 /* s an idle connection lives */
+#define SRV_THREADS_DEFAULT      16 /* mem:// (nothing blocks) */
+#define SRV_THREADS_BLOCKING \
+	64 /* file://, gs://: a storage call
 					     holds its thread; more threads,
 					     bigger group commits */
-#define SRV_THREADS_MAX 256
-#define SRV_DRAIN_MAX_MS 7000             /* SIGTERM: exit within 8 s */
-#define SRV_DEV_TOKEN_TTL (12 * 3600)     /* s, the dev mode's token */
+#define SRV_THREADS_MAX   256
+#define SRV_DRAIN_MAX_MS  7000        /* SIGTERM: exit within 8 s */
+#define SRV_DEV_TOKEN_TTL (12 * 3600) /* s, the dev mode's token */
 
 /* Limits of waiting (design section 3). */
-#define SRV_WAIT_THREADS 4                /* store pollers for waiters */
-#define SRV_POLL_MIN_MS 100               /* first re-poll after a refusal */
-#define SRV_POLL_MAX_MS 1000              /* cap: the cross-instance bound */
-#define SRV_HANGUP_CHECK_MS 250           /* how often hang-ups are noticed */
+#define SRV_WAIT_THREADS    4    /* store pollers for waiters */
+#define SRV_POLL_MIN_MS     100  /* first re-poll after a refusal */
+#define SRV_POLL_MAX_MS     1000 /* cap: the cross-instance bound */
+#define SRV_HANGUP_CHECK_MS 250  /* how often hang-ups are noticed */
 
 /* --- config.c --- */
 
 typedef struct srv_config {
-	char *listen;            /* "host:port" */
-	char *store;             /* store URL */
+	char *listen; /* "host:port" */
+	char *store;  /* store URL */
 	int threads;
 	int max_wait;
 	int max_connections;
 	int connection_timeout;
 	bool public_read;
 	bool metrics_public;
-	bool check_only;         /* --check */
-	bool dev_mode;           /* set by main when no key is configured */
-	auth_config auth;        /* strings point into this struct's storage */
-	char *owned[32];         /* strings to free */
+	bool check_only;  /* --check */
+	bool dev_mode;    /* set by main when no key is configured */
+	auth_config auth; /* strings point into this struct's storage */
+	char *owned[32];  /* strings to free */
 	int nowned;
 } srv_config;
 
@@ -64,8 +66,7 @@ int srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
     size_t errlen);
 void srv_config_free(srv_config *cfg);
 /* Split "host:port" ("[v6]:port" too).  0 or -1. */
-int srv_parse_listen(const char *listen, char *host, size_t hostlen,
-    int *port);
+int srv_parse_listen(const char *listen, char *host, size_t hostlen, int *port);
 int srv_host_is_loopback(const char *host);
 
 /* --- log.c --- */
@@ -117,19 +118,19 @@ typedef struct srv_waiter srv_waiter;
 typedef void (*srv_wait_done_fn)(srv_waiter *w, void *ctx);
 
 struct srv_waiter {
-	srv_waiter *next;            /* queue of its lock, FIFO */
-	const api_acquire_req *req;  /* borrowed from the request */
-	srv_wait_done_fn done;       /* called once, no lock held */
+	srv_waiter *next;           /* queue of its lock, FIFO */
+	const api_acquire_req *req; /* borrowed from the request */
+	srv_wait_done_fn done;      /* called once, no lock held */
 	void *ctx;
-	int fd;                      /* the client's socket, for hang-ups */
-	int64_t start_ms;            /* monotonic */
-	int64_t deadline_ms;         /* monotonic */
+	int fd;              /* the client's socket, for hang-ups */
+	int64_t start_ms;    /* monotonic */
+	int64_t deadline_ms; /* monotonic */
 	/* The outcome, set before done(): */
-	int rc;                      /* api_code */
-	api_lock lock;               /* lease (API_OK) or holder */
+	int rc;        /* api_code */
+	api_lock lock; /* lease (API_OK) or holder */
 	api_err err;
-	bool hung_up;                /* the client went away */
-	bool cancelled;              /* removed without an answer */
+	bool hung_up;   /* the client went away */
+	bool cancelled; /* removed without an answer */
 };
 
 srv_waits *srv_waits_new(api_service *svc);

@@ -14,9 +14,9 @@
 #include "metrics.h"
 
 typedef struct instrumented {
-	gcs_store base;          /* first member: what callers see */
-	gcs_store_ops ops;       /* per instance, to keep the inner scheme */
-	gcs_store *inner;        /* owned */
+	gcs_store base;    /* first member: what callers see */
+	gcs_store_ops ops; /* per instance, to keep the inner scheme */
+	gcs_store *inner;  /* owned */
 } instrumented;
 
 static gcs_store *
@@ -68,8 +68,8 @@ m_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	gcs_store *in = inner_of(s);
 	double t0 = now_s();
 
-	return record("patch", in->ops->patch(in, name, gen, metagen, metadata,
-	    out, err), t0);
+	return record("patch",
+	    in->ops->patch(in, name, gen, metagen, metadata, out, err), t0);
 }
 
 static int
@@ -90,8 +90,8 @@ m_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	gcs_store *in = inner_of(s);
 	double t0 = now_s();
 
-	return record("list", in->ops->list(in, prefix, max, page_token, out,
-	    err), t0);
+	return record("list",
+	    in->ops->list(in, prefix, max, page_token, out, err), t0);
 }
 
 static int

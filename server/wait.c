@@ -28,10 +28,10 @@
 typedef struct wlock {
 	struct wlock *next;
 	srv_waiter *head, *tail;
-	int64_t next_poll;  /* monotonic ms */
-	int backoff;        /* ms */
-	bool busy;          /* a poller is working on it, head included */
-	bool woken;         /* a lease ended here: try the head at once */
+	int64_t next_poll; /* monotonic ms */
+	int backoff;       /* ms */
+	bool busy;         /* a poller is working on it, head included */
+	bool woken;        /* a lease ended here: try the head at once */
 	char name[];
 } wlock;
 
@@ -41,8 +41,8 @@ struct srv_waits {
 	pthread_cond_t cv;
 	wlock *locks;
 	size_t nwaiters;
-	bool refusing;      /* shutdown began: no new waiters */
-	bool stopping;      /* pollers must exit */
+	bool refusing; /* shutdown began: no new waiters */
+	bool stopping; /* pollers must exit */
 	int64_t next_sweep;
 	int nthreads;
 	pthread_t threads[SRV_WAIT_THREADS];
@@ -113,8 +113,9 @@ hung_up(int fd)
 	if (fd < 0)
 		return 0;
 	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR);
+	return n == 0 ||
+	    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	        errno != EINTR);
 }
 
 /* Answer the waiters on the FINISHED list; called without the mutex. */
@@ -126,8 +127,8 @@ deliver(srv_waiter *finished)
 	for (w = finished; w != NULL; w = next) {
 		next = w->next;
 		w->next = NULL;
-		metrics_wait_observe((double)(srv_mono_ms() - w->start_ms) /
-		    1000.0);
+		metrics_wait_observe(
+		    (double)(srv_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
 		w->done(w, w->ctx);
 	}
@@ -193,8 +194,7 @@ note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
  * Returns the api code: API_OK = W was granted (w->lock is the lease).
  */
 static int
-poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken,
-    int64_t *hint_ms)
+poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken, int64_t *hint_ms)
 {
 	api_lock seen;
 	api_err err;
@@ -210,7 +210,8 @@ poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken,
 			err.code = API_LOCKED;
 			err.retry_after = (int)(*hint_ms / 1000 + 1);
 			snprintf(err.message, sizeof(err.message),
-			    "the lock is still held by %.180s: the wait ran out",
+			    "the lock is still held by %.180s: the wait ran "
+			    "out",
 			    seen.owner);
 			note_holder(w, &seen, &err, API_LOCKED);
 			return API_LOCKED;

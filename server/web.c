@@ -11,29 +11,30 @@
 /* The Content-Security-Policy: scripts, styles, images and fetches only
  * from this origin; no inline script or style, no eval, no plugins, no
  * framing, no <base> and no form posts elsewhere. */
-#define WEB_CSP "default-src 'none'; script-src 'self'; style-src 'self'; " \
+#define WEB_CSP \
+	"default-src 'none'; script-src 'self'; style-src 'self'; " \
 	"img-src 'self'; connect-src 'self'; manifest-src 'self'; " \
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 const char *const srv_web_headers[][2] = {
-	{"Content-Security-Policy", WEB_CSP},
-	{"X-Content-Type-Options", "nosniff"},
-	{"Referrer-Policy", "no-referrer"},
-	{"X-Frame-Options", "DENY"},               /* older browsers */
-	{"Cross-Origin-Opener-Policy", "same-origin"},
-	{"Cache-Control", "no-cache"},             /* revalidate: new builds */
-	{NULL, NULL},
+	{ "Content-Security-Policy", WEB_CSP },
+	{ "X-Content-Type-Options", "nosniff" },
+	{ "Referrer-Policy", "no-referrer" },
+	{ "X-Frame-Options", "DENY" }, /* older browsers */
+	{ "Cross-Origin-Opener-Policy", "same-origin" },
+	{ "Cache-Control", "no-cache" }, /* revalidate: new builds */
+	{ NULL, NULL },
 };
 
 static const struct {
 	const char *ext;
 	const char *type;
 } web_types[] = {
-	{".html", "text/html; charset=utf-8"},
-	{".js", "text/javascript; charset=utf-8"},
-	{".css", "text/css; charset=utf-8"},
-	{".svg", "image/svg+xml"},
-	{".ico", "image/x-icon"},
+	{ ".html", "text/html; charset=utf-8" },
+	{ ".js", "text/javascript; charset=utf-8" },
+	{ ".css", "text/css; charset=utf-8" },
+	{ ".svg", "image/svg+xml" },
+	{ ".ico", "image/x-icon" },
 };
 
 static const char *
@@ -57,8 +58,8 @@ srv_web_find(const char *url_path, const char **content_type)
 
 	if (content_type != NULL)
 		*content_type = NULL;
-	if (url_path == NULL || strnlen(url_path, SRV_WEB_PATH_MAX + 1) >
-	    SRV_WEB_PATH_MAX)
+	if (url_path == NULL ||
+	    strnlen(url_path, SRV_WEB_PATH_MAX + 1) > SRV_WEB_PATH_MAX)
 		return NULL;
 	if (strcmp(url_path, "/") == 0)
 		url_path = "/index.html";

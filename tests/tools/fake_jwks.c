@@ -36,9 +36,9 @@
 #include "server/auth_int.h"
 
 #define PATH_MAX_ 1024
-#define FILE_MAX 65536
-#define DOC_MAX 262144
-#define EC_COORD 32
+#define FILE_MAX  65536
+#define DOC_MAX   262144
+#define EC_COORD  32
 
 static volatile sig_atomic_t stop;
 static const char *dir;
@@ -96,8 +96,8 @@ static int
 keygen(const char *d, const char *kid, const char *type)
 {
 	int rsa = strcmp(type, "rsa") == 0;
-	EVP_PKEY *k = rsa ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048) :
-	    EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	EVP_PKEY *k = rsa ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048)
+	                  : EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
 	BIO *b = BIO_new(BIO_s_mem());
 	BIGNUM *x = NULL, *y = NULL;
 	char path[PATH_MAX_], jwk[4096], *pem = NULL, *sx, *sy;
@@ -117,9 +117,9 @@ keygen(const char *d, const char *kid, const char *type)
 			return 1;
 	}
 	if (rsa ? EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_N, &x) != 1 ||
-		EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &y) != 1
-		: EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, &x) != 1 ||
-		EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, &y) != 1)
+	            EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &y) != 1
+	        : EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, &x) != 1 ||
+	            EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, &y) != 1)
 		return 1;
 	sx = bn_b64(x, rsa ? 0 : EC_COORD);
 	sy = bn_b64(y, rsa ? 0 : EC_COORD);
@@ -132,9 +132,11 @@ keygen(const char *d, const char *kid, const char *type)
 		    "s\"}",
 		    kid, sx, sy);
 	else
-		snprintf(jwk, sizeof(jwk), "{\"kty\":\"EC\",\"use\":\"sig\","
+		snprintf(jwk, sizeof(jwk),
+		    "{\"kty\":\"EC\",\"use\":\"sig\","
 		    "\"alg\":\"ES256\",\"kid\":\"%s\",\"crv\":\"P-256\",\"x\":"
-		    "\"%s\",\"y\":\"%s\"}", kid, sx, sy);
+		    "\"%s\",\"y\":\"%s\"}",
+		    kid, sx, sy);
 	snprintf(path, sizeof(path), "%s/%s.jwk", d, kid);
 	free(sx);
 	free(sy);
@@ -149,9 +151,10 @@ static int
 emit(const char *alg, const char *keyfile, const char *header,
     const char *payload)
 {
-	jwt_alg_t a = strcmp(alg, "HS256") == 0 ? JWT_ALG_HS256 :
-	    strcmp(alg, "RS256") == 0 ? JWT_ALG_RS256 :
-	    strcmp(alg, "ES256") == 0 ? JWT_ALG_ES256 : JWT_ALG_INVAL;
+	jwt_alg_t a = strcmp(alg, "HS256") == 0 ? JWT_ALG_HS256
+	    : strcmp(alg, "RS256") == 0         ? JWT_ALG_RS256
+	    : strcmp(alg, "ES256") == 0         ? JWT_ALG_ES256
+	                                        : JWT_ALG_INVAL;
 	size_t klen = 0;
 	char *key = slurp(keyfile, &klen), *tok;
 
@@ -185,14 +188,17 @@ sign(const char *d, const char *kid, const char *payload)
 		BIO *b = BIO_new_mem_buf(key, -1);
 		EVP_PKEY *k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
 
-		alg = k != NULL && EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA ?
-		    "RS256" : "ES256";
+		alg = k != NULL && EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA
+		    ? "RS256"
+		    : "ES256";
 		EVP_PKEY_free(k);
 		BIO_free(b);
 	}
 	free(key);
-	snprintf(header, sizeof(header), "{\"alg\":\"%s\",\"typ\":\"JWT\","
-	    "\"kid\":\"%s\"}", alg, kid);
+	snprintf(header, sizeof(header),
+	    "{\"alg\":\"%s\",\"typ\":\"JWT\","
+	    "\"kid\":\"%s\"}",
+	    alg, kid);
 	return emit(alg, path, header, payload);
 }
 
@@ -232,9 +238,8 @@ jwks_doc(int *status)
 }
 
 static enum MHD_Result
-answer(void *cls, struct MHD_Connection *c, const char *url,
-    const char *method, const char *version, const char *upload,
-    size_t *upload_size, void **con)
+answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+    const char *version, const char *upload, size_t *upload_size, void **con)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -242,7 +247,11 @@ answer(void *cls, struct MHD_Connection *c, const char *url,
 	int status;
 	FILE *log;
 
-	(void)cls; (void)version; (void)upload; (void)upload_size; (void)con;
+	(void)cls;
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)con;
 	snprintf(path, sizeof(path), "%s/requests", dir);
 	log = fopen(path, "a");
 	if (log != NULL) {
@@ -313,7 +322,8 @@ main(int argc, char **argv)
 		dir = argv[2];
 		return serve(argv[3]);
 	}
-	fprintf(stderr, "usage: fake_jwks keygen DIR KID rsa|ec\n"
+	fprintf(stderr,
+	    "usage: fake_jwks keygen DIR KID rsa|ec\n"
 	    "       fake_jwks sign DIR KID PAYLOAD_JSON\n"
 	    "       fake_jwks raw HS256|RS256|ES256 KEYFILE HEADER PAYLOAD\n"
 	    "       fake_jwks serve DIR PORTFILE\n");

@@ -15,7 +15,7 @@
 #include "auth_testutil.h"
 
 #define TESTUTIL_PATH_MAX 512
-#define EC_COORD 32
+#define EC_COORD          32
 
 static char tmpdir[TESTUTIL_PATH_MAX];
 
@@ -40,9 +40,9 @@ bio_string(BIO *bio)
 char *
 authtest_keygen(const char *type, char **pub)
 {
-	EVP_PKEY *k = strcmp(type, "RSA") == 0 ?
-	    EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048) :
-	    EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	EVP_PKEY *k = strcmp(type, "RSA") == 0
+	    ? EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048)
+	    : EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
 	BIO *b1 = BIO_new(BIO_s_mem()), *b2 = BIO_new(BIO_s_mem());
 	char *priv;
 
@@ -83,20 +83,23 @@ authtest_jwk(const char *priv, const char *kid)
 		die("jwk");
 	rsa = EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA;
 	if (rsa ? EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_N, &a) != 1 ||
-		EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &b) != 1
-		: EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, &a) != 1 ||
-		EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, &b) != 1)
+	            EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &b) != 1
+	        : EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, &a) != 1 ||
+	            EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, &b) != 1)
 		die("jwk params");
 	sa = bn_b64(a, rsa ? 0 : EC_COORD);
 	sb = bn_b64(b, rsa ? 0 : EC_COORD);
 	if (rsa)
-		snprintf(out, 2048, "{\"kty\":\"RSA\",\"use\":\"sig\",\"alg\":"
-		    "\"RS256\",\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"}", kid,
-		    sa, sb);
+		snprintf(out, 2048,
+		    "{\"kty\":\"RSA\",\"use\":\"sig\",\"alg\":"
+		    "\"RS256\",\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"}",
+		    kid, sa, sb);
 	else
-		snprintf(out, 2048, "{\"kty\":\"EC\",\"use\":\"sig\",\"alg\":"
+		snprintf(out, 2048,
+		    "{\"kty\":\"EC\",\"use\":\"sig\",\"alg\":"
 		    "\"ES256\",\"kid\":\"%s\",\"crv\":\"P-256\",\"x\":\"%s\","
-		    "\"y\":\"%s\"}", kid, sa, sb);
+		    "\"y\":\"%s\"}",
+		    kid, sa, sb);
 	free(sa);
 	free(sb);
 	BN_free(a);

@@ -24,7 +24,7 @@ char *authtest_bearer(const char *header, const char *payload, jwt_alg_t alg,
     const char *key);
 /* A payload with sub SUB, exp now+EXP_IN, iat now+IAT_IN, then EXTRA
  * (",\"k\":v..." or ""). */
-char *authtest_payload(const char *sub, long exp_in, long iat_in,
-    const char *extra);
+char *
+authtest_payload(const char *sub, long exp_in, long iat_in, const char *extra);
 
 #endif

@@ -20,13 +20,13 @@
 
 #include "store_contract.h"
 
-#define CT_NAME_BUF (GCS_NAME_MAX + 1)
-#define CT_PREFIX_BUF 48
-#define CT_THREADS 8          /* concurrent writers on one name */
-#define CT_LIST_NAMES 9       /* objects made by the list test */
-#define CT_PAGE_LOOPS 64      /* bound on pages fetched by one listing */
+#define CT_NAME_BUF       (GCS_NAME_MAX + 1)
+#define CT_PREFIX_BUF     48
+#define CT_THREADS        8  /* concurrent writers on one name */
+#define CT_LIST_NAMES     9  /* objects made by the list test */
+#define CT_PAGE_LOOPS     64 /* bound on pages fetched by one listing */
 #define CT_CLOCK_SLACK_MS (10 * 60 * 1000) /* store clock vs ours */
-#define CT_UPDATE_GAP_NS 20000000L /* 20 ms: lets a ms clock move */
+#define CT_UPDATE_GAP_NS  20000000L        /* 20 ms: lets a ms clock move */
 
 static store_contract_open_fn ct_open;
 static store_contract_close_fn ct_close;
@@ -85,9 +85,11 @@ ct_meta(const char *k1, const char *v1, const char *k2, const char *v2)
 
 	assert_non_null(m);
 	if (k1 != NULL)
-		assert_int_equal(json_object_set_new(m, k1, json_string(v1)), 0);
+		assert_int_equal(json_object_set_new(m, k1, json_string(v1)),
+		    0);
 	if (k2 != NULL)
-		assert_int_equal(json_object_set_new(m, k2, json_string(v2)), 0);
+		assert_int_equal(json_object_set_new(m, k2, json_string(v2)),
+		    0);
 	return m;
 }
 
@@ -119,7 +121,8 @@ ct_insert_ok(gcs_store *s, const char *name, const json_t *meta,
 	int rc = gcs_insert(s, name, meta, out, &err);
 
 	if (rc != GCS_OK)
-		fail_msg("insert %s: %s (%s)", name, gcs_status_str(rc), err.msg);
+		fail_msg("insert %s: %s (%s)", name, gcs_status_str(rc),
+		    err.msg);
 	assert_true(out->generation > 0);
 	assert_int_equal(out->metageneration, 1);
 	assert_non_null(out->metadata);
@@ -134,7 +137,8 @@ test_insert_get_roundtrip(void **state)
 	char name[CT_NAME_BUF];
 	gcs_object ins, got;
 	gcs_err err;
-	json_t *m = ct_meta("lease_id", "L-1", "purpose", "deploy \"prod\" \xc3\xa9");
+	json_t *m =
+	    ct_meta("lease_id", "L-1", "purpose", "deploy \"prod\" \xc3\xa9");
 	int64_t real = gcs_clock_real(NULL);
 
 	json_object_set_new(m, "empty", json_string(""));
@@ -271,12 +275,15 @@ test_patch_preconditions(void **state)
 	ct_insert_ok(st->s, ct_name(st, name, "p"), m, &ins);
 
 	assert_int_equal(gcs_patch(st->s, name, ins.generation + 1, 1, p, &out,
-	    &err), GCS_PRECONDITION);
+	                     &err),
+	    GCS_PRECONDITION);
 	assert_int_equal(err.status, GCS_PRECONDITION);
 	assert_int_equal(gcs_patch(st->s, name, ins.generation, 2, p, &out,
-	    &err), GCS_PRECONDITION);
+	                     &err),
+	    GCS_PRECONDITION);
 	assert_int_equal(gcs_patch(st->s, ct_name(st, absent, "nope"),
-	    ins.generation, 1, p, &out, &err), GCS_NOT_FOUND);
+	                     ins.generation, 1, p, &out, &err),
+	    GCS_NOT_FOUND);
 	assert_int_equal(err.status, GCS_NOT_FOUND);
 
 	/* None of the failed patches changed anything. */
@@ -308,7 +315,8 @@ test_patch_merges_and_bumps(void **state)
 	ct_sleep_ns(CT_UPDATE_GAP_NS);
 
 	assert_int_equal(gcs_patch(st->s, name, ins.generation, 1, p, &out,
-	    &err), GCS_OK);
+	                     &err),
+	    GCS_OK);
 	assert_int_equal(out.generation, ins.generation);
 	assert_int_equal(out.metageneration, 2);
 	assert_int_equal(out.created_ms, ins.created_ms);
@@ -321,11 +329,13 @@ test_patch_merges_and_bumps(void **state)
 
 	/* The old metageneration no longer matches. */
 	assert_int_equal(gcs_patch(st->s, name, ins.generation, 1, p, &out2,
-	    &err), GCS_PRECONDITION);
+	                     &err),
+	    GCS_PRECONDITION);
 
 	/* A null deletes a key; a null for an absent key is harmless. */
 	assert_int_equal(gcs_patch(st->s, name, ins.generation, 2, del, &out2,
-	    &err), GCS_OK);
+	                     &err),
+	    GCS_OK);
 	assert_int_equal(out2.metageneration, 3);
 	assert_null(json_object_get(out2.metadata, "gone"));
 	assert_null(json_object_get(out2.metadata, "never_there"));
@@ -360,7 +370,8 @@ test_remove_preconditions(void **state)
 
 	ct_insert_ok(st->s, ct_name(st, name, "r"), m, &ins);
 	assert_int_equal(gcs_remove(st->s, ct_name(st, absent, "nope"), 1, 1,
-	    &err), GCS_NOT_FOUND);
+	                     &err),
+	    GCS_NOT_FOUND);
 	assert_int_equal(err.status, GCS_NOT_FOUND);
 	assert_int_equal(gcs_remove(st->s, name, ins.generation + 1, 1, &err),
 	    GCS_PRECONDITION);
@@ -372,7 +383,8 @@ test_remove_preconditions(void **state)
 
 	/* After a patch the delete needs the new metageneration. */
 	assert_int_equal(gcs_patch(st->s, name, ins.generation, 1, m, &out,
-	    &err), GCS_OK);
+	                     &err),
+	    GCS_OK);
 	assert_int_equal(gcs_remove(st->s, name, ins.generation, 1, &err),
 	    GCS_PRECONDITION);
 	assert_int_equal(gcs_remove(st->s, name, ins.generation, 2, &err),
@@ -397,7 +409,8 @@ test_recreate_new_generation(void **state)
 	json_t *mb = ct_meta("lease_id", "B", NULL, NULL);
 
 	ct_insert_ok(st->s, ct_name(st, name, "again"), ma, &a);
-	assert_int_equal(gcs_remove(st->s, name, a.generation, 1, &err), GCS_OK);
+	assert_int_equal(gcs_remove(st->s, name, a.generation, 1, &err),
+	    GCS_OK);
 	ct_insert_ok(st->s, name, mb, &b);
 	assert_true(b.generation > a.generation);
 	assert_int_equal(b.metageneration, 1);
@@ -407,7 +420,8 @@ test_recreate_new_generation(void **state)
 	assert_int_equal(gcs_remove(st->s, name, a.generation, 1, &err),
 	    GCS_PRECONDITION);
 	assert_int_equal(gcs_patch(st->s, name, a.generation, 1, ma, &got,
-	    &err), GCS_PRECONDITION);
+	                     &err),
+	    GCS_PRECONDITION);
 	assert_int_equal(gcs_get(st->s, name, &got, &err), GCS_OK);
 	assert_int_equal(got.generation, b.generation);
 	ct_assert_str(got.metadata, "lease_id", "B");
@@ -425,7 +439,15 @@ test_recreate_new_generation(void **state)
  * order over an encoded form ('/' as %2F) or over path components differs
  * from byte order. */
 static const char *const ct_list_names[CT_LIST_NAMES] = {
-	"a", "a-b", "a.b", "a/1", "a/2", "a/3/deep", "a_b", "ab", "b/1",
+	"a",
+	"a-b",
+	"a.b",
+	"a/1",
+	"a/2",
+	"a/3/deep",
+	"a_b",
+	"ab",
+	"b/1",
 };
 
 static void
@@ -449,8 +471,8 @@ ct_make_list_objects(ct_state *st, int64_t *gens)
 /* List PREFIX (relative to the test prefix) with pages of PAGE and check
  * the result is exactly names FIRST..FIRST+COUNT-1 of ct_list_names. */
 static void
-ct_list_expect(ct_state *st, const int64_t *gens, const char *prefix,
-    int page, size_t first, size_t count)
+ct_list_expect(ct_state *st, const int64_t *gens, const char *prefix, int page,
+    size_t first, size_t count)
 {
 	char full[CT_NAME_BUF];
 	char *token = NULL;
@@ -531,11 +553,13 @@ test_list_skips_removed(void **state)
 	json_t *m = json_object();
 
 	ct_insert_ok(st->s, ct_name(st, name, "k/gone"), m, &o);
-	assert_int_equal(gcs_remove(st->s, name, o.generation, 1, &err), GCS_OK);
+	assert_int_equal(gcs_remove(st->s, name, o.generation, 1, &err),
+	    GCS_OK);
 	gcs_object_clear(&o);
 	ct_insert_ok(st->s, ct_name(st, name, "k/kept"), m, &o);
 	assert_int_equal(gcs_list(st->s, ct_name(st, full, "k/"), 10, NULL, &pg,
-	    &err), GCS_OK);
+	                     &err),
+	    GCS_OK);
 	assert_int_equal(pg.n, 1);
 	assert_string_equal(pg.items[0].name, name);
 	assert_int_equal(pg.items[0].obj.generation, o.generation);
@@ -601,8 +625,12 @@ ct_race(ct_state *st, const char *name, void *(*fn)(void *), int64_t gen,
 
 	assert_int_equal(pthread_barrier_init(&go, NULL, CT_THREADS), 0);
 	for (i = 0; i < CT_THREADS; i++) {
-		r[i] = (ct_racer){ .s = st->s, .name = name, .go = &go,
-		    .gen = gen, .metagen = metagen, .id = i };
+		r[i] = (ct_racer){ .s = st->s,
+			.name = name,
+			.go = &go,
+			.gen = gen,
+			.metagen = metagen,
+			.id = i };
 		assert_int_equal(pthread_create(&th[i], NULL, fn, &r[i]), 0);
 	}
 	for (i = 0; i < CT_THREADS; i++)
@@ -674,12 +702,13 @@ store_contract_run(const char *suite_name, store_contract_open_fn open,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_insert_empty_metadata,
 		    ct_setup, ct_teardown),
-		cmocka_unit_test_setup_teardown(test_insert_twice_412,
-		    ct_setup, ct_teardown),
-		cmocka_unit_test_setup_teardown(test_get_absent_404,
-		    ct_setup, ct_teardown),
+		cmocka_unit_test_setup_teardown(test_insert_twice_412, ct_setup,
+		    ct_teardown),
+		cmocka_unit_test_setup_teardown(test_get_absent_404, ct_setup,
+		    ct_teardown),
 		cmocka_unit_test_setup_teardown(
-		    test_distinct_names_distinct_objects, ct_setup, ct_teardown),
+		    test_distinct_names_distinct_objects, ct_setup,
+		    ct_teardown),
 		cmocka_unit_test_setup_teardown(test_patch_preconditions,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_patch_merges_and_bumps,
@@ -688,8 +717,8 @@ store_contract_run(const char *suite_name, store_contract_open_fn open,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_recreate_new_generation,
 		    ct_setup, ct_teardown),
-		cmocka_unit_test_setup_teardown(test_list_paging,
-		    ct_setup, ct_teardown),
+		cmocka_unit_test_setup_teardown(test_list_paging, ct_setup,
+		    ct_teardown),
 		cmocka_unit_test_setup_teardown(test_list_skips_removed,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_insert_one_wins,

@@ -83,11 +83,11 @@ lease_req(api_lease_req *q, const api_lock *l, const char *owner, int ttl)
 static void
 t_names(void **state)
 {
-	static const char *good[] = {"a", "prod/deploy", "A.b_c-d/e/f", "9",
-		"x..y", "a/b.c", "a/.hidden", NULL};
-	static const char *bad[] = {"", "/a", "a/", "a//b", "../a", "a/../b",
+	static const char *good[] = { "a", "prod/deploy", "A.b_c-d/e/f", "9",
+		"x..y", "a/b.c", "a/.hidden", NULL };
+	static const char *bad[] = { "", "/a", "a/", "a//b", "../a", "a/../b",
 		"a/..", "-a", ".a", "_a", "a b", "a:b", "a%2F", "a\\b", "ä",
-		"a/./b", "a?b", "a#b", NULL};
+		"a/./b", "a?b", "a#b", NULL };
 	char why[128], big[300];
 	int i;
 
@@ -256,8 +256,7 @@ t_released_then_not_found(void **state)
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
 	lease_req(&lq, &l, "alice", 0);
 	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
-	assert_int_equal(api_refresh(f->svc, &lq, &r, &e),
-	    API_LEASE_NOT_FOUND);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_LEASE_NOT_FOUND);
 	api_lock_clear(&r);
 	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_NOT_FOUND);
 	assert_int_equal(api_code_status(e.code), 404);
@@ -400,10 +399,13 @@ t_overdue_and_json(void **state)
 	assert_non_null(j);
 	assert_null(json_object_get(j, "lease_id"));
 	assert_true(json_is_true(json_object_get(j, "overdue")));
-	assert_string_equal(json_string_value(json_object_get(
-	    json_object_get(j, "labels"), "env")), "prod");
-	assert_string_equal(json_string_value(json_object_get(j,
-	    "fencing_token")), "1");
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_object_get(j, "labels"),
+	                            "env")),
+	    "prod");
+	assert_string_equal(json_string_value(
+	                        json_object_get(j, "fencing_token")),
+	    "1");
 	json_decref(j);
 	j = api_lock_json(&l, true);
 	assert_string_equal(json_string_value(json_object_get(j, "lease_id")),

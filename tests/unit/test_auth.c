@@ -15,18 +15,18 @@
 
 #include "auth_testutil.h"
 
-#define SECRET "an-hs256-secret-of-forty-bytes-or-so-123"
+#define SECRET       "an-hs256-secret-of-forty-bytes-or-so-123"
 #define OTHER_SECRET "another-secret-of-forty-bytes-or-so-4567"
-#define HDR_HS "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
-#define HDR_RS "{\"alg\":\"RS256\",\"typ\":\"JWT\",\"kid\":\"rsa1\"}"
-#define HDR_ES "{\"alg\":\"ES256\",\"typ\":\"JWT\",\"kid\":\"ec1\"}"
-#define ISS ",\"iss\":\"https://issuer.example\""
-#define AUD ",\"aud\":\"lockgate\""
+#define HDR_HS       "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
+#define HDR_RS       "{\"alg\":\"RS256\",\"typ\":\"JWT\",\"kid\":\"rsa1\"}"
+#define HDR_ES       "{\"alg\":\"ES256\",\"typ\":\"JWT\",\"kid\":\"ec1\"}"
+#define ISS          ",\"iss\":\"https://issuer.example\""
+#define AUD          ",\"aud\":\"lockgate\""
 
 static char *rsa_priv, *rsa_pub, *rsa2_priv, *ec_priv, *ec_pub;
 static char *rsa_pub_path, *ec_pub_path;
-static auth_ctx *hs;    /* the HS256 secret alone */
-static auth_ctx *mixed; /* secret + RSA (kid rsa1) + EC (kid ec1), iss/aud */
+static auth_ctx *hs;      /* the HS256 secret alone */
+static auth_ctx *mixed;   /* secret + RSA (kid rsa1) + EC (kid ec1), iss/aud */
 static auth_ctx *rsaonly; /* the RSA key alone, no kid */
 
 static auth_ctx *
@@ -182,10 +182,12 @@ test_rs256_es256_valid(void **state)
 	assert_string_equal(id.owner, "repo:acme/app:ref:refs/heads/main");
 	assert_false(id.admin);
 	assert_non_null(id.display);
-	assert_string_equal(json_string_value(json_object_get(id.display,
-	    "run_id")), "22259804324");
-	assert_string_equal(json_string_value(json_object_get(id.display,
-	    "repository")), "acme/app");
+	assert_string_equal(json_string_value(
+	                        json_object_get(id.display, "run_id")),
+	    "22259804324");
+	assert_string_equal(json_string_value(
+	                        json_object_get(id.display, "repository")),
+	    "acme/app");
 	assert_null(json_object_get(id.display, "actor"));
 	auth_identity_clear(&id);
 	free(b);
@@ -193,20 +195,21 @@ test_rs256_es256_valid(void **state)
 	/* A key configured without kid takes tokens with or without one. */
 	expect(rsaonly, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv),
 	    NULL);
-	expect(rsaonly, authtest_bearer("{\"alg\":\"RS256\"}", p, JWT_ALG_RS256,
-	    rsa_priv), NULL);
+	expect(rsaonly,
+	    authtest_bearer("{\"alg\":\"RS256\"}", p, JWT_ALG_RS256, rsa_priv),
+	    NULL);
 	free(p);
 }
 
 static void
 test_aud_array_with_ours(void **state)
 {
-	char *p = authtest_payload("bob", 600, 0, ISS
-	    ",\"aud\":[\"other\",\"lockgate\"]");
+	char *p = authtest_payload("bob", 600, 0,
+	    ISS ",\"aud\":[\"other\",\"lockgate\"]");
 
 	(void)state;
-	expect(
-	    mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
+	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv),
+	    NULL);
 	free(p);
 }
 
@@ -224,7 +227,7 @@ test_leeway(void **state)
 static void
 test_alg_none_any_case(void **state)
 {
-	static const char *const algs[] = {"none", "None", "NONE", "nOnE"};
+	static const char *const algs[] = { "none", "None", "NONE", "nOnE" };
 	char *p = authtest_payload("mallory", 600, 0, "");
 	char h[128], *hb, *pb, *b;
 	size_t i;
@@ -250,14 +253,17 @@ test_alg_none_any_case(void **state)
 		free(pb);
 	}
 	/* No alg at all, an alg spelled in another case, an unsupported one. */
-	expect(hs, authtest_bearer("{\"typ\":\"JWT\"}", p, JWT_ALG_HS256,
-	    SECRET), "alg_not_allowed");
-	expect(hs, authtest_bearer("{\"alg\":\"hs256\"}", p, JWT_ALG_HS256,
-	    SECRET), "alg_not_allowed");
-	expect(hs, authtest_bearer("{\"alg\":\"HS512\"}", p, JWT_ALG_HS256,
-	    SECRET), "alg_not_allowed");
-	expect(hs, authtest_bearer("{\"alg\":null}", p, JWT_ALG_HS256,
-	    SECRET), "alg_not_allowed");
+	expect(hs,
+	    authtest_bearer("{\"typ\":\"JWT\"}", p, JWT_ALG_HS256, SECRET),
+	    "alg_not_allowed");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"hs256\"}", p, JWT_ALG_HS256, SECRET),
+	    "alg_not_allowed");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS512\"}", p, JWT_ALG_HS256, SECRET),
+	    "alg_not_allowed");
+	expect(hs, authtest_bearer("{\"alg\":null}", p, JWT_ALG_HS256, SECRET),
+	    "alg_not_allowed");
 	free(p);
 }
 
@@ -274,8 +280,10 @@ test_alg_confusion(void **state)
 	expect(mixed, authtest_bearer(HDR_HS, p, JWT_ALG_HS256, rsa_pub),
 	    "bad_signature");
 	/* And with the kid of the RSA key. */
-	expect(mixed, authtest_bearer("{\"alg\":\"HS256\",\"kid\":\"rsa1\"}", p,
-	    JWT_ALG_HS256, rsa_pub), "bad_signature");
+	expect(mixed,
+	    authtest_bearer("{\"alg\":\"HS256\",\"kid\":\"rsa1\"}", p,
+	        JWT_ALG_HS256, rsa_pub),
+	    "bad_signature");
 	free(p);
 }
 
@@ -289,8 +297,10 @@ test_key_of_other_alg(void **state)
 	expect(rsaonly, authtest_bearer(HDR_ES, p, JWT_ALG_ES256, ec_priv),
 	    "alg_not_allowed");
 	/* An RS256 token naming the EC key's kid. */
-	expect(mixed, authtest_bearer("{\"alg\":\"RS256\",\"kid\":\"ec1\"}", p,
-	    JWT_ALG_RS256, rsa_priv), "unknown_key");
+	expect(mixed,
+	    authtest_bearer("{\"alg\":\"RS256\",\"kid\":\"ec1\"}", p,
+	        JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
 	/* An ES256 header over an RSA signature. */
 	expect(mixed, authtest_bearer(HDR_ES, p, JWT_ALG_RS256, rsa_priv),
 	    "bad_signature");
@@ -319,9 +329,11 @@ test_times(void **state)
 		    JWT_ALG_HS256, SECRET);
 
 		expect(hs, b, "missing_claim");
-		expect(hs, authtest_bearer(HDR_HS,
-		    "{\"sub\":\"a\",\"exp\":\"99999999999\"}", JWT_ALG_HS256,
-		    SECRET), "malformed_token");
+		expect(hs,
+		    authtest_bearer(HDR_HS,
+		        "{\"sub\":\"a\",\"exp\":\"99999999999\"}",
+		        JWT_ALG_HS256, SECRET),
+		    "malformed_token");
 	}
 	/* A maximum token age. */
 	memset(&c, 0, sizeof(c));
@@ -331,8 +343,12 @@ test_times(void **state)
 	assert_non_null(aged);
 	expect(aged, hs_token("", 600, -7200), "token_too_old");
 	expect(aged, hs_token("", 600, -1800), NULL);
-	expect(aged, authtest_bearer(HDR_HS, "{\"sub\":\"a\",\"exp\":"
-	    "99999999999}", JWT_ALG_HS256, SECRET), "missing_claim");
+	expect(aged,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"a\",\"exp\":"
+	        "99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
 	auth_free(aged);
 }
 
@@ -342,8 +358,8 @@ test_iss_aud(void **state)
 	char *p;
 
 	(void)state;
-	p = authtest_payload("m", 600, 0, ",\"iss\":\"https://evil.example\""
-	    AUD);
+	p = authtest_payload("m", 600, 0,
+	    ",\"iss\":\"https://evil.example\"" AUD);
 	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv),
 	    "wrong_issuer");
 	free(p);
@@ -374,8 +390,8 @@ static char *
 swap_payload(const char *bearer, const char *payload)
 {
 	const char *d1 = strchr(bearer, '.'), *d2 = strrchr(bearer, '.');
-	char *pb = auth_b64url_encode((const unsigned char *)payload,
-	    strlen(payload));
+	char *pb =
+	    auth_b64url_encode((const unsigned char *)payload, strlen(payload));
 	size_t len = strlen(bearer) + strlen(pb) + 1;
 	char *out = malloc(len);
 
@@ -429,7 +445,7 @@ static void
 mutate_all(auth_ctx *a, char *bearer)
 {
 	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
-	    "klmnopqrstuvwxyz0123456789-_.";
+	                               "klmnopqrstuvwxyz0123456789-_.";
 	size_t len = strlen(bearer), i;
 	char *m = malloc(len + 1);
 	int refused = 0;
@@ -476,10 +492,14 @@ test_unknown_kid(void **state)
 	char *p = authtest_payload("m", 600, 0, ISS AUD);
 
 	(void)state;
-	expect(mixed, authtest_bearer("{\"alg\":\"RS256\",\"kid\":\"rsa9\"}", p,
-	    JWT_ALG_RS256, rsa_priv), "unknown_key");
-	expect(mixed, authtest_bearer("{\"alg\":\"RS256\",\"kid\":7}", p,
-	    JWT_ALG_RS256, rsa_priv), "malformed_token");
+	expect(mixed,
+	    authtest_bearer("{\"alg\":\"RS256\",\"kid\":\"rsa9\"}", p,
+	        JWT_ALG_RS256, rsa_priv),
+	    "unknown_key");
+	expect(mixed,
+	    authtest_bearer("{\"alg\":\"RS256\",\"kid\":7}", p, JWT_ALG_RS256,
+	        rsa_priv),
+	    "malformed_token");
 	free(p);
 }
 
@@ -565,10 +585,14 @@ test_duplicate_keys(void **state)
 	char *p = authtest_payload("alice", 600, 0, "");
 
 	(void)state;
-	expect(hs, authtest_bearer("{\"alg\":\"HS256\",\"alg\":\"none\"}", p,
-	    JWT_ALG_HS256, SECRET), "malformed_token");
-	expect(hs, authtest_bearer("{\"alg\":\"HS256\",\"alg\":\"HS256\"}", p,
-	    JWT_ALG_HS256, SECRET), "malformed_token");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS256\",\"alg\":\"none\"}", p,
+	        JWT_ALG_HS256, SECRET),
+	    "malformed_token");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS256\",\"alg\":\"HS256\"}", p,
+	        JWT_ALG_HS256, SECRET),
+	    "malformed_token");
 	free(p);
 	/* In the payload: sub twice. */
 	p = authtest_payload("alice", 600, 0, ",\"sub\":\"root\"");
@@ -583,12 +607,18 @@ test_header_oddities(void **state)
 	char *p = authtest_payload("alice", 600, 0, "");
 
 	(void)state;
-	expect(hs, authtest_bearer("{\"alg\":\"HS256\",\"typ\":\"at+jwt\"}", p,
-	    JWT_ALG_HS256, SECRET), "malformed_token");
-	expect(hs, authtest_bearer("{\"alg\":\"HS256\",\"crit\":[\"exp\"]}", p,
-	    JWT_ALG_HS256, SECRET), "malformed_token");
-	expect(hs, authtest_bearer("{\"alg\":\"HS256\",\"typ\":\"jwt\"}", p,
-	    JWT_ALG_HS256, SECRET), NULL);
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS256\",\"typ\":\"at+jwt\"}", p,
+	        JWT_ALG_HS256, SECRET),
+	    "malformed_token");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS256\",\"crit\":[\"exp\"]}", p,
+	        JWT_ALG_HS256, SECRET),
+	    "malformed_token");
+	expect(hs,
+	    authtest_bearer("{\"alg\":\"HS256\",\"typ\":\"jwt\"}", p,
+	        JWT_ALG_HS256, SECRET),
+	    NULL);
 	free(p);
 }
 
@@ -604,20 +634,30 @@ test_owner_claim(void **state)
 
 	(void)state;
 	/* No sub, an empty sub, a sub with a control character. */
-	expect(hs, authtest_bearer(HDR_HS, "{\"exp\":99999999999}",
-	    JWT_ALG_HS256, SECRET), "missing_claim");
-	expect(hs, authtest_bearer(HDR_HS, "{\"sub\":\"\",\"exp\":99999999999}",
-	    JWT_ALG_HS256, SECRET), "missing_claim");
-	expect(hs, authtest_bearer(HDR_HS, "{\"sub\":\"a\\nb\",\"exp\":"
-	    "99999999999}", JWT_ALG_HS256, SECRET), "missing_claim");
+	expect(hs,
+	    authtest_bearer(HDR_HS, "{\"exp\":99999999999}", JWT_ALG_HS256,
+	        SECRET),
+	    "missing_claim");
+	expect(hs,
+	    authtest_bearer(HDR_HS, "{\"sub\":\"\",\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	expect(hs,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"a\\nb\",\"exp\":"
+	        "99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
 	/* Another claim as owner; numbers read as strings. */
 	memset(&c, 0, sizeof(c));
 	c.jwt_secret = SECRET;
 	c.owner_claim = "project_id";
 	a = auth_new(&c, err, sizeof(err));
 	assert_non_null(a);
-	b = authtest_bearer(HDR_HS, "{\"sub\":\"x\",\"project_id\":4242,"
-	    "\"exp\":99999999999}", JWT_ALG_HS256, SECRET);
+	b = authtest_bearer(HDR_HS,
+	    "{\"sub\":\"x\",\"project_id\":4242,"
+	    "\"exp\":99999999999}",
+	    JWT_ALG_HS256, SECRET);
 	assert_int_equal(auth_verify(a, b, &id, &why), 0);
 	assert_string_equal(id.owner, "4242");
 	auth_identity_clear(&id);
@@ -639,8 +679,10 @@ test_display_cap(void **state)
 	(void)state;
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	snprintf(extra, sizeof(extra), ",\"d1\":\"%s\",\"d2\":\"%s\","
-	    "\"d3\":\"%s\",\"d4\":true,\"d5\":{\"x\":1}", big, big, big);
+	snprintf(extra, sizeof(extra),
+	    ",\"d1\":\"%s\",\"d2\":\"%s\","
+	    "\"d3\":\"%s\",\"d4\":true,\"d5\":{\"x\":1}",
+	    big, big, big);
 	memset(&c, 0, sizeof(c));
 	c.jwt_secret = SECRET;
 	c.display_claims = "d1, d2,d3,d4,d5,absent";
@@ -654,8 +696,9 @@ test_display_cap(void **state)
 	assert_non_null(json_object_get(id.display, "d1"));
 	assert_non_null(json_object_get(id.display, "d2"));
 	assert_null(json_object_get(id.display, "d3"));
-	assert_string_equal(json_string_value(json_object_get(id.display,
-	    "d4")), "true");
+	assert_string_equal(json_string_value(
+	                        json_object_get(id.display, "d4")),
+	    "true");
 	assert_null(json_object_get(id.display, "d5"));
 	assert_true(json_dumpb(id.display, NULL, 0, JSON_COMPACT) <=
 	    API_CLAIMS_BYTES_MAX);
@@ -767,7 +810,8 @@ test_describe(void **state)
 
 	(void)state;
 	assert_int_equal(auth_describe(hs, buf, sizeof(buf)), 0);
-	assert_string_equal(buf, "HS256 secret; no policy (any valid token "
+	assert_string_equal(buf,
+	    "HS256 secret; no policy (any valid token "
 	    "reads and acquires)");
 	assert_int_equal(auth_describe(mixed, buf, sizeof(buf)), 0);
 	assert_non_null(strstr(buf, "HS256 secret; 2 PEM keys"));
@@ -795,8 +839,9 @@ test_secret_file_and_reload(void **state)
 	{
 		char *p = authtest_payload("alice", 600, 0, "");
 
-		expect(a, authtest_bearer(HDR_HS, p, JWT_ALG_HS256,
-		    OTHER_SECRET), NULL);
+		expect(a,
+		    authtest_bearer(HDR_HS, p, JWT_ALG_HS256, OTHER_SECRET),
+		    NULL);
 		free(p);
 	}
 	/* A broken file: reload fails, the old secret stays. */
@@ -805,8 +850,9 @@ test_secret_file_and_reload(void **state)
 	{
 		char *p = authtest_payload("alice", 600, 0, "");
 
-		expect(a, authtest_bearer(HDR_HS, p, JWT_ALG_HS256,
-		    OTHER_SECRET), NULL);
+		expect(a,
+		    authtest_bearer(HDR_HS, p, JWT_ALG_HS256, OTHER_SECRET),
+		    NULL);
 		free(p);
 	}
 	(void)why;
@@ -870,11 +916,12 @@ static void
 test_token_main(void **state)
 {
 	char *sf = authtest_file("tsecret", SECRET "\n");
-	char *argv[] = {"token", "--secret-file", sf, "--sub", "ci-bot",
-	    "--ttl", "2h", "--claim", "repository=acme/app", "--admin", NULL};
-	char *bad[] = {"token", "--sub", "x", "--ttl", "forever", NULL};
-	char *res[] = {"token", "--secret-file", sf, "--sub", "x", "--claim",
-	    "exp=1", NULL};
+	char *argv[] = { "token", "--secret-file", sf, "--sub", "ci-bot",
+		"--ttl", "2h", "--claim", "repository=acme/app", "--admin",
+		NULL };
+	char *bad[] = { "token", "--sub", "x", "--ttl", "forever", NULL };
+	char *res[] = { "token", "--secret-file", sf, "--sub", "x", "--claim",
+		"exp=1", NULL };
 	char *out, *nl, b[8192];
 	auth_identity id;
 	auth_refusal why;
@@ -890,10 +937,12 @@ test_token_main(void **state)
 	assert_int_equal(auth_verify(hs, b, &id, &why), 0);
 	assert_string_equal(id.owner, "ci-bot");
 	assert_true(id.admin);
-	assert_string_equal(json_string_value(json_object_get(id.claims,
-	    "repository")), "acme/app");
+	assert_string_equal(json_string_value(
+	                        json_object_get(id.claims, "repository")),
+	    "acme/app");
 	assert_int_equal(json_integer_value(json_object_get(id.claims, "exp")) -
-	    json_integer_value(json_object_get(id.claims, "iat")), 7200);
+	        json_integer_value(json_object_get(id.claims, "iat")),
+	    7200);
 	auth_identity_clear(&id);
 	out = run_token(&rc, 5, bad);
 	assert_int_equal(rc, 2);

@@ -23,11 +23,11 @@
 /* The fake server's state, guarded by mu. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static char *doc;     /* the JWKS served */
+static char *doc; /* the JWKS served */
 static int status = 200;
-static int requests;  /* requests received */
-static int hang;      /* 1: hold the answer until released */
-static int hanging;   /* requests being held */
+static int requests; /* requests received */
+static int hang;     /* 1: hold the answer until released */
+static int hanging;  /* requests being held */
 
 static struct MHD_Daemon *daemon_;
 static unsigned short port;
@@ -43,8 +43,13 @@ answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
 	char *body;
 	int st;
 
-	(void)cls; (void)u; (void)method; (void)version; (void)upload;
-	(void)upload_size; (void)con;
+	(void)cls;
+	(void)u;
+	(void)method;
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)con;
 	pthread_mutex_lock(&mu);
 	requests++;
 	pthread_cond_broadcast(&cv);
@@ -108,8 +113,9 @@ setup(void **state)
 	ec_priv = authtest_keygen("EC", NULL);
 	doc = strdup("{\"keys\":[]}");
 	daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-	    MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL, answer, NULL,
-	    MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+	        MHD_USE_THREAD_PER_CONNECTION,
+	    0, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR, NULL,
+	    MHD_OPTION_END);
 	if (daemon_ == NULL)
 		return -1;
 	info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
@@ -230,7 +236,8 @@ test_rotation(void **state)
 	/* A JWKS key is bound to its type's algorithm: an HS256 token
 	 * naming it is not even tried. */
 	assert_string_equal(verdict(a, "HS256", "k2", JWT_ALG_HS256,
-	    "an-hs256-secret-of-forty-bytes-or-so-123"), "alg_not_allowed");
+	                        "an-hs256-secret-of-forty-bytes-or-so-123"),
+	    "alg_not_allowed");
 	auth_free(a);
 	free(k1);
 	free(k2);
@@ -280,7 +287,8 @@ test_refetch_rate_limit(void **state)
 	assert_non_null(a);
 	for (i = 0; i < 5; i++)
 		assert_string_equal(verdict(a, "RS256", "nope", JWT_ALG_RS256,
-		    rsa_priv), "unknown_key");
+		                        rsa_priv),
+		    "unknown_key");
 	/* The start's fetch and one re-fetch: unknown kids cannot make us
 	 * hammer the issuer. */
 	assert_int_equal(nrequests(), base + 2);
@@ -309,7 +317,8 @@ test_server_down_at_start(void **state)
 		char buf[256];
 
 		assert_int_equal(auth_describe(a, buf, sizeof(buf)), -1);
-		assert_non_null(strstr(buf, "JWKS: no key yet (JWKS fetch "
+		assert_non_null(strstr(buf,
+		    "JWKS: no key yet (JWKS fetch "
 		    "failed"));
 	}
 	auth_free(a);
@@ -385,16 +394,18 @@ test_jwks_parse(void **state)
 	auth_keyset *ks;
 
 	(void)state;
-	snprintf(d, sizeof(d), "{\"keys\":[%s,%s,{\"kty\":\"RSA\",\"use\":"
-	    "\"enc\",\"n\":\"AQAB\",\"e\":\"AQAB\",\"kid\":\"enc\"}]}", k1, k2);
+	snprintf(d, sizeof(d),
+	    "{\"keys\":[%s,%s,{\"kty\":\"RSA\",\"use\":"
+	    "\"enc\",\"n\":\"AQAB\",\"e\":\"AQAB\",\"kid\":\"enc\"}]}",
+	    k1, k2);
 	ks = auth_jwks_parse(d, strlen(d), err, sizeof(err));
 	assert_non_null(ks);
 	assert_int_equal(ks->n, 2);
 	assert_int_equal(ks->keys[0].alg, JWT_ALG_RS256);
 	assert_string_equal(ks->keys[0].kid, "k1");
 	assert_int_equal(ks->keys[1].alg, JWT_ALG_ES256);
-	assert_non_null(strstr((const char *)ks->keys[1].material,
-	    "BEGIN PUBLIC KEY"));
+	assert_non_null(
+	    strstr((const char *)ks->keys[1].material, "BEGIN PUBLIC KEY"));
 	auth_keyset_unref(ks);
 	/* A key whose alg disagrees with its type is skipped. */
 	snprintf(d, sizeof(d), "{\"keys\":[%s]}", k1);

@@ -15,7 +15,7 @@
 
 #include "auth_testutil.h"
 
-#define SECRET "an-hs256-secret-of-forty-bytes-or-so-123"
+#define SECRET       "an-hs256-secret-of-forty-bytes-or-so-123"
 #define ATTEMPTS_MAX 2000
 
 static long budget = -1; /* allocations left; -1: no limit */
@@ -61,8 +61,10 @@ test_verify_oom(void **state)
 		if (rc == 0) {
 			assert_string_equal(id.owner, "alice");
 			assert_true(id.admin);
-			assert_string_equal(json_string_value(json_object_get(
-			    id.display, "run_id")), "7");
+			assert_string_equal(json_string_value(
+			                        json_object_get(id.display,
+			                            "run_id")),
+			    "7");
 			done = 1;
 		} else {
 			assert_non_null(why.reason);
@@ -85,7 +87,8 @@ test_verify_oom(void **state)
 static void
 test_policy_and_jwks_oom(void **state)
 {
-	static const char policy[] = "{\"rules\":[{\"name\":\"r\",\"match\":"
+	static const char policy[] =
+	    "{\"rules\":[{\"name\":\"r\",\"match\":"
 	    "{\"team\":[\"a*\",\"b\"]},\"locks\":[\"**\"],\"actions\":"
 	    "[\"acquire\"]}]}";
 	char *priv = authtest_keygen("EC", NULL);

@@ -77,16 +77,20 @@ test_policy_validation(void **state)
 	expect_bad("{\"rules\":[{\"actions\":[\"read\"]}]}", "locks must be");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"]}]}", "actions must be");
 	expect_bad("{\"rules\":[{\"name\":\"ci\",\"locks\":[\"a\"],"
-		   "\"actions\":[\"read\"],\"macth\":{}}]}",
+	           "\"actions\":[\"read\"],\"macth\":{}}]}",
 	    "policy ci: unknown field");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
-	    "\"match\":{\"sub\":{}}}]}", "match.sub");
+	           "\"match\":{\"sub\":{}}}]}",
+	    "match.sub");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
-	    "\"match\":{\"sub\":[]}}]}", "match.sub");
+	           "\"match\":{\"sub\":[]}}]}",
+	    "match.sub");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
-	    "\"match\":{\"sub\":\"\"}}]}", "match.sub");
+	           "\"match\":{\"sub\":\"\"}}]}",
+	    "match.sub");
 	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
-	    "\"match\":{\"sub\":\"x\",\"sub\":\"y\"}}]}", "line");
+	           "\"match\":{\"sub\":\"x\",\"sub\":\"y\"}}]}",
+	    "line");
 	expect_bad("{\"rules\":[], \"rules\":[]}", "line");
 	expect_bad("{\"rules\":[7]}", "rule 1 is not an object");
 }
@@ -139,8 +143,8 @@ identity(auth_ctx *a, const char *sub, const char *extra, auth_identity *id)
 }
 
 static int
-allowed(auth_ctx *a, const auth_identity *id, auth_action act,
-    const char *name, char *why)
+allowed(auth_ctx *a, const auth_identity *id, auth_action act, const char *name,
+    char *why)
 {
 	why[0] = '\0';
 	return auth_allowed(a, id, act, name, why, 200);
@@ -188,8 +192,10 @@ test_policy_decisions(void **state)
 	identity(a, "repo:acme/app:ref:refs/heads/feat",
 	    ",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\"",
 	    &branch);
-	identity(a, "repo:evil/app", ",\"repository_owner\":\"evil\","
-	    "\"ref\":\"refs/heads/main\",\"admin\":true", &other);
+	identity(a, "repo:evil/app",
+	    ",\"repository_owner\":\"evil\","
+	    "\"ref\":\"refs/heads/main\",\"admin\":true",
+	    &other);
 	identity(a, "ops-carol", ",\"admin\":true", &ops);
 	identity(a, "ops-dave", "", &opsnot);
 	identity(a, "x", ",\"run_id\":\"42\"", &run);
@@ -260,7 +266,7 @@ test_bad_policy_file(void **state)
 }
 
 #define RELOAD_THREADS 2
-#define RELOAD_ROUNDS 200
+#define RELOAD_ROUNDS  200
 
 typedef struct worker {
 	auth_ctx *a;
@@ -301,8 +307,9 @@ static void
 test_reload_under_load(void **state)
 {
 	static const char p1[] = "{\"rules\":[{\"match\":{\"team\":\"blue\"},"
-	    "\"locks\":[\"x\"],\"actions\":[\"read\"]}]}";
-	static const char p2[] = "{\"rules\":[{\"match\":{\"team\":\"b*\"},"
+	                         "\"locks\":[\"x\"],\"actions\":[\"read\"]}]}";
+	static const char p2[] =
+	    "{\"rules\":[{\"match\":{\"team\":\"b*\"},"
 	    "\"locks\":[\"*\"],\"actions\":[\"acquire\"]}]}";
 	auth_ctx *a = ctx_with_policy(p1);
 	pthread_t t[RELOAD_THREADS];
@@ -335,8 +342,8 @@ test_reload_under_load(void **state)
 		assert_true(allowed(a, &id, AUTH_READ, "x", why));
 		assert_false(allowed(a, &id, AUTH_ACQUIRE, "x", why));
 		/* A broken policy on reload: refused, the old one stays. */
-		free(authtest_file(
-		    "policy.json", "{\"rules\":[{\"locks\":1}]}"));
+		free(authtest_file("policy.json",
+		    "{\"rules\":[{\"locks\":1}]}"));
 		assert_int_equal(auth_reload(a, err, sizeof(err)), -1);
 		assert_non_null(strstr(err, "locks"));
 		assert_true(allowed(a, &id, AUTH_READ, "x", why));

@@ -16,8 +16,8 @@
 #define T0 1795000000123LL /* 2026-11-18T11:06:40.123Z */
 
 static void
-ev(api_event_kind kind, const char *name, const char *owner,
-    const char *holder, const char *actor, int64_t token, int64_t at)
+ev(api_event_kind kind, const char *name, const char *owner, const char *holder,
+    const char *actor, int64_t token, int64_t at)
 {
 	api_event e;
 
@@ -79,12 +79,12 @@ test_fields_and_kinds(void **state)
 		api_event_kind kind;
 		const char *str;
 	} kinds[] = {
-		{API_EV_GRANTED, "acquired"},
-		{API_EV_TAKEOVER, "takeover"},
-		{API_EV_RELEASED, "released"},
-		{API_EV_FORCED, "force_released"},
-		{API_EV_LOST, "lost"},
-		{API_EV_REFRESHED, "refreshed"},
+		{ API_EV_GRANTED, "acquired" },
+		{ API_EV_TAKEOVER, "takeover" },
+		{ API_EV_RELEASED, "released" },
+		{ API_EV_FORCED, "force_released" },
+		{ API_EV_LOST, "lost" },
+		{ API_EV_REFRESHED, "refreshed" },
 	};
 	size_t i, n = sizeof(kinds) / sizeof(kinds[0]);
 	json_t *arr, *o;
@@ -97,8 +97,10 @@ test_fields_and_kinds(void **state)
 	arr = events_of("prod/deploy", 0);
 	assert_int_equal(json_array_size(arr), n);
 	for (i = 0; i < n; i++) /* newest first */
-		assert_string_equal(field(arr, i, "kind"), kinds[n - 1 - i].str);
-	assert_string_equal(field(arr, n - 1, "at"), "2026-11-18T11:06:40.123Z");
+		assert_string_equal(field(arr, i, "kind"),
+		    kinds[n - 1 - i].str);
+	assert_string_equal(field(arr, n - 1, "at"),
+	    "2026-11-18T11:06:40.123Z");
 	assert_string_equal(field(arr, 0, "at"), "2026-11-18T11:06:40.128Z");
 	assert_string_equal(field(arr, 0, "owner"), "alice");
 	assert_string_equal(field(arr, 0, "holder"), "job-1");
@@ -151,7 +153,8 @@ test_strings_are_copied(void **state)
 	name[0] = 'Z';
 	arr = events_of("ci/lock", 5);
 	assert_int_equal(json_array_size(arr), 1);
-	assert_string_equal(field(arr, 0, "holder"), "https://ci.example/job/1");
+	assert_string_equal(field(arr, 0, "holder"),
+	    "https://ci.example/job/1");
 	json_decref(arr);
 }
 
@@ -193,8 +196,9 @@ test_refreshes_fold(void **state)
 	arr = events_of("r", 10);
 	assert_int_equal(json_array_size(arr), 2);
 	assert_string_equal(field(arr, 0, "kind"), "refreshed");
-	assert_int_equal(json_integer_value(json_object_get(
-	    json_array_get(arr, 0), "count")), 50);
+	assert_int_equal(json_integer_value(
+	                     json_object_get(json_array_get(arr, 0), "count")),
+	    50);
 	assert_string_equal(field(arr, 0, "at"), "2026-11-18T11:06:40.173Z");
 	assert_string_equal(field(arr, 1, "kind"), "acquired");
 	json_decref(arr);
@@ -207,8 +211,9 @@ test_refreshes_fold(void **state)
 	arr = events_of("r", 10);
 	assert_int_equal(json_array_size(arr), 5);
 	assert_string_equal(field(arr, 0, "owner"), "carol");
-	assert_int_equal(json_integer_value(json_object_get(
-	    json_array_get(arr, 0), "count")), 2);
+	assert_int_equal(json_integer_value(
+	                     json_object_get(json_array_get(arr, 0), "count")),
+	    2);
 	assert_string_equal(field(arr, 2, "kind"), "released");
 	json_decref(arr);
 }
@@ -277,9 +282,9 @@ test_times_before_epoch(void **state)
 	json_decref(arr);
 }
 
-#define THREADS 4
+#define THREADS    4
 #define PER_THREAD 1000
-_Static_assert(THREADS * PER_THREAD <= SRV_EVENTS_MAX, "all fit in the ring");
+_Static_assert(THREADS *PER_THREAD <= SRV_EVENTS_MAX, "all fit in the ring");
 
 static void *
 writer(void *arg)
@@ -309,7 +314,8 @@ test_threads(void **state)
 	(void)state;
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, writer,
-		    (void *)(intptr_t)i), 0);
+		                     (void *)(intptr_t)i),
+		    0);
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_join(th[i], NULL), 0);
 	for (i = 0; i < THREADS; i++) {

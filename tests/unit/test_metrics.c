@@ -20,7 +20,7 @@
 #include "gcs/gcs.h"
 #include "server/metrics.h"
 
-#define THREADS 4
+#define THREADS    4
 #define PER_THREAD 20000
 
 static char *
@@ -229,29 +229,40 @@ test_http_counts_and_other(void **state)
 	metrics_http("list", 42, 0.001);
 	metrics_http("list", 600, 0.001);
 	b = scrape();
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"acquire\",status=\"200\"}") == 2);
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"acquire\",status=\"409\"}") == 1);
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"force_release\",status=\"204\"}") == 1);
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"other\",status=\"404\"}") == 1);
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"other\",status=\"200\"}") == 1);
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"list\",status=\"other\"}") == 2);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"acquire\",status=\"200\"}") == 2);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"acquire\",status=\"409\"}") == 1);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"force_release\",status=\"204\"}") == 1);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"other\",status=\"404\"}") == 1);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"other\",status=\"200\"}") == 1);
+	assert_true(delta(a, b,
+	                "lockgate_http_requests_total"
+	                "{route=\"list\",status=\"other\"}") == 2);
 	/* A name that is not a known route never becomes a label. */
 	assert_null(strstr(b, "secret-project"));
-	assert_true(delta(a, b, "lockgate_http_request_duration_seconds_count"
-	    "{route=\"acquire\"}") == 3);
+	assert_true(delta(a, b,
+	                "lockgate_http_request_duration_seconds_count"
+	                "{route=\"acquire\"}") == 3);
 	/* 0.002 and 0.001 are <= 0.0025; 0.004 is not. */
-	assert_true(delta(a, b, "lockgate_http_request_duration_seconds_bucket"
-	    "{route=\"acquire\",le=\"0.0025\"}") == 2);
-	assert_true(delta(a, b, "lockgate_http_request_duration_seconds_bucket"
-	    "{route=\"acquire\",le=\"0.005\"}") == 3);
-	assert_true(fabs(delta(a, b, "lockgate_http_request_duration_seconds_sum"
-	    "{route=\"acquire\"}") - 0.007) < 1e-9);
+	assert_true(delta(a, b,
+	                "lockgate_http_request_duration_seconds_bucket"
+	                "{route=\"acquire\",le=\"0.0025\"}") == 2);
+	assert_true(delta(a, b,
+	                "lockgate_http_request_duration_seconds_bucket"
+	                "{route=\"acquire\",le=\"0.005\"}") == 3);
+	assert_true(fabs(delta(a, b,
+	                     "lockgate_http_request_duration_seconds_sum"
+	                     "{route=\"acquire\"}") -
+	                0.007) < 1e-9);
 	free(a);
 	free(b);
 }
@@ -263,23 +274,27 @@ test_histogram_edges(void **state)
 
 	(void)state;
 	a = scrape();
-	metrics_wait_observe(0.01);   /* exactly on a bound: le is inclusive */
+	metrics_wait_observe(0.01); /* exactly on a bound: le is inclusive */
 	metrics_wait_observe(0.011);
-	metrics_wait_observe(1000);   /* above every finite bound */
-	metrics_wait_observe(NAN);    /* counted as 0 */
-	metrics_wait_observe(-3);     /* counted as 0 */
+	metrics_wait_observe(1000); /* above every finite bound */
+	metrics_wait_observe(NAN);  /* counted as 0 */
+	metrics_wait_observe(-3);   /* counted as 0 */
 	b = scrape();
-	assert_true(delta(a, b,
-	    "lockgate_wait_duration_seconds_bucket{le=\"0.01\"}") == 3);
-	assert_true(delta(a, b,
-	    "lockgate_wait_duration_seconds_bucket{le=\"0.05\"}") == 4);
-	assert_true(delta(a, b,
-	    "lockgate_wait_duration_seconds_bucket{le=\"300\"}") == 4);
-	assert_true(delta(a, b,
-	    "lockgate_wait_duration_seconds_bucket{le=\"+Inf\"}") == 5);
+	assert_true(
+	    delta(a, b, "lockgate_wait_duration_seconds_bucket{le=\"0.01\"}") ==
+	    3);
+	assert_true(
+	    delta(a, b, "lockgate_wait_duration_seconds_bucket{le=\"0.05\"}") ==
+	    4);
+	assert_true(
+	    delta(a, b, "lockgate_wait_duration_seconds_bucket{le=\"300\"}") ==
+	    4);
+	assert_true(
+	    delta(a, b, "lockgate_wait_duration_seconds_bucket{le=\"+Inf\"}") ==
+	    5);
 	assert_true(delta(a, b, "lockgate_wait_duration_seconds_count") == 5);
 	assert_true(fabs(delta(a, b, "lockgate_wait_duration_seconds_sum") -
-	    1000.021) < 1e-6);
+	                1000.021) < 1e-6);
 	assert_true(check_histograms(b) >= 2);
 	free(a);
 	free(b);
@@ -289,8 +304,13 @@ static void
 test_lock_outcomes(void **state)
 {
 	static const char *const names[] = {
-		"granted", "conflict", "lost", "expired_takeover", "forced",
-		"released", "refreshed",
+		"granted",
+		"conflict",
+		"lost",
+		"expired_takeover",
+		"forced",
+		"released",
+		"refreshed",
 	};
 	char series[128], *a, *b;
 	size_t i;
@@ -310,11 +330,13 @@ test_lock_outcomes(void **state)
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(series, sizeof(series),
 		    "lockgate_lock_outcomes_total{outcome=\"%s\"}", names[i]);
-		assert_true(sample(a, series) >= 0); /* present from the start */
+		assert_true(
+		    sample(a, series) >= 0); /* present from the start */
 		assert_true(delta(a, b, series) == (double)(i + 1));
 	}
-	assert_true(delta(a, b,
-	    "lockgate_lock_outcomes_total{outcome=\"other\"}") == 2);
+	assert_true(
+	    delta(a, b, "lockgate_lock_outcomes_total{outcome=\"other\"}") ==
+	    2);
 	assert_null(strstr(b, "stolen"));
 	free(a);
 	free(b);
@@ -357,10 +379,12 @@ test_store_stats(void **state)
 	gcs_stat_token_fetch(0);
 	b = scrape();
 	assert_true(delta(a, b, "lockgate_storage_retries_total") == 2);
-	assert_true(delta(a, b,
-	    "lockgate_storage_token_fetches_total{result=\"ok\"}") == 1);
-	assert_true(delta(a, b,
-	    "lockgate_storage_token_fetches_total{result=\"error\"}") == 2);
+	assert_true(
+	    delta(a, b,
+	        "lockgate_storage_token_fetches_total{result=\"ok\"}") == 1);
+	assert_true(
+	    delta(a, b,
+	        "lockgate_storage_token_fetches_total{result=\"error\"}") == 2);
 	free(a);
 	free(b);
 }
@@ -389,16 +413,20 @@ test_store_wrapper(void **state)
 	    GCS_PRECONDITION);
 	gcs_object_clear(&o);
 	assert_int_equal(gcs_get(s, "a/b", &o, &err), GCS_OK);
-	assert_string_equal(json_string_value(json_object_get(o.metadata,
-	    "owner")), "alice");
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "owner")),
+	    "alice");
 	assert_int_equal(gcs_get(s, "nope", &o2, &err), GCS_NOT_FOUND);
 	assert_int_equal(gcs_patch(s, "a/b", o.generation, o.metageneration,
-	    meta, &o2, &err), GCS_OK);
+	                     meta, &o2, &err),
+	    GCS_OK);
 	gcs_object_clear(&o2);
 	assert_int_equal(gcs_remove(s, "a/b", o.generation, o.metageneration,
-	    &err), GCS_PRECONDITION); /* stale metageneration */
+	                     &err),
+	    GCS_PRECONDITION); /* stale metageneration */
 	assert_int_equal(gcs_remove(s, "a/b", o.generation,
-	    o.metageneration + 1, &err), GCS_OK);
+	                     o.metageneration + 1, &err),
+	    GCS_OK);
 	assert_int_equal(gcs_list(s, "a/", 10, NULL, &pg, &err), GCS_OK);
 	assert_int_equal(pg.n, 0);
 	gcs_page_clear(&pg);
@@ -407,21 +435,23 @@ test_store_wrapper(void **state)
 	assert_int_equal(gcs_get(s, "", &o2, &err), GCS_INVALID);
 	b = scrape();
 	assert_true(delta(a, b, STORE_SERIES("insert", "ok")) == 1);
-	assert_true(delta(a, b,
-	    STORE_SERIES("insert", "precondition_failed")) == 1);
+	assert_true(
+	    delta(a, b, STORE_SERIES("insert", "precondition_failed")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("get", "ok")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("get", "not_found")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("get", "invalid")) == 0);
 	assert_true(delta(a, b, STORE_SERIES("patch", "ok")) == 1);
-	assert_true(delta(a, b,
-	    STORE_SERIES("delete", "precondition_failed")) == 1);
+	assert_true(
+	    delta(a, b, STORE_SERIES("delete", "precondition_failed")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("delete", "ok")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("list", "ok")) == 1);
 	assert_true(delta(a, b, STORE_SERIES("check", "ok")) == 1);
-	assert_true(delta(a, b, "lockgate_storage_request_duration_seconds_count"
-	    "{op=\"insert\"}") == 2);
-	assert_true(delta(a, b, "lockgate_storage_request_duration_seconds_count"
-	    "{op=\"get\"}") == 2);
+	assert_true(delta(a, b,
+	                "lockgate_storage_request_duration_seconds_count"
+	                "{op=\"insert\"}") == 2);
+	assert_true(delta(a, b,
+	                "lockgate_storage_request_duration_seconds_count"
+	                "{op=\"get\"}") == 2);
 	assert_true(check_histograms(b) >= 3);
 	gcs_object_clear(&o);
 	json_decref(meta);
@@ -489,12 +519,15 @@ test_threads_lose_nothing(void **state)
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 	b = scrape();
-	assert_true(delta(a, b, "lockgate_http_requests_total"
-	    "{route=\"inspect\",status=\"200\"}") == THREADS * PER_THREAD);
-	assert_true(delta(a, b, "lockgate_http_request_duration_seconds_count"
-	    "{route=\"inspect\"}") == THREADS * PER_THREAD);
-	assert_true(delta(a, b, STORE_SERIES("list", "ok")) ==
-	    THREADS * PER_THREAD);
+	assert_true(
+	    delta(a, b,
+	        "lockgate_http_requests_total"
+	        "{route=\"inspect\",status=\"200\"}") == THREADS * PER_THREAD);
+	assert_true(delta(a, b,
+	                "lockgate_http_request_duration_seconds_count"
+	                "{route=\"inspect\"}") == THREADS * PER_THREAD);
+	assert_true(
+	    delta(a, b, STORE_SERIES("list", "ok")) == THREADS * PER_THREAD);
 	assert_true(sample(b, "lockgate_waiters") == 0);
 	free(a);
 	free(b);

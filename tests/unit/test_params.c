@@ -41,8 +41,8 @@ fq_each(void *ctx, params_visit_fn fn, void *arg)
 			return;
 }
 
-static const char *const acquire[] = {"ttl", "wait", "holder", "purpose",
-	"labels", "lease_id", "include_expired", NULL};
+static const char *const acquire[] = { "ttl", "wait", "holder", "purpose",
+	"labels", "lease_id", "include_expired", NULL };
 
 /* Prepare P over query Q and BODY; returns params_prepare's result. */
 static int
@@ -59,8 +59,9 @@ prep(srv_params *p, fake_query *q, const char *body, api_err *err)
 static void
 t_query_values(void **state)
 {
-	fake_query q = {{{"ttl", "600"}, {"holder", "ci job 7"},
-		{"include_expired", NULL}}, 3};
+	fake_query q = { { { "ttl", "600" }, { "holder", "ci job 7" },
+		             { "include_expired", NULL } },
+		3 };
 	srv_params p;
 	api_err e;
 	char holder[64], purpose[64];
@@ -77,7 +78,8 @@ t_query_values(void **state)
 	    1);
 	assert_string_equal(holder, "ci job 7");
 	assert_int_equal(params_str(&p, "purpose", purpose, sizeof(purpose),
-	    &e), 0);
+	                     &e),
+	    0);
 	assert_string_equal(purpose, "");
 	assert_int_equal(params_bool(&p, "include_expired", false, &inc, &e),
 	    0);
@@ -88,7 +90,7 @@ t_query_values(void **state)
 static void
 t_body_values(void **state)
 {
-	fake_query q = {{{NULL, NULL}}, 0};
+	fake_query q = { { { NULL, NULL } }, 0 };
 	srv_params p;
 	api_err e;
 	json_t *labels;
@@ -97,8 +99,10 @@ t_body_values(void **state)
 
 	(void)state;
 	assert_int_equal(prep(&p, &q,
-	    "{\"ttl\": 30, \"labels\": {\"env\": \"prod\"}, \"holder\": \"x\"}",
-	    &e), 0);
+	                     "{\"ttl\": 30, \"labels\": {\"env\": \"prod\"}, "
+	                     "\"holder\": \"x\"}",
+	                     &e),
+	    0);
 	assert_int_equal(params_int(&p, "ttl", 2, 86400, 300, &ttl, &e), 0);
 	assert_int_equal(ttl, 30);
 	assert_int_equal(params_labels(&p, &labels, &e), 0);
@@ -114,17 +118,17 @@ static void
 t_refused(void **state)
 {
 	static const char *bodies[] = {
-		"{\"ttl\": 30",                 /* truncated */
-		"[1, 2]",                       /* not an object */
-		"{\"ttl\": 1, \"ttl\": 2}",     /* duplicate key */
-		"{\"tll\": 30}",                /* unknown key */
-		"\"ttl\"",                      /* a string */
+		"{\"ttl\": 30",             /* truncated */
+		"[1, 2]",                   /* not an object */
+		"{\"ttl\": 1, \"ttl\": 2}", /* duplicate key */
+		"{\"tll\": 30}",            /* unknown key */
+		"\"ttl\"",                  /* a string */
 		NULL,
 	};
-	fake_query unknown = {{{"tll", "30"}}, 1};
-	fake_query twice = {{{"ttl", "30"}, {"ttl", "40"}}, 2};
-	fake_query both = {{{"ttl", "30"}}, 1};
-	fake_query none = {{{NULL, NULL}}, 0};
+	fake_query unknown = { { { "tll", "30" } }, 1 };
+	fake_query twice = { { { "ttl", "30" }, { "ttl", "40" } }, 2 };
+	fake_query both = { { { "ttl", "30" } }, 1 };
+	fake_query none = { { { NULL, NULL } }, 0 };
 	srv_params p;
 	api_err e;
 	int i;
@@ -149,11 +153,11 @@ t_refused(void **state)
 static void
 t_bad_numbers_and_text(void **state)
 {
-	static const char *bad_ints[] = {"", "abc", "1.5", "-5", "+5", " 5",
-		"5 ", "99999999999999999999", "0x10", "1", "86401", NULL};
-	static const char *bad_text[] = {"a\nb", "tab\there", "\x7f",
-		"\xff\xfe", "\xc0\xaf", "\xe2\x82", NULL};
-	fake_query q = {{{"ttl", NULL}}, 1};
+	static const char *bad_ints[] = { "", "abc", "1.5", "-5", "+5", " 5",
+		"5 ", "99999999999999999999", "0x10", "1", "86401", NULL };
+	static const char *bad_text[] = { "a\nb", "tab\there", "\x7f",
+		"\xff\xfe", "\xc0\xaf", "\xe2\x82", NULL };
+	fake_query q = { { { "ttl", NULL } }, 1 };
 	srv_params p;
 	api_err e;
 	char out[16];
@@ -173,8 +177,8 @@ t_bad_numbers_and_text(void **state)
 		q.kv[0][0] = "holder";
 		q.kv[0][1] = bad_text[i];
 		assert_int_equal(prep(&p, &q, NULL, &e), 0);
-		assert_int_equal(params_str(&p, "holder", out, sizeof(out),
-		    &e), -1);
+		assert_int_equal(params_str(&p, "holder", out, sizeof(out), &e),
+		    -1);
 		params_clear(&p);
 	}
 	/* UTF-8 text is fine; too long is not. */
@@ -187,14 +191,17 @@ t_bad_numbers_and_text(void **state)
 	assert_int_equal(params_str(&p, "holder", out, sizeof(out), &e), -1);
 	params_clear(&p);
 	/* Wrong JSON types. */
-	assert_int_equal(prep(&p, &(fake_query){{{NULL, NULL}}, 0},
-	    "{\"ttl\": \"30\", \"holder\": 5, \"include_expired\": 1}", &e), 0);
+	assert_int_equal(
+	    prep(&p, &(fake_query){ { { NULL, NULL } }, 0 },
+	        "{\"ttl\": \"30\", \"holder\": 5, \"include_expired\": 1}", &e),
+	    0);
 	assert_int_equal(params_int(&p, "ttl", 2, 86400, 300, &v, &e), -1);
 	assert_int_equal(params_str(&p, "holder", out, sizeof(out), &e), -1);
 	{
 		bool b;
 		assert_int_equal(params_bool(&p, "include_expired", false, &b,
-		    &e), -1);
+		                     &e),
+		    -1);
 	}
 	params_clear(&p);
 }
@@ -202,7 +209,9 @@ t_bad_numbers_and_text(void **state)
 static void
 t_labels(void **state)
 {
-	fake_query q = {{{"labels", "{\"env\":\"prod\",\"team\":\"web\"}"}}, 1};
+	fake_query q = {
+		{ { "labels", "{\"env\":\"prod\",\"team\":\"web\"}" } }, 1
+	};
 	srv_params p;
 	api_err e;
 	json_t *l;

@@ -31,17 +31,17 @@
 #include "gcs/store_file.h"
 #include "store_contract.h"
 
-#define T_PATH 1024
-#define T_BASE 256
-#define T_NAME (GCS_NAME_MAX + 1)
+#define T_PATH          1024
+#define T_BASE          256
+#define T_NAME          (GCS_NAME_MAX + 1)
 #define T_GROUP_THREADS 64
-#define T_GROUP_OPS 8           /* insert+remove cycles per thread */
-#define T_BIG_OBJECTS 1024      /* for the list and checkpoint tests */
-#define T_BIG_META 8000         /* near GCS_META_BYTES_MAX: big records */
-#define T_FORK_ROUNDS 40
-#define T_FORK_TRIES 20000      /* bound on inserts retried on one name */
-#define T_PIPE_WAIT_MS 60000    /* bound on waiting for a child's report */
-#define T_RACE_THREADS 8
+#define T_GROUP_OPS     8    /* insert+remove cycles per thread */
+#define T_BIG_OBJECTS   1024 /* for the list and checkpoint tests */
+#define T_BIG_META      8000 /* near GCS_META_BYTES_MAX: big records */
+#define T_FORK_ROUNDS   40
+#define T_FORK_TRIES    20000 /* bound on inserts retried on one name */
+#define T_PIPE_WAIT_MS  60000 /* bound on waiting for a child's report */
+#define T_RACE_THREADS  8
 
 static char base[T_BASE]; /* mkdtemp'd root of every test directory */
 static pid_t child_pid;   /* a forked writer still to be reaped */
@@ -136,7 +136,9 @@ get_v(gcs_store *s, const char *name, int64_t *gen, int64_t *mg,
 			*mg = o.metageneration;
 		if (want_v != NULL)
 			assert_string_equal(json_string_value(
-			    json_object_get(o.metadata, "v")), want_v);
+			                        json_object_get(o.metadata,
+			                            "v")),
+			    want_v);
 		gcs_object_clear(&o);
 	}
 	return rc;
@@ -181,8 +183,18 @@ static void
 test_names_stay_inside(void **state)
 {
 	static const char *const names[] = {
-		"..", ".", ".hidden", "a/../../etc/passwd", "%41", "A",
-		"x/y", "x%2Fy", "a b\t\n", "caf\xc3\xa9", "-", "~tilde",
+		"..",
+		".",
+		".hidden",
+		"a/../../etc/passwd",
+		"%41",
+		"A",
+		"x/y",
+		"x%2Fy",
+		"a b\t\n",
+		"caf\xc3\xa9",
+		"-",
+		"~tilde",
 	};
 	char dir[T_PATH], big[T_NAME];
 	size_t i, k;
@@ -211,7 +223,8 @@ test_names_stay_inside(void **state)
 	big[0] = 'r';
 	insert_ok(s, big, "big2");
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		assert_int_equal(get_v(s, names[i], NULL, NULL, names[i]), GCS_OK);
+		assert_int_equal(get_v(s, names[i], NULL, NULL, names[i]),
+		    GCS_OK);
 	assert_int_equal(get_v(s, big, NULL, NULL, "big2"), GCS_OK);
 	big[0] = 'q';
 	assert_int_equal(get_v(s, big, NULL, NULL, "big1"), GCS_OK);
@@ -224,7 +237,8 @@ test_names_stay_inside(void **state)
 		struct stat st;
 		char p[T_PATH * 2];
 
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
 		if (de->d_name[0] == '.')
@@ -614,12 +628,15 @@ test_two_stores_one_winner(void **state)
 	st[1] = open_ok(dir);
 	for (round = 0; round < 5; round++) {
 		assert_int_equal(pthread_barrier_init(&go, NULL,
-		    2 * T_RACE_THREADS), 0);
+		                     2 * T_RACE_THREADS),
+		    0);
 		for (i = 0; i < 2 * T_RACE_THREADS; i++) {
-			r[i] = (racer){ .s = st[i % 2], .name = "contended",
-			    .go = &go };
+			r[i] = (racer){ .s = st[i % 2],
+				.name = "contended",
+				.go = &go };
 			assert_int_equal(pthread_create(&th[i], NULL,
-			    race_insert, &r[i]), 0);
+			                     race_insert, &r[i]),
+			    0);
 		}
 		wins = 0;
 		winner_gen = 0;
@@ -638,7 +655,8 @@ test_two_stores_one_winner(void **state)
 		prev = winner_gen;
 		/* Release through the other store. */
 		assert_int_equal(gcs_remove(st[round % 2], "contended",
-		    winner_gen, 1, &err), GCS_OK);
+		                     winner_gen, 1, &err),
+		    GCS_OK);
 	}
 	gcs_store_free(st[0]);
 	gcs_store_free(st[1]);
@@ -789,12 +807,12 @@ test_two_processes(void **state)
 /* ---- kill -9 ---- */
 
 #define T_KILL_THREADS 8
-#define T_KILL_NAMES 4096  /* per thread, more than a round can reach */
+#define T_KILL_NAMES   4096 /* per thread, more than a round can reach */
 
 /* What a child reports after each acknowledged write. */
 typedef struct kill_report {
 	int32_t thread, index;
-	int32_t op;            /* 1 insert acknowledged, 2 remove acknowledged */
+	int32_t op; /* 1 insert acknowledged, 2 remove acknowledged */
 	int32_t pad;
 	int64_t gen;
 } kill_report;
@@ -828,7 +846,8 @@ kill_worker_main(void *arg)
 		if (write(w->fd, &r, sizeof(r)) != sizeof(r))
 			_exit(6);
 		if (i > 0) {
-			snprintf(name, sizeof(name), "t%d/%d", w->thread, i - 1);
+			snprintf(name, sizeof(name), "t%d/%d", w->thread,
+			    i - 1);
 			if (gcs_remove(w->s, name, prev, 1, &err) != GCS_OK)
 				_exit(7);
 			r = (kill_report){ w->thread, i - 1, 2, 0, prev };
@@ -938,7 +957,8 @@ test_kill9_loses_nothing(void **state)
 		for (t = 0; t < T_KILL_THREADS; t++) {
 			kill_seen *k = &seen[t];
 
-			for (i = 0; i <= k->last_ins + 2 && i < T_KILL_NAMES; i++) {
+			for (i = 0; i <= k->last_ins + 2 && i < T_KILL_NAMES;
+			     i++) {
 				snprintf(name, sizeof(name), "t%d/%d", t, i);
 				rc = get_v(s, name, &gen, NULL, NULL);
 				if (i <= k->last_del) {
@@ -993,8 +1013,8 @@ cycle_main(void *arg)
 			c->failures++;
 			continue;
 		}
-		if (c->meta_bytes == 0 && gcs_remove(c->s, name, o.generation,
-		    1, &err) != GCS_OK)
+		if (c->meta_bytes == 0 &&
+		    gcs_remove(c->s, name, o.generation, 1, &err) != GCS_OK)
 			c->failures++;
 		gcs_object_clear(&o);
 	}
@@ -1012,9 +1032,12 @@ run_cyclers(gcs_store *s, int threads, int cycles, size_t meta_bytes)
 
 	assert_true(threads <= T_GROUP_THREADS);
 	for (i = 0; i < threads; i++) {
-		c[i] = (cycler){ .s = s, .id = i, .cycles = cycles,
-		    .meta_bytes = meta_bytes };
-		assert_int_equal(pthread_create(&th[i], NULL, cycle_main, &c[i]),
+		c[i] = (cycler){ .s = s,
+			.id = i,
+			.cycles = cycles,
+			.meta_bytes = meta_bytes };
+		assert_int_equal(pthread_create(&th[i], NULL, cycle_main,
+		                     &c[i]),
 		    0);
 	}
 	for (i = 0; i < threads; i++) {
@@ -1079,8 +1102,11 @@ test_checkpoint_and_big_list(void **state)
 		for (i = 0; i < pg.n; i++) {
 			assert_true(strcmp(prev, pg.items[i].name) < 0);
 			snprintf(prev, sizeof(prev), "%s", pg.items[i].name);
-			assert_int_equal(strlen(json_string_value(json_object_get(
-			    pg.items[i].obj.metadata, "pad"))), T_BIG_META);
+			assert_int_equal(strlen(json_string_value(
+			                     json_object_get(pg.items[i]
+			                                         .obj.metadata,
+			                         "pad"))),
+			    T_BIG_META);
 		}
 		total += pg.n;
 		free(token);

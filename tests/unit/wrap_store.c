@@ -47,8 +47,8 @@ w_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 }
 
 static int
-w_patch(gcs_store *s, const char *name, int64_t g, int64_t m,
-    const json_t *md, gcs_object *out, gcs_err *err)
+w_patch(gcs_store *s, const char *name, int64_t g, int64_t m, const json_t *md,
+    gcs_object *out, gcs_err *err)
 {
 	wrap_store *w = (wrap_store *)s;
 	int rc;

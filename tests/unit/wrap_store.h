@@ -9,16 +9,23 @@
 
 #include "gcs/gcs.h"
 
-typedef enum wrap_op { W_INSERT, W_GET, W_PATCH, W_REMOVE, W_LIST, W_NOPS } wrap_op;
+typedef enum wrap_op {
+	W_INSERT,
+	W_GET,
+	W_PATCH,
+	W_REMOVE,
+	W_LIST,
+	W_NOPS
+} wrap_op;
 
 typedef struct wrap_store {
 	gcs_store base;
-	gcs_store *inner;     /* owned */
+	gcs_store *inner; /* owned */
 	int calls[W_NOPS];
 	/* Next call of op `ghost_op`: apply it, then answer as a retried
 	 * request whose first answer was lost would be answered by GCS:
 	 * insert -> 412 (attempts 2), remove -> 404 (attempts 2). */
-	int ghost_op;         /* -1 = none */
+	int ghost_op; /* -1 = none */
 	/* Next call of op `fail_op` fails with `fail_status` unapplied. */
 	int fail_op;
 	gcs_status fail_status;
