@@ -143,6 +143,8 @@ auth_keyset *auth_jwks_refetch(auth_jwks *j);
 /* The number of keys now cached; when none, ERR says why (the last
  * fetch's error). */
 size_t auth_jwks_status(auth_jwks *j, char *err, size_t errlen);
+/* Seconds until the cached keys are fetched again (tests). */
+long auth_jwks_ttl(auth_jwks *j);
 /* Number of completed fetches, successful or not (tests). */
 unsigned long auth_jwks_fetches(auth_jwks *j);
 

@@ -340,6 +340,17 @@ auth_jwks_status(auth_jwks *j, char *err, size_t errlen)
 	return n;
 }
 
+long
+auth_jwks_ttl(auth_jwks *j)
+{
+	long left;
+
+	pthread_mutex_lock(&j->mu);
+	left = (long)(j->next_refresh - mono_now());
+	pthread_mutex_unlock(&j->mu);
+	return left;
+}
+
 unsigned long
 auth_jwks_fetches(auth_jwks *j)
 {

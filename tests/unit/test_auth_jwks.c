@@ -28,6 +28,7 @@ static int status = 200;
 static int requests; /* requests received */
 static int hang;     /* 1: hold the answer until released */
 static int hanging;  /* requests being held */
+static const char *cache_control = "public, max-age=3600";
 
 static struct MHD_Daemon *daemon_;
 static unsigned short port;
@@ -40,6 +41,7 @@ answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+	const char *cc;
 	char *body;
 	int st;
 
@@ -66,11 +68,13 @@ answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
 	}
 	body = strdup(doc);
 	st = status;
+	cc = cache_control;
 	pthread_mutex_unlock(&mu);
 	r = MHD_create_response_from_buffer(strlen(body), body,
 	    MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", "application/json");
-	MHD_add_response_header(r, "Cache-Control", "public, max-age=3600");
+	if (cc != NULL)
+		MHD_add_response_header(r, "Cache-Control", cc);
 	ret = MHD_queue_response(c, (unsigned)st, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -384,6 +388,51 @@ test_hanging_fetch_does_not_stall(void **state)
 	free(k1);
 }
 
+/* The keys are kept as long as Cache-Control max-age says, within the
+ * bounds (a missing max-age gets the default). */
+static void
+test_max_age(void **state)
+{
+	static const struct {
+		const char *cc;
+		long lo, hi;
+	} cases[] = {
+		{ "public, max-age=3600", 3590, 3600 },
+		{ "max-age=600, must-revalidate", 590, 600 },
+		{ "max-age=5", AUTH_JWKS_AGE_MIN - 10, AUTH_JWKS_AGE_MIN },
+		{ "max-age=999999999", AUTH_JWKS_AGE_MAX - 10,
+		    AUTH_JWKS_AGE_MAX },
+		{ "no-cache", AUTH_JWKS_AGE_DEFAULT - 10,
+		    AUTH_JWKS_AGE_DEFAULT },
+		{ NULL, AUTH_JWKS_AGE_DEFAULT - 10, AUTH_JWKS_AGE_DEFAULT },
+	};
+	char *k1 = authtest_jwk(rsa_priv, "k1"), err[200];
+	auth_jwks *j;
+	size_t i;
+	long ttl;
+
+	(void)state;
+	serve(200, k1, NULL);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pthread_mutex_lock(&mu);
+		cache_control = cases[i].cc;
+		pthread_mutex_unlock(&mu);
+		j = auth_jwks_new(url, -1, err, sizeof(err));
+		assert_non_null(j);
+		ttl = auth_jwks_ttl(j);
+		if (ttl < cases[i].lo || ttl > cases[i].hi)
+			fail_msg("Cache-Control '%s': keys kept %ld s, want "
+			         "%ld..%ld",
+			    cases[i].cc ? cases[i].cc : "(none)", ttl,
+			    cases[i].lo, cases[i].hi);
+		auth_jwks_free(j);
+	}
+	pthread_mutex_lock(&mu);
+	cache_control = "public, max-age=3600";
+	pthread_mutex_unlock(&mu);
+	free(k1);
+}
+
 static void
 test_jwks_parse(void **state)
 {
@@ -431,6 +480,7 @@ main(void)
 		cmocka_unit_test(test_refetch_rate_limit),
 		cmocka_unit_test(test_server_down_at_start),
 		cmocka_unit_test(test_hanging_fetch_does_not_stall),
+		cmocka_unit_test(test_max_age),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
