@@ -1,0 +1,32 @@
+#!/bin/sh
+# SIGTERM while a storage call is in flight: the call finishes and its
+# caller gets the lease, the lease is in the store afterwards (held leases
+# are untouched), and the process exits 0.  Storage latency is injected in
+# the fake GCS so the call is still running when the signal arrives.
+LG_STORE=gs
+. tests/e2e/lib.sh
+lg_start
+A="Authorization: Bearer $(lg_token alice)"
+out=$LG_TMP/out
+lg_fake clear-faults >/dev/null
+lg_fake "fault?op=insert&kind=latency&count=1&ms=1500" >/dev/null
+curl -sS --max-time 20 -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/drain/x:acquire?ttl=60" >"$LG_TMP/code" &
+cpid=$!
+sleep 0.4
+kill -0 $cpid 2>/dev/null || lg_fail "the acquire finished before the signal"
+t0=$(date +%s%N)
+lg_stop
+t1=$(date +%s%N)
+wait $cpid
+lg_eq "$(cat "$LG_TMP/code")" 200 "the in-flight acquire was answered"
+[ -n "$(lg_json lease_id <"$out")" ] || lg_fail "no lease in the answer"
+echo "exited $(( (t1 - t0) / 1000000 )) ms after SIGTERM, the in-flight call finished first"
+# The lease is still held: a new instance on the same bucket sees it.
+lg_start
+B="Authorization: Bearer $(lg_token bob)"
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$B" "$LG_URL/v1/locks/drain/x")
+lg_eq "$code" 200 "the lease outlives the instance that granted it"
+lg_eq "$(lg_json owner <"$out")" alice "same owner"
+lg_stop
+echo ok
