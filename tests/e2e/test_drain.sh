@@ -13,9 +13,27 @@ lg_fake "fault?op=insert&kind=latency&count=1&ms=1500" >/dev/null
 curl -sS --max-time 20 -o "$out" -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/drain/x:acquire?ttl=60" >"$LG_TMP/code" &
 cpid=$!
-sleep 0.4
+# A keep-alive connection opened before the signal asks /readyz during the
+# drain: 503 (a load balancer stops sending work), /healthz still 200.
+port=${LG_URL##*:}
+python3 - "$port" "$LG_PID" >"$LG_TMP/probe" 2>&1 <<'PY' &
+import http.client, os, signal, sys, time
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+c.request("GET", "/healthz"); r = c.getresponse(); r.read()
+assert r.status == 200, r.status
+time.sleep(0.4)
+os.kill(int(sys.argv[2]), signal.SIGTERM)
+time.sleep(0.2)
+c.request("GET", "/readyz"); r = c.getresponse(); body = r.read()
+print("readyz", r.status, r.getheader("Retry-After"), body.decode())
+PY
+ppid=$!
+sleep 0.2
 kill -0 $cpid 2>/dev/null || lg_fail "the acquire finished before the signal"
 t0=$(date +%s%N)
+wait $ppid || { cat "$LG_TMP/probe"; lg_fail "probe failed"; }
+grep -q '^readyz 503 [0-9]' "$LG_TMP/probe" || { cat "$LG_TMP/probe"; lg_fail "/readyz is not 503 with Retry-After while draining"; }
+# lg_stop sends SIGTERM again (harmless) and checks the exit.
 lg_stop
 t1=$(date +%s%N)
 wait $cpid
