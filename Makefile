@@ -82,7 +82,7 @@ run: all
 	./build/lockgate --listen 127.0.0.1:8080 --store file://./lockgate-data
 
 test: deps-test
-	@$(MAKE) --no-print-directory build/lockgate build/asan/lockgate \
+	@$(MAKE) --no-print-directory -j$$(nproc) build/lockgate build/asan/lockgate \
 	    $(UNIT) $(AUNIT) $(TOOLS)
 	@sh tests/run.sh
 
