@@ -65,6 +65,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,8 +127,7 @@ typedef struct file_op {
 	int rc;
 	gcs_err err;
 	gcs_object out;
-	int done;
-	pthread_cond_t cv;
+	sem_t done; /* posted by the committer when the op is decided */
 	struct file_op *next;
 } file_op;
 
@@ -1495,11 +1495,11 @@ committer_main(void *arg)
 			fs->tail = NULL;
 		pthread_mutex_unlock(&fs->mu);
 		batch_run(fs, batch, n);
+		/* Woken without fs->mu held, so the callers do not all pile
+		 * up on it; a semaphore cannot lose the wake-up. */
+		for (i = 0; i < n; i++)
+			sem_post(&batch[i]->done);
 		pthread_mutex_lock(&fs->mu);
-		for (i = 0; i < n; i++) {
-			batch[i]->done = 1;
-			pthread_cond_signal(&batch[i]->cv);
-		}
 	}
 	pthread_mutex_unlock(&fs->mu);
 	return NULL;
@@ -1525,7 +1525,7 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 			    "metadata over %d bytes", GCS_META_BYTES_MAX);
 		}
 	}
-	pthread_cond_init(&op->cv, NULL);
+	sem_init(&op->done, 0, 0);
 	pthread_mutex_lock(&fs->mu);
 	op->next = NULL;
 	if (fs->tail != NULL)
@@ -1535,10 +1535,10 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	fs->tail = op;
 	fs->qlen++;
 	pthread_cond_signal(&fs->work);
-	while (!op->done)
-		pthread_cond_wait(&op->cv, &fs->mu);
 	pthread_mutex_unlock(&fs->mu);
-	pthread_cond_destroy(&op->cv);
+	while (sem_wait(&op->done) != 0 && errno == EINTR)
+		;
+	sem_destroy(&op->done);
 	json_decref(op->state);
 	json_decref(op->clean);
 	rc = op->rc;
