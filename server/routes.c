@@ -183,7 +183,6 @@ do_acquire(srv_req *r, const char *name)
 	long ttl, wait, expected;
 	int rc;
 
-	r->route = "acquire";
 	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
 	    prepare(r, acquire_params, &mr) != 0)
 		return mr;
@@ -283,7 +282,6 @@ do_refresh(srv_req *r, const char *name)
 	api_lock lock;
 	api_err err;
 
-	r->route = "refresh";
 	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
 	    prepare(r, refresh_params, &mr) != 0 ||
 	    lease_params(r, name, true, &q, &mr) != 0)
@@ -302,7 +300,6 @@ do_release(srv_req *r, const char *name)
 	api_lease_req q;
 	api_err err;
 
-	r->route = "release";
 	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
 	    prepare(r, release_params, &mr) != 0 ||
 	    lease_params(r, name, false, &q, &mr) != 0)
@@ -318,7 +315,6 @@ do_force(srv_req *r, const char *name)
 	enum MHD_Result mr;
 	api_err err;
 
-	r->route = "forceRelease";
 	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
 	    prepare(r, plain_params, &mr) != 0)
 		return mr;
@@ -334,7 +330,6 @@ do_inspect(srv_req *r, const char *name)
 	api_lock lock;
 	api_err err;
 
-	r->route = "inspect";
 	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
 	    prepare(r, plain_params, &mr) != 0)
 		return mr;
@@ -355,7 +350,6 @@ do_events(srv_req *r, const char *name)
 	api_err err;
 	long limit;
 
-	r->route = "events";
 	memset(&err, 0, sizeof(err));
 	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
 	    prepare(r, events_params, &mr) != 0)
@@ -404,7 +398,6 @@ do_list(srv_req *r)
 	size_t i;
 	long size;
 
-	r->route = "list";
 	memset(&q, 0, sizeof(q));
 	memset(&err, 0, sizeof(err));
 	if (prepare(r, list_params, &mr) != 0)
@@ -501,7 +494,6 @@ do_whoami(srv_req *r)
 	enum MHD_Result mr;
 	const char *h;
 
-	r->route = "whoami";
 	if (prepare(r, plain_params, &mr) != 0)
 		return mr;
 	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -522,7 +514,6 @@ do_readyz(srv_req *r)
 {
 	gcs_err ge;
 
-	r->route = "readyz";
 	if (srv_draining(r->srv))
 		return http_fail(r, API_SHUTTING_DOWN, NULL,
 		    "this instance is shutting down");
@@ -539,7 +530,6 @@ do_metrics(srv_req *r)
 	char *text;
 	size_t len;
 
-	r->route = "metrics";
 	if (!r->srv->cfg->metrics_public && !r->srv->cfg->public_read &&
 	    authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
@@ -612,7 +602,6 @@ typedef enum MHD_Result (*lock_fn)(srv_req *r, const char *name);
 static enum MHD_Result
 do_healthz(srv_req *r)
 {
-	r->route = "healthz";
 	return http_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
@@ -621,13 +610,14 @@ do_healthz(srv_req *r)
 static const struct fixed_route {
 	const char *path;
 	const char *method;
+	const char *route; /* its name in logs and metrics */
 	fixed_fn fn;
 } fixed_routes[] = {
-	{ "/v1/locks", "GET", do_list },
-	{ "/v1/whoami", "GET", do_whoami },
-	{ "/healthz", "GET", do_healthz },
-	{ "/readyz", "GET", do_readyz },
-	{ "/metrics", "GET", do_metrics },
+	{ "/v1/locks", "GET", "list", do_list },
+	{ "/v1/whoami", "GET", "whoami", do_whoami },
+	{ "/healthz", "GET", "healthz", do_healthz },
+	{ "/readyz", "GET", "readyz", do_readyz },
+	{ "/metrics", "GET", "metrics", do_metrics },
 };
 
 static const struct lock_route {
@@ -675,6 +665,8 @@ lock_route(srv_req *r, const char *rest)
 		        ? lr->verb != NULL
 		        : lr->verb == NULL || strcmp(lr->verb, verb) != 0)
 			continue;
+		/* The verb names the route in logs and metrics. */
+		r->route = lr->verb ? lr->verb : "inspect";
 		if (!method_is(r, lr->method))
 			return bad_method(r, lr->method);
 		return lr->fn(r, name);
@@ -696,6 +688,7 @@ routes_dispatch(srv_req *r, const char *url)
 	for (i = 0; i < NELEM(fixed_routes); i++) {
 		if (strcmp(url, fixed_routes[i].path) != 0)
 			continue;
+		r->route = fixed_routes[i].route;
 		if (!method_is(r, fixed_routes[i].method))
 			return bad_method(r, fixed_routes[i].method);
 		return fixed_routes[i].fn(r);
