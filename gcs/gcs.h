@@ -18,7 +18,9 @@
  * callers, JWTs or HTTP.
  *
  * Ownership: a gcs_object filled by a store owns its metadata reference;
- * release it with gcs_object_clear().  Metadata passed *to* a store is
+ * release it with gcs_object_clear().  The metadata object may be shared
+ * with the store (mem:// and file:// hand out references to the states
+ * they keep): treat it as read-only.  Metadata passed *to* a store is
  * borrowed.  A gcs_page owns its entries; release it with gcs_page_clear().
  */
 #ifndef LOCKGATE_GCS_H

@@ -37,7 +37,15 @@
  * dropped only by a checkpoint, which first makes every file durable
  * (syncfs + directory fsync) and then replaces .wal by a fresh one that
  * carries the counter.  A torn record (killed mid-append) fails its CRC and
- * is cut off; its batch was never acknowledged.
+ * is cut off (overwritten with zeros); its batch was never acknowledged.
+ *
+ * The log is written full of zeros when it is made (FILE_WAL_PREZERO
+ * bytes), and records overwrite the zeros: an fdatasync after an append
+ * that does not change the file's size flushes the record alone, not the
+ * inode as well, which halves the commit's latency on ext4 (measured: 230
+ * -> 100 us per sync).  A record header of zeros, or the end of the file,
+ * ends the log; a writer learns that another wrote after it by finding a
+ * non-zero header where its own log ended.
  *
  * Why in place and not temp file + rename: on ext4 every rename and unlink
  * frees an inode and every temp file allocates one, and allocating right
@@ -94,6 +102,8 @@
 #define FILE_REC_BYTES_MAX  (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
 #define FILE_WAL_HDR        16                /* magic + int64 counter floor */
 #define FILE_WAL_CHECKPOINT (4 * 1024 * 1024) /* log bytes before a trim */
+#define FILE_WAL_PREZERO    (FILE_WAL_CHECKPOINT + 1024 * 1024)
+#define FILE_ZERO_CHUNK     (64 * 1024) /* zeros written per pwrite */
 #define FILE_TOMB_KEEP_MS   GCS_FILE_TOMB_KEEP_MS
 #define FILE_TOMBS_MAX      100000 /* tombstones remembered for recycling */
 #define FILE_SWEEP_EVERY_MS 100    /* how often the committer recycles */
@@ -119,11 +129,11 @@ typedef struct file_op {
 	const json_t *meta; /* borrowed */
 	int64_t gen, metagen;
 	char fname[FILE_FNAME_BUF];
-	json_t *clean; /* owned: insert's metadata, nulls dropped */
-	char *text;    /* owned: JSON of the final state */
-	json_t *state; /* owned: new state (entry), NULL = absent */
-	int ok;        /* preconditions held: state is the result */
-	int final;     /* last ok op on its name in the batch */
+	json_t *clean;     /* owned: insert's metadata, nulls dropped */
+	size_t toff, tlen; /* its final state's text in the record */
+	json_t *state;     /* owned: new state (entry), NULL = absent */
+	int ok;            /* preconditions held: state is the result */
+	int final;         /* last ok op on its name in the batch */
 	int rc;
 	gcs_err err;
 	gcs_object out;
@@ -162,6 +172,8 @@ typedef struct file_store {
 	pthread_cond_t work;
 	file_op *head, *tail;
 	size_t qlen;
+	size_t wake_at; /* signal `work` when qlen reaches this; 0 = never
+			   (the committer is not waiting) */
 	int stop, dead;
 	gcs_file_crash crash;
 	pthread_t committer;
@@ -754,6 +766,52 @@ pread_all(int fd, void *buf, size_t n, off_t off)
 	return 0;
 }
 
+/* Write zeros over [FROM, TO) of FD (not synced). */
+static int
+zero_fill(int fd, off_t from, off_t to)
+{
+	static const char zeros[FILE_ZERO_CHUNK];
+
+	while (from < to) {
+		size_t n = to - from < FILE_ZERO_CHUNK ? (size_t)(to - from)
+		                                       : FILE_ZERO_CHUNK;
+
+		if (pwrite_all(fd, zeros, n, from) != 0)
+			return -1;
+		from += (off_t)n;
+	}
+	return 0;
+}
+
+/* Whether the log ends at OFF: the end of the file, or a header of zeros
+ * (the unwritten part of the log).  A read error counts as the end. */
+static int
+wal_at_end(file_store *fs, off_t off)
+{
+	static const unsigned char zeros[FILE_REC_HDR];
+	unsigned char hdr[FILE_REC_HDR];
+
+	if (pread_all(fs->walfd, hdr, sizeof(hdr), off) != 0)
+		return 1;
+	return memcmp(hdr, zeros, sizeof(hdr)) == 0;
+}
+
+/* Make a log in FD: the header with counter floor FLOOR, then zeros up to
+ * FILE_WAL_PREZERO, durable. */
+static int
+wal_make(int fd, int64_t floor)
+{
+	unsigned char hdr[FILE_WAL_HDR];
+
+	memcpy(hdr, wal_magic, 8);
+	memcpy(hdr + 8, &floor, 8);
+	if (ftruncate(fd, 0) != 0 || pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 ||
+	    zero_fill(fd, FILE_WAL_HDR, FILE_WAL_PREZERO) != 0 ||
+	    fdatasync(fd) != 0)
+		return -1;
+	return 0;
+}
+
 /* Read the record at *OFF (file size SIZE).  Returns the parsed record
  * (new reference) and advances *OFF, or NULL at the end or at a torn or
  * corrupt record. */
@@ -820,19 +878,15 @@ wal_open(file_store *fs, gcs_err *err)
 	}
 	if (st.st_size < FILE_WAL_HDR) {
 		/* New (or torn while being created, before any record). */
-		memcpy(hdr, wal_magic, 8);
-		floor = fs->counter;
-		memcpy(hdr + 8, &floor, 8);
-		if (ftruncate(fd, 0) != 0 ||
-		    pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 ||
-		    fdatasync(fd) != 0 || fsync(fs->dirfd) != 0) {
+		if (wal_make(fd, fs->counter) != 0 || fsync(fs->dirfd) != 0) {
 			close(fd);
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "initialise %s/" WAL_NAME ": %s", fs->dir,
 			    strerror(errno));
 		}
 		stat_add(&fs->n_syncs, 2);
-	} else if (pread_all(fd, hdr, sizeof(hdr), 0) != 0 ||
+	}
+	if (pread_all(fd, hdr, sizeof(hdr), 0) != 0 ||
 	    memcmp(hdr, wal_magic, 8) != 0) {
 		close(fd);
 		return gcs_fail(err, GCS_UNAVAILABLE,
@@ -848,13 +902,18 @@ wal_open(file_store *fs, gcs_err *err)
 	return GCS_OK;
 }
 
-/* Cut the log at OFF, durably: a torn tail must not hide later records. */
+/* Cut the log at OFF (file size SIZE), durably: the torn record there is
+ * overwritten with zeros (as far as the longest record could reach), so
+ * that the log ends at OFF and the next record is appended there. */
 static int
-wal_cut(file_store *fs, off_t off, gcs_err *err)
+wal_cut(file_store *fs, off_t off, off_t size, gcs_err *err)
 {
-	if (ftruncate(fs->walfd, off) != 0 || fdatasync(fs->walfd) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "truncate %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
+	off_t to = off + FILE_REC_HDR + FILE_REC_BYTES_MAX;
+
+	if (zero_fill(fs->walfd, off, to < size ? to : size) != 0 ||
+	    fdatasync(fs->walfd) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE, "cut %s/" WAL_NAME ": %s",
+		    fs->dir, strerror(errno));
 	stat_add(&fs->n_syncs, 1);
 	return GCS_OK;
 }
@@ -901,18 +960,18 @@ wal_catch_up(file_store *fs, gcs_err *err)
 			    "stat %s/" WAL_NAME ": %s", fs->dir,
 			    strerror(errno));
 	}
-	if (st.st_size == fs->wal_end)
+	if (st.st_size >= fs->wal_end && wal_at_end(fs, fs->wal_end))
 		return GCS_OK;
 	/* Another writer was here: forget what we knew of the files. */
 	json_object_clear(fs->cache);
-	off = st.st_size > fs->wal_end ? fs->wal_end : FILE_WAL_HDR;
+	off = st.st_size >= fs->wal_end ? fs->wal_end : FILE_WAL_HDR;
 	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
 		counter_see(fs, entry_int(rec, "counter"));
 		json_decref(last);
 		last = rec;
 	}
-	if (off < st.st_size)
-		rc = wal_cut(fs, off, err);
+	if (!wal_at_end(fs, off))
+		rc = wal_cut(fs, off, st.st_size, err);
 	if (rc == GCS_OK && last != NULL)
 		rc = record_apply(fs, last, err);
 	if (rc == GCS_OK)
@@ -927,21 +986,17 @@ static int
 wal_checkpoint(file_store *fs, gcs_err *err)
 {
 	static const char tmpname[] = TMP_PREFIX "wal";
-	unsigned char hdr[FILE_WAL_HDR];
-	int64_t floor = fs->counter;
 	int fd;
 
 	if (syncfs(fs->dirfd) != 0 || fsync(fs->dirfd) != 0)
 		return gcs_fail(err, GCS_UNAVAILABLE, "sync %s: %s", fs->dir,
 		    strerror(errno));
 	tomb_sweep(fs);
-	memcpy(hdr, wal_magic, 8);
-	memcpy(hdr + 8, &floor, 8);
 	fd = openat(fs->dirfd, tmpname,
 	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
 	if (fd < 0)
 		goto fail;
-	if (pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 || fdatasync(fd) != 0) {
+	if (wal_make(fd, fs->counter) != 0) {
 		close(fd);
 		goto fail;
 	}
@@ -1092,14 +1147,165 @@ out:
 
 /* ---- the committer ---- */
 
+/* A growable string for the record text. */
+typedef struct file_buf {
+	char *p;
+	size_t n, cap;
+} file_buf;
+
+static int
+buf_add(file_buf *b, const char *s, size_t n)
+{
+	char *np;
+	size_t ncap;
+
+	if (b->n + n + 1 > b->cap) {
+		ncap = b->cap ? b->cap : 4096;
+		while (ncap < b->n + n + 1)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (np == NULL)
+			return -1;
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return 0;
+}
+
+/*
+ * Object and tombstone texts are written here directly, not built as
+ * jansson values and dumped: the committer writes one per op, and the
+ * dump's allocations were a tenth of its time.  They are read back with
+ * jansson (obj_read, replay).
+ */
+
+/* Append S as a JSON string: UTF-8 as it is (names and metadata are
+ * valid UTF-8), '"', '\\' and control characters escaped.  B NULL: only
+ * count.  Returns the bytes it takes, or SIZE_MAX when out of memory. */
+static size_t
+put_str(file_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s, *run;
+	size_t n = 2;
+	char esc[6];
+	int bad = 0;
+
+	if (b != NULL)
+		bad |= buf_add(b, "\"", 1);
+	for (;;) {
+		for (run = p; *p >= 0x20 && *p != '"' && *p != '\\'; p++)
+			;
+		n += (size_t)(p - run);
+		if (b != NULL && p > run)
+			bad |= buf_add(b, (const char *)run, (size_t)(p - run));
+		if (*p == '\0')
+			break;
+		if (*p == '"' || *p == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)*p;
+			n += 2;
+			if (b != NULL)
+				bad |= buf_add(b, esc, 2);
+		} else {
+			memcpy(esc, "\\u00", 4);
+			esc[4] = hex[*p >> 4];
+			esc[5] = hex[*p & 15];
+			n += 6;
+			if (b != NULL)
+				bad |= buf_add(b, esc, 6);
+		}
+		p++;
+	}
+	if (b != NULL)
+		bad |= buf_add(b, "\"", 1);
+	return bad ? SIZE_MAX : n;
+}
+
+/* Append (B NULL: count) V, not a string, as JSON (jansson's dump). */
+static size_t
+put_other(file_buf *b, const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t n = text ? strlen(text) : SIZE_MAX;
+
+	if (text != NULL && b != NULL && buf_add(b, text, n) != 0)
+		n = SIZE_MAX;
+	free(text);
+	return n;
+}
+
+/* Append (B NULL: count) metadata META as JSON.  SIZE_MAX when out of
+ * memory. */
+static size_t
+put_meta(file_buf *b, const json_t *meta)
+{
+	const char *k;
+	json_t *v;
+	size_t n = 1, kn, vn;
+	int first = 1;
+
+	if (b != NULL && buf_add(b, "{", 1) != 0)
+		return SIZE_MAX;
+	json_object_foreach((json_t *)meta, k, v)
+	{
+		if (!first && b != NULL && buf_add(b, ",", 1) != 0)
+			return SIZE_MAX;
+		n += !first;
+		first = 0;
+		kn = put_str(b, k);
+		if (kn == SIZE_MAX || (b != NULL && buf_add(b, ":", 1) != 0))
+			return SIZE_MAX;
+		vn = json_is_string(v) ? put_str(b, json_string_value(v))
+		                       : put_other(b, v);
+		if (vn == SIZE_MAX)
+			return SIZE_MAX;
+		n += kn + 1 + vn;
+	}
+	if (b != NULL && buf_add(b, "}", 1) != 0)
+		return SIZE_MAX;
+	return n + 1;
+}
+
+/* Append the text of state ENTRY, or of a tombstone of NAME deleted at
+ * DELETED_MS when ENTRY is NULL.  0 or -1 (out of memory). */
+static int
+put_entry(file_buf *b, const char *name, const json_t *entry,
+    int64_t deleted_ms)
+{
+	char num[160];
+
+	if (buf_add(b, "{\"name\":", 8) != 0 || put_str(b, name) == SIZE_MAX)
+		return -1;
+	if (entry == NULL) {
+		snprintf(num, sizeof(num),
+		    ",\"deleted\":true,\"deleted_ms\":%lld}",
+		    (long long)deleted_ms);
+		return buf_add(b, num, strlen(num));
+	}
+	snprintf(num, sizeof(num),
+	    ",\"generation\":%lld,\"metageneration\":%lld,\"created_ms\":"
+	    "%lld,\"updated_ms\":%lld,\"metadata\":",
+	    (long long)entry_int(entry, "generation"),
+	    (long long)entry_int(entry, "metageneration"),
+	    (long long)entry_int(entry, "created_ms"),
+	    (long long)entry_int(entry, "updated_ms"));
+	if (buf_add(b, num, strlen(num)) != 0 ||
+	    put_meta(b, json_object_get(entry, "metadata")) == SIZE_MAX)
+		return -1;
+	return buf_add(b, "}", 1);
+}
+
+/* Whether META's text is over the metadata limit. */
 static int
 meta_too_big(const json_t *meta)
 {
-	char *text = json_dumps(meta, JSON_COMPACT);
-	size_t n = text ? strlen(text) : SIZE_MAX;
+	size_t n = put_meta(NULL, meta);
 
-	free(text);
-	return n > GCS_META_BYTES_MAX;
+	return n == SIZE_MAX || n > GCS_META_BYTES_MAX;
 }
 
 static json_t *
@@ -1229,44 +1435,20 @@ wal_append(file_store *fs, const char *text, size_t tlen, int half,
 	stat_add(&fs->n_syncs, 1);
 	fs->wal_end += FILE_REC_HDR + (off_t)len;
 out:
-	if (rc != GCS_OK && !half && ftruncate(fs->walfd, fs->wal_end) == 0 &&
+	/* Not committed: zero what was written, so that no reader takes it
+	 * for a record (the next append overwrites it anyway). */
+	if (rc != GCS_OK && !half &&
+	    zero_fill(fs->walfd, fs->wal_end,
+	        fs->wal_end + FILE_REC_HDR + (off_t)len) == 0 &&
 	    fdatasync(fs->walfd) == 0)
 		stat_add(&fs->n_syncs, 1);
 	return rc;
 }
 
-/* A growable string for the record text. */
-typedef struct file_buf {
-	char *p;
-	size_t n, cap;
-} file_buf;
-
-static int
-buf_add(file_buf *b, const char *s, size_t n)
-{
-	char *np;
-	size_t ncap;
-
-	if (b->n + n + 1 > b->cap) {
-		ncap = b->cap ? b->cap : 4096;
-		while (ncap < b->n + n + 1)
-			ncap *= 2;
-		np = realloc(b->p, ncap);
-		if (np == NULL)
-			return -1;
-		b->p = np;
-		b->cap = ncap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
-}
-
 static void
 batch_run(file_store *fs, file_op **ops, size_t n)
 {
-	json_t *entries = NULL, *cur, *c;
+	json_t *cur, *c;
 	file_buf rec = { 0 };
 	gcs_file_crash crash;
 	gcs_err err = { 0 };
@@ -1335,10 +1517,9 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		json_decref(disk);
 	}
 	/* The record: the final state of every name the batch changed. */
-	entries = json_array();
 	snprintf(head, sizeof(head), "{\"counter\":%lld,\"entries\":[",
 	    (long long)fs->counter);
-	if (entries == NULL || buf_add(&rec, head, strlen(head)) != 0)
+	if (buf_add(&rec, head, strlen(head)) != 0)
 		goto nomem;
 	for (i = 0; i < n; i++) {
 		file_op *op = ops[i];
@@ -1351,25 +1532,16 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 				op->final = 0;
 		if (!op->final)
 			continue;
-		if (op->state != NULL)
-			rc = json_array_append(entries, op->state);
-		else
-			rc = json_array_append_new(entries,
-			    json_pack("{s:s, s:b, s:I}", "name", op->name,
-			        "deleted", 1, "deleted_ms",
-			        (json_int_t)now_ms));
-		if (rc != 0)
+		if (nfinal > 0 && buf_add(&rec, ",", 1) != 0)
 			goto nomem;
-		op->text = json_dumps(json_array_get(entries,
-		                          json_array_size(entries) - 1),
-		    JSON_COMPACT);
-		if (op->text == NULL || (nfinal > 0 && buf_add(&rec, ",", 1)) ||
-		    buf_add(&rec, op->text, strlen(op->text)) != 0)
+		op->toff = rec.n;
+		if (put_entry(&rec, op->name, op->state, now_ms) != 0)
 			goto nomem;
+		op->tlen = rec.n - op->toff;
 		/* Bounded by the metadata limit; checked before the commit,
 		 * as a committed state that cannot be written would stop
 		 * every later batch. */
-		if (FILE_OBJ_HDR + strlen(op->text) > FILE_OBJ_BYTES_MAX) {
+		if (FILE_OBJ_HDR + op->tlen > FILE_OBJ_BYTES_MAX) {
 			batch_fail(ops, n, GCS_INVALID, "object too large");
 			goto unlock;
 		}
@@ -1394,11 +1566,11 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		if (!op->final)
 			continue;
 		if (crash == GCS_FILE_CRASH_AFTER_COMMIT) {
-			obj_write(fs, op->fname, op->text, strlen(op->text), 1,
+			obj_write(fs, op->fname, rec.p + op->toff, op->tlen, 1,
 			    &err);
 			goto die;
 		}
-		if (obj_write(fs, op->fname, op->text, strlen(op->text), 0,
+		if (obj_write(fs, op->fname, rec.p + op->toff, op->tlen, 0,
 		        &err) != GCS_OK) {
 			/* Committed but not applied: the next batch re-applies
 			 * the record; callers get "unavailable" (the write may
@@ -1442,11 +1614,6 @@ die:
 	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
 	flock(fs->lockfd, LOCK_UN);
 out:
-	for (i = 0; i < n; i++) {
-		free(ops[i]->text);
-		ops[i]->text = NULL;
-	}
-	json_decref(entries);
 	free(rec.p);
 }
 
@@ -1466,9 +1633,12 @@ gather(file_store *fs, size_t want)
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
 	}
+	/* Woken once, when the last expected op is queued, not by each. */
+	fs->wake_at = want;
 	while (fs->qlen < want && !fs->stop)
 		if (pthread_cond_timedwait(&fs->work, &fs->mu, &dl) != 0)
 			break;
+	fs->wake_at = 0;
 }
 
 static void *
@@ -1482,8 +1652,10 @@ committer_main(void *arg)
 	for (;;) {
 		if (n > 0 && fs->qlen > 0)
 			gather(fs, fs->qlen + n);
+		fs->wake_at = 1;
 		while (fs->head == NULL && !fs->stop)
 			pthread_cond_wait(&fs->work, &fs->mu);
+		fs->wake_at = 0;
 		if (fs->head == NULL)
 			break;
 		for (n = 0; n < FILE_BATCH_MAX && fs->head != NULL; n++) {
@@ -1534,7 +1706,8 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 		fs->head = op;
 	fs->tail = op;
 	fs->qlen++;
-	pthread_cond_signal(&fs->work);
+	if (fs->wake_at != 0 && fs->qlen >= fs->wake_at)
+		pthread_cond_signal(&fs->work);
 	pthread_mutex_unlock(&fs->mu);
 	while (sem_wait(&op->done) != 0 && errno == EINTR)
 		;
@@ -1543,14 +1716,10 @@ submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	json_decref(op->clean);
 	rc = op->rc;
 	if (rc == GCS_OK && out != NULL) {
-		/* The committer keeps the state: hand out a private copy. */
+		/* A reference to the metadata the committer keeps: it is never
+		 * changed once made (a patch makes a new object), and jansson
+		 * counts references atomically. */
 		*out = op->out;
-		out->metadata = json_deep_copy(op->out.metadata);
-		json_decref(op->out.metadata);
-		if (out->metadata == NULL) {
-			memset(out, 0, sizeof(*out));
-			return gcs_fail(err, GCS_NOMEM, "out of memory");
-		}
 	} else {
 		gcs_object_clear(&op->out);
 	}

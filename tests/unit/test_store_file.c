@@ -533,6 +533,62 @@ test_live_store_finishes_dead_writer(void **state)
 	json_decref(m);
 }
 
+/* The log is made full of zeros and records overwrite them, so that a
+ * commit's sync does not also write the file's size: writes leave its size
+ * alone.  A torn record longer than the next one is cut, and an escaped
+ * name and metadata (quotes, backslashes, control characters, UTF-8)
+ * survive the log and a replay byte for byte. */
+static void
+test_log_written_in_place(void **state)
+{
+	static const char odd[] = "q\"b\\s\x01\x1f\n\t\xc3\xa9/\xe2\x82\xac";
+	char dir[T_PATH], wal[T_PATH + 8], big[T_BIG_META];
+	struct stat st0, st1;
+	gcs_store *a, *b, *c;
+	gcs_object o;
+	gcs_err err;
+	json_t *m;
+	int64_t g;
+	int i;
+
+	(void)state;
+	a = open_ok(fresh_dir(dir));
+	snprintf(wal, sizeof(wal), "%s/.wal", dir);
+	assert_int_equal(stat(wal, &st0), 0);
+	assert_true(st0.st_size > 1024 * 1024);
+	for (i = 0; i < 200; i++) {
+		g = insert_ok(a, "n", "v");
+		assert_int_equal(gcs_remove(a, "n", g, 1, &err), GCS_OK);
+	}
+	assert_int_equal(stat(wal, &st1), 0);
+	assert_int_equal(st1.st_size, st0.st_size);
+
+	/* A long torn record, then a short committed one by another store. */
+	b = open_ok(dir);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	m = meta1("v", big);
+	gcs_file_set_crash_point(a, GCS_FILE_CRASH_BEFORE_COMMIT);
+	assert_int_equal(gcs_insert(a, "torn", m, &o, &err), GCS_UNAVAILABLE);
+	json_decref(m);
+	insert_ok(b, "short", "s");
+	m = meta1(odd, odd);
+	assert_int_equal(gcs_insert(b, odd, m, &o, &err), GCS_OK);
+	gcs_object_clear(&o);
+	json_decref(m);
+	gcs_store_free(b);
+	gcs_store_free(a);
+
+	c = open_ok(dir);
+	assert_int_equal(get_v(c, "short", NULL, NULL, "s"), GCS_OK);
+	assert_int_equal(get_v(c, "torn", NULL, NULL, NULL), GCS_NOT_FOUND);
+	assert_int_equal(gcs_get(c, odd, &o, &err), GCS_OK);
+	assert_string_equal(json_string_value(json_object_get(o.metadata, odd)),
+	    odd);
+	gcs_object_clear(&o);
+	gcs_store_free(c);
+}
+
 static int64_t
 clock_var(void *ctx)
 {
@@ -1159,6 +1215,7 @@ main(void)
 		cmocka_unit_test(test_crash_before_commit_keeps_old_state),
 		cmocka_unit_test(test_crash_after_commit_is_recovered),
 		cmocka_unit_test(test_live_store_finishes_dead_writer),
+		cmocka_unit_test(test_log_written_in_place),
 		cmocka_unit_test(test_tombstones_recycled_when_old),
 		cmocka_unit_test(test_two_stores_one_winner),
 		cmocka_unit_test_teardown(test_two_processes, reap_child),
