@@ -35,7 +35,7 @@ static const opt opts[] = {
 	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://" },
 	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
 	    SRV_THREADS_MAX, "64 (16 for mem://)",
-	    "HTTP worker threads (each may wait on one storage call)" },
+	    "threads that may each wait on one storage call" },
 	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300, "290",
 	    "longest wait= a request may ask for, in seconds; keep it "
 	    "under the platform's request timeout" },

@@ -28,19 +28,211 @@ now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static enum MHD_Result
-queue(srv_req *r, int status, struct MHD_Response *resp)
+enum MHD_Result
+http_send(srv_req *r, int status, struct MHD_Response *resp)
 {
 	enum MHD_Result rc;
 
 	if (resp == NULL)
 		return MHD_NO;
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	r->status = status;
+	if (r->in_job) {
+		/* Queued by the polling thread after the resume. */
+		if (r->job_resp != NULL)
+			MHD_destroy_response(r->job_resp);
+		r->job_resp = resp;
+		r->job_status = status;
+		return MHD_YES;
+	}
 	rc = MHD_queue_response(r->conn, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	return rc;
+}
+
+static enum MHD_Result
+queue(srv_req *r, int status, struct MHD_Response *resp)
+{
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	return http_send(r, status, resp);
+}
+
+void
+http_release_hold(srv_req *r)
+{
+	struct MHD_Connection *conn = r->conn;
+
+	if (__atomic_sub_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) == 0)
+		MHD_resume_connection(conn);
+}
+
+/* ---- storage workers ---- */
+
+/* Whether URL may call the storage (so runs on a worker). */
+static bool
+blocking_route(const char *url)
+{
+	return strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/readyz") == 0;
+}
+
+static void
+job_run(srv_req *r)
+{
+	r->job_rc = routes_dispatch(r, r->url);
+	r->in_job = false;
+	r->job_done = true;
+	http_release_hold(r);
+}
+
+/* A worker: runs queued requests, else waits idle to be handed one. */
+static void *
+job_main(void *arg)
+{
+	srv_worker *w = arg;
+	srv_jobs *j = w->jobs;
+	srv_req *r;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		if ((r = j->head) != NULL) {
+			j->head = r->job_next;
+			if (j->head == NULL)
+				j->tail = NULL;
+			pthread_mutex_unlock(&j->mu);
+			job_run(r);
+			pthread_mutex_lock(&j->mu);
+			continue;
+		}
+		if (j->stop)
+			break;
+		w->idle = j->idle;
+		j->idle = w;
+		pthread_mutex_unlock(&j->mu);
+		while (sem_wait(&w->go) != 0)
+			;
+		if ((r = w->req) != NULL) {
+			w->req = NULL;
+			job_run(r);
+		}
+		pthread_mutex_lock(&j->mu);
+	}
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/* Suspend R and hand it to a worker (an idle one directly, else the
+ * queue); run it here once the workers have stopped (a keep-alive request
+ * during the last moments of a drain). */
+static enum MHD_Result
+job_submit(srv_jobs *j, srv_req *r, const char *url)
+{
+	srv_worker *w;
+
+	pthread_mutex_lock(&j->mu);
+	if (j->stop) {
+		pthread_mutex_unlock(&j->mu);
+		return routes_dispatch(r, url);
+	}
+	r->url = url;
+	r->in_job = true;
+	r->holds = 1;
+	MHD_suspend_connection(r->conn);
+	if ((w = j->idle) != NULL) {
+		j->idle = w->idle;
+		w->req = r;
+		pthread_mutex_unlock(&j->mu);
+		sem_post(&w->go);
+		return MHD_YES;
+	}
+	r->job_next = NULL;
+	if (j->tail != NULL)
+		j->tail->job_next = r;
+	else
+		j->head = r;
+	j->tail = r;
+	pthread_mutex_unlock(&j->mu);
+	return MHD_YES;
+}
+
+/* On the polling thread, after the worker resumed R: queue its answer. */
+static enum MHD_Result
+job_finish(srv_req *r)
+{
+	struct MHD_Response *resp = r->job_resp;
+	enum MHD_Result rc;
+
+	r->job_done = false;
+	if (resp == NULL)
+		return MHD_NO; /* the handler failed without an answer */
+	r->job_resp = NULL;
+	rc = MHD_queue_response(r->conn, (unsigned)r->job_status, resp);
+	MHD_destroy_response(resp);
+	return rc == MHD_YES ? r->job_rc : MHD_NO;
+}
+
+static void jobs_free(srv_jobs *j);
+
+static srv_jobs *
+jobs_new(int n)
+{
+	srv_jobs *j = calloc(1, sizeof(*j));
+	srv_worker *w;
+
+	if (j == NULL)
+		return NULL;
+	pthread_mutex_init(&j->mu, NULL);
+	j->workers = calloc((size_t)n, sizeof(*j->workers));
+	if (j->workers == NULL) {
+		jobs_free(j);
+		return NULL;
+	}
+	for (; j->nworkers < n; j->nworkers++) {
+		w = &j->workers[j->nworkers];
+		w->jobs = j;
+		sem_init(&w->go, 0, 0);
+		if (pthread_create(&w->thread, NULL, job_main, w) != 0) {
+			sem_destroy(&w->go);
+			jobs_free(j);
+			return NULL;
+		}
+	}
+	return j;
+}
+
+/* Stop the workers once they have run every queued request.  Later
+ * requests run on the polling threads. */
+static void
+jobs_stop(srv_jobs *j)
+{
+	srv_worker *w;
+	int i;
+
+	pthread_mutex_lock(&j->mu);
+	j->stop = true;
+	while ((w = j->idle) != NULL) {
+		j->idle = w->idle;
+		sem_post(&w->go); /* with no request: look again, and stop */
+	}
+	pthread_mutex_unlock(&j->mu);
+	for (i = 0; i < j->nworkers; i++) {
+		pthread_join(j->workers[i].thread, NULL);
+		sem_destroy(&j->workers[i].go);
+	}
+	j->nworkers = 0;
+}
+
+/* After MHD has stopped (its threads read s->jobs). */
+static void
+jobs_free(srv_jobs *j)
+{
+	if (j == NULL)
+		return;
+	jobs_stop(j);
+	free(j->workers);
+	pthread_mutex_destroy(&j->mu);
+	free(j);
 }
 
 enum MHD_Result
@@ -301,6 +493,8 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (r->waiting)
 		return routes_finish_wait(r);
+	if (r->job_done)
+		return job_finish(r);
 	if (*upload_data_size > 0) {
 		size_t add = *upload_data_size;
 
@@ -327,6 +521,8 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->too_large)
 		return http_fail(r, API_TOO_LARGE, NULL,
 		    "the request body is larger than %d bytes", SRV_BODY_MAX);
+	if (s->jobs != NULL && blocking_route(url))
+		return job_submit(s->jobs, r, url);
 	return routes_dispatch(r, url);
 }
 
@@ -349,6 +545,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	    r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
+	if (r->job_resp != NULL)
+		MHD_destroy_response(r->job_resp);
 	json_decref(r->acq.labels);
 	json_decref(r->acq.claims);
 	api_lock_clear(&r->waiter.lock);
@@ -410,7 +608,7 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	const union MHD_DaemonInfo *info;
 	char host[256];
-	unsigned flags, conns;
+	unsigned flags, conns, pool;
 	int port;
 
 	s->svc = svc;
@@ -439,6 +637,24 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}
+	/* A store whose calls block gets storage workers, and its polling
+	 * threads only poll; mem:// answers on the polling threads. */
+	if (strcmp(cfg->store, "mem://") != 0) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		if ((s->jobs = jobs_new(cfg->threads)) == NULL) {
+			snprintf(err, errlen,
+			    "cannot start the storage worker threads");
+			srv_waits_free(s->waits);
+			s->waits = NULL;
+			return -1;
+		}
+		pool = ncpu < 2                   ? 2
+		    : ncpu > SRV_POLL_THREADS_MAX ? SRV_POLL_THREADS_MAX
+		                                  : (unsigned)ncpu;
+	} else {
+		pool = (unsigned)cfg->threads;
+	}
 	conns = fd_budget((unsigned)cfg->max_connections);
 	/*
 	 * epoll with a pool of polling threads; suspend/resume for waiters
@@ -453,8 +669,8 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL,
 	    access_handler, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-	    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
+	    MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_CONNECTION_LIMIT,
+	    conns, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)cfg->connection_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
@@ -464,6 +680,8 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		    errno ? strerror(errno) : "libmicrohttpd refused");
 		srv_waits_free(s->waits);
 		s->waits = NULL;
+		jobs_free(s->jobs);
+		s->jobs = NULL;
 		return -1;
 	}
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -503,8 +721,18 @@ srv_stop(srv_server *s)
 	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) > 0 &&
 	    srv_mono_ms() < deadline)
 		usleep(5000);
+	/* The workers finish what they run and what is queued (every
+	 * suspended connection must be resumed before MHD stops; a storage
+	 * call is bounded by the store's own deadlines), then MHD gets a
+	 * moment to take the resumed connections back. */
+	if (s->jobs != NULL) {
+		jobs_stop(s->jobs);
+		usleep(SRV_RESUME_GRACE_MS * 1000);
+	}
 	MHD_stop_daemon(s->daemon);
 	s->daemon = NULL;
+	jobs_free(s->jobs);
+	s->jobs = NULL;
 	srv_waits_free(s->waits);
 	s->waits = NULL;
 }

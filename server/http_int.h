@@ -6,15 +6,42 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <semaphore.h>
 
 #include "params.h"
 #include "srv.h"
+
+/*
+ * Storage workers (file:// and gs://, whose calls block): a request that
+ * may call the storage is suspended by its polling thread and run by a
+ * worker, so a polling thread never waits for the storage and no
+ * connection waits behind another connection's storage call.  The
+ * worker's answer is kept in the request and queued by the polling thread
+ * after the resume (as a waiter's is).
+ */
+typedef struct srv_worker {
+	struct srv_jobs *jobs;
+	pthread_t thread;
+	sem_t go;                /* posted with `req` set, or to stop */
+	struct srv_req *req;     /* handed over while idle */
+	struct srv_worker *idle; /* next idle worker */
+} srv_worker;
+
+typedef struct srv_jobs {
+	pthread_mutex_t mu;
+	struct srv_req *head, *tail; /* requests no worker was free for */
+	srv_worker *idle;            /* LIFO: the warmest first */
+	srv_worker *workers;
+	int nworkers;
+	bool stop;
+} srv_jobs;
 
 struct srv_server {
 	const srv_config *cfg;
 	api_service *svc;
 	auth_ctx *auth;
 	srv_waits *waits;
+	srv_jobs *jobs; /* NULL: requests run on the polling threads */
 	struct MHD_Daemon *daemon;
 	int port;
 	volatile int draining;
@@ -47,6 +74,17 @@ typedef struct srv_req {
 	bool wait_done;
 	api_acquire_req acq;
 	srv_waiter waiter;
+	/* Run by a storage worker (see srv_jobs). */
+	struct srv_req *job_next;
+	const char *url; /* MHD's, valid until completion */
+	bool in_job;     /* a worker runs it: answers are kept */
+	bool job_done;   /* the worker finished */
+	enum MHD_Result job_rc;
+	struct MHD_Response *job_resp; /* the kept answer */
+	int job_status;
+	/* Who must resume the suspended connection: the last of the worker
+	 * and the waiter to finish. */
+	int holds;
 } srv_req;
 
 /* --- http.c --- */
@@ -63,6 +101,12 @@ enum MHD_Result
 http_body(srv_req *r, int status, const char *ctype, char *text, size_t len);
 enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
     const void *data, size_t len, bool copy);
+/* Queue RESP (consumed) as it is; kept for the polling thread when a
+ * storage worker runs R. */
+enum MHD_Result http_send(srv_req *r, int status, struct MHD_Response *resp);
+/* One of the parties holding R's connection suspended is done; the last
+ * resumes it.  R must not be touched after this. */
+void http_release_hold(srv_req *r);
 
 /* --- routes.c --- */
 enum MHD_Result routes_dispatch(srv_req *r, const char *url);

@@ -113,7 +113,7 @@ wait_done(srv_waiter *w, void *ctx)
 
 	(void)w;
 	__atomic_store_n(&r->wait_done, true, __ATOMIC_SEQ_CST);
-	MHD_resume_connection(r->conn);
+	http_release_hold(r);
 }
 
 enum MHD_Result
@@ -164,8 +164,12 @@ start_wait(srv_req *r, int wait, api_lock *holder, const api_err *err)
 	}
 	r->waiting = true;
 	/* Suspend before queueing: a waiter granted at once resumes a
-	 * connection that is already suspended. */
-	MHD_suspend_connection(r->conn);
+	 * connection that is already suspended.  A storage worker's request
+	 * is suspended already; the worker and the waiter each hold it, and
+	 * the last to finish resumes it. */
+	__atomic_add_fetch(&r->holds, 1, __ATOMIC_SEQ_CST);
+	if (!r->in_job)
+		MHD_suspend_connection(r->conn);
 	if (srv_waits_add(r->srv->waits, w) != 0) {
 		w->rc = API_SHUTTING_DOWN;
 		wait_done(w, r);
@@ -462,10 +466,7 @@ do_list(srv_req *r)
 			return MHD_NO;
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
 		MHD_add_response_header(resp, "Cache-Control", "no-store");
-		r->status = 304;
-		mr = MHD_queue_response(r->conn, 304, resp);
-		MHD_destroy_response(resp);
-		return mr;
+		return http_send(r, 304, resp);
 	}
 	json_object_set_new(body, "now", json_string(now));
 	text = json_dumps(body, JSON_COMPACT);
@@ -482,10 +483,7 @@ do_list(srv_req *r)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-	r->status = 200;
-	mr = MHD_queue_response(r->conn, 200, resp);
-	MHD_destroy_response(resp);
-	return mr;
+	return http_send(r, 200, resp);
 }
 
 static enum MHD_Result
@@ -547,7 +545,6 @@ do_asset(srv_req *r, const char *url)
 	const srv_asset *a;
 	const char *ctype;
 	struct MHD_Response *resp;
-	enum MHD_Result mr;
 	size_t i;
 
 	r->route = "asset";
@@ -563,10 +560,7 @@ do_asset(srv_req *r, const char *url)
 	for (i = 0; srv_web_headers[i][0] != NULL; i++)
 		MHD_add_response_header(resp, srv_web_headers[i][0],
 		    srv_web_headers[i][1]);
-	r->status = 200;
-	mr = MHD_queue_response(r->conn, 200, resp);
-	MHD_destroy_response(resp);
-	return mr;
+	return http_send(r, 200, resp);
 }
 
 /*

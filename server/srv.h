@@ -28,12 +28,17 @@
 #define SRV_CONN_TIMEOUT_DEFAULT 60 /* s an idle connection lives */
 #define SRV_THREADS_DEFAULT      16 /* mem:// (nothing blocks) */
 #define SRV_THREADS_BLOCKING \
-	64 /* file://, gs://: a storage call
-					     holds its thread; more threads,
-					     bigger group commits */
-#define SRV_THREADS_MAX   256
-#define SRV_DRAIN_MAX_MS  7000        /* SIGTERM: exit within 8 s */
-#define SRV_DEV_TOKEN_TTL (12 * 3600) /* s, the dev mode's token */
+	64 /* file://, gs://: storage workers
+					     (a storage call holds one); more
+					     workers, bigger group commits */
+#define SRV_THREADS_MAX 256
+#define SRV_POLL_THREADS_MAX \
+	8                        /* with storage workers: HTTP
+					     polling threads, one per CPU up to
+					     this (they never block) */
+#define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
+#define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */
+#define SRV_DEV_TOKEN_TTL   (12 * 3600) /* s, the dev mode's token */
 
 /* Limits of waiting (design section 3). */
 #define SRV_WAIT_THREADS    4    /* store pollers for waiters */

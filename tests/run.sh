@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh [unit|e2e|browser|all]: run the suites and print one closing line
+# run.sh [unit|unit-asan|e2e|e2e-file|e2e-gs|browser|all]: run the suites and print one closing line
 # "N passed, N failed".  Exit non-zero if anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -42,6 +42,14 @@ if [ "$what" = all ] || [ "$what" = e2e ]; then
 	for t in tests/e2e/test_*.sh; do
 		[ -f "$t" ] || continue
 		run "e2e-$(basename "$t" .sh)" sh "$t"
+	done
+fi
+# The core suites on the durable file:// store (served by storage
+# workers, as gs:// is).
+if [ "$what" = all ] || [ "$what" = e2e-file ]; then
+	for t in tests/e2e/test_core_*.sh; do
+		[ -f "$t" ] || continue
+		run "e2e-file-$(basename "$t" .sh)" env LG_STORE=file sh "$t"
 	done
 fi
 # The same end-to-end suites on gs:// against the fake GCS: one switch.
