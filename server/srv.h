@@ -18,12 +18,12 @@
 #define LOCKGATE_VERSION "0.1.0"
 
 /* Limits of the HTTP layer. */
-#define SRV_BODY_MAX        (64 * 1024) /* bytes of a request body */
-#define SRV_QUERY_VALUE_MAX 4096        /* bytes of one query value */
-#define SRV_CONN_MEMORY \
-	(64 * 1024) /* MHD pool per connection: a
-					   20 KiB header, so an oversized
-					   token gets a JSON 401 */
+#define SRV_BODY_MAX             (64 * 1024) /* bytes of a request body */
+#define SRV_QUERY_VALUE_MAX      4096        /* bytes of one query value */
+/* MHD's memory per connection.  It holds a header of up to about 28 KB, so
+ * a 20 KB token gets our JSON 401 (a bigger header gets MHD's 431); MHD
+ * clears it between requests, so more costs CPU on every request. */
+#define SRV_CONN_MEMORY          (32 * 1024)
 #define SRV_CONN_LIMIT_DEFAULT   4000
 #define SRV_CONN_TIMEOUT_DEFAULT 60 /* s an idle connection lives */
 #define SRV_THREADS_DEFAULT      16 /* mem:// (nothing blocks) */
