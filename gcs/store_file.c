@@ -98,6 +98,7 @@
 #define FILE_BATCH_MAX      128   /* ops per committed batch */
 #define FILE_GATHER_US      200   /* wait for woken callers to queue again */
 #define FILE_CACHE_MAX      65536 /* object states the committer remembers */
+#define FILE_FD_SLOTS       256   /* object files the committer keeps open */
 #define FILE_REC_HDR        8     /* u32 length + u32 CRC-32 */
 #define FILE_REC_BYTES_MAX  (FILE_BATCH_MAX * (FILE_OBJ_BYTES_MAX + 1) + 64)
 #define FILE_WAL_HDR        16                /* magic + int64 counter floor */
@@ -154,6 +155,14 @@ typedef struct file_store {
 				      valid while no other writer wrote */
 	json_t *tombs; /* committer only: fname -> deleted_ms of
 				      tombstones, recycled when old */
+	/* Committer only: open object files, direct-mapped by name, so that
+	 * a rewrite is one pwritev.  Valid while the name's file is the one
+	 * opened: dropped with `cache` (another writer may have recycled it)
+	 * and when we recycle or unlink it. */
+	struct file_fd {
+		char fname[FILE_FNAME_BUF];
+		int fd;
+	} * fds;
 	int64_t last_sweep_ms;
 
 	/* Spare files (empty tombstones named SPARE_PREFIX...) renamed into
@@ -452,6 +461,42 @@ pwrite_all(int fd, const void *buf, size_t n, off_t off)
 
 static int spare_take(file_store *fs, const char *fname);
 
+static struct file_fd *
+fd_slot(file_store *fs, const char *fname)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *fname != '\0'; fname++)
+		h = (h ^ (unsigned char)*fname) * 16777619u;
+	return &fs->fds[h % FILE_FD_SLOTS];
+}
+
+/* Close FNAME's cached file, if any. */
+static void
+fd_forget(file_store *fs, const char *fname)
+{
+	struct file_fd *f = fd_slot(fs, fname);
+
+	if (f->fd >= 0 && strcmp(f->fname, fname) == 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+}
+
+/* Forget every state and open file the committer knows. */
+static void
+cache_forget_all(file_store *fs)
+{
+	size_t i;
+
+	json_object_clear(fs->cache);
+	for (i = 0; i < FILE_FD_SLOTS; i++)
+		if (fs->fds[i].fd >= 0) {
+			close(fs->fds[i].fd);
+			fs->fds[i].fd = -1;
+		}
+}
+
 /* Write TEXT (the JSON of an object or a tombstone) over object file
  * FNAME, in place: no new inode per write (ext4 makes creating files right
  * after deleting others slow) and no truncation (the header gives the
@@ -463,6 +508,7 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 {
 	char hdr[FILE_OBJ_HDR + 1];
 	struct iovec iov[2];
+	struct file_fd *slot;
 	size_t n = FILE_OBJ_HDR + tlen;
 	ssize_t w;
 	int fd, rc = GCS_OK;
@@ -476,26 +522,38 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 	iov[0].iov_len = FILE_OBJ_HDR;
 	iov[1].iov_base = (void *)text;
 	iov[1].iov_len = torn ? tlen / 2 : tlen;
-	fd = openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno == ENOENT)
-		fd = spare_take(fs, fname);
-	if (fd < 0) {
-		fd = openat(fs->dirfd, fname,
-		    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, FILE_MODE);
-		if (fd >= 0)
-			stat_add(&fs->n_created, 1);
+	slot = fd_slot(fs, fname);
+	if (slot->fd >= 0 && strcmp(slot->fname, fname) == 0) {
+		fd = slot->fd;
+	} else {
+		fd =
+		    openat(fs->dirfd, fname, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT)
+			fd = spare_take(fs, fname);
+		if (fd < 0) {
+			fd = openat(fs->dirfd, fname,
+			    O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			    FILE_MODE);
+			if (fd >= 0)
+				stat_add(&fs->n_created, 1);
+		}
+		if (fd < 0)
+			return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s",
+			    fs->dir, fname, strerror(errno));
+		if (slot->fd >= 0)
+			close(slot->fd);
+		snprintf(slot->fname, sizeof(slot->fname), "%s", fname);
+		slot->fd = fd;
 	}
-	if (fd < 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s", fs->dir,
-		    fname, strerror(errno));
 	do
 		w = pwritev(fd, iov, 2, 0);
 	while (w < 0 && errno == EINTR);
 	/* A short write of a few hundred bytes is an error (disk full). */
-	if (w != (ssize_t)(iov[0].iov_len + iov[1].iov_len))
+	if (w != (ssize_t)(iov[0].iov_len + iov[1].iov_len)) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE, "write %s/%s: %s", fs->dir,
 		    fname, w < 0 ? strerror(errno) : "short write");
-	close(fd);
+		fd_forget(fs, fname);
+	}
 	return rc;
 }
 
@@ -537,6 +595,7 @@ entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 		json_decref(cur);
 		cur = NULL;
 		rc = GCS_NOT_FOUND;
+		fd_forget(fs, fname);
 		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "unlink %s/%s: %s", fs->dir, fname,
@@ -725,6 +784,7 @@ tomb_sweep(file_store *fs)
 		if (obj_read_once(fs, fname, buf, &e) == 0) {
 			if (!entry_exists(e)) {
 				json_object_del(fs->cache, fname);
+				fd_forget(fs, fname);
 				spare_name(fs, spare);
 				dup = strdup(spare);
 				if (dup == NULL ||
@@ -950,7 +1010,7 @@ wal_catch_up(file_store *fs, gcs_err *err)
 
 	if (fstatat(fs->dirfd, WAL_NAME, &st, 0) != 0 ||
 	    st.st_ino != fs->wal_ino) {
-		json_object_clear(fs->cache);
+		cache_forget_all(fs);
 		/* Replaced by a checkpoint (or removed): start over. */
 		rc = wal_open(fs, err);
 		if (rc != GCS_OK)
@@ -963,7 +1023,7 @@ wal_catch_up(file_store *fs, gcs_err *err)
 	if (st.st_size >= fs->wal_end && wal_at_end(fs, fs->wal_end))
 		return GCS_OK;
 	/* Another writer was here: forget what we knew of the files. */
-	json_object_clear(fs->cache);
+	cache_forget_all(fs);
 	off = st.st_size >= fs->wal_end ? fs->wal_end : FILE_WAL_HDR;
 	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
 		counter_see(fs, entry_int(rec, "counter"));
@@ -1478,7 +1538,7 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 		goto unlock;
 	}
 	if (json_object_size(fs->cache) > FILE_CACHE_MAX)
-		json_object_clear(fs->cache);
+		cache_forget_all(fs);
 	now_ms = fs->clock(fs->clock_ctx);
 	for (i = 0; i < n; i++) {
 		file_op *op = ops[i];
@@ -1576,7 +1636,7 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 			 * the record; callers get "unavailable" (the write may
 			 * stand, as after a lost GCS response). */
 			fs->wal_end = rec_start;
-			json_object_clear(fs->cache);
+			cache_forget_all(fs);
 			batch_fail(ops, n, err.status, err.msg);
 			goto unlock;
 		}
@@ -1603,7 +1663,7 @@ unlock:
 	goto out;
 die:
 	/* As if killed here: stop writing, drop the lock. */
-	json_object_clear(fs->cache);
+	cache_forget_all(fs);
 	pthread_mutex_lock(&fs->mu);
 	fs->dead = 1;
 	pthread_mutex_unlock(&fs->mu);
@@ -1914,6 +1974,7 @@ static void
 file_free(gcs_store *s)
 {
 	file_store *fs = (file_store *)s;
+	size_t i;
 
 	if (fs->started) {
 		pthread_mutex_lock(&fs->mu);
@@ -1929,6 +1990,10 @@ file_free(gcs_store *s)
 		pthread_mutex_unlock(&fs->spare_mu);
 		pthread_join(fs->spare_maker, NULL);
 	}
+	for (i = 0; fs->fds != NULL && i < FILE_FD_SLOTS; i++)
+		if (fs->fds[i].fd >= 0)
+			close(fs->fds[i].fd);
+	free(fs->fds);
 	/* The spare files stay for the next store to adopt. */
 	while (fs->nspares > 0)
 		free(fs->spares[--fs->nspares]);
@@ -1991,6 +2056,7 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	file_store *fs;
 	gcs_err e = { 0 };
 	pthread_condattr_t ca;
+	size_t i;
 
 	if (err == NULL)
 		err = &e;
@@ -2022,8 +2088,11 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	fs->cache = json_object();
 	fs->tombs = json_object();
 	fs->spares = calloc(FILE_SPARES_MAX, sizeof(*fs->spares));
+	fs->fds = malloc(FILE_FD_SLOTS * sizeof(*fs->fds));
+	for (i = 0; fs->fds != NULL && i < FILE_FD_SLOTS; i++)
+		fs->fds[i].fd = -1;
 	if (fs->dir == NULL || fs->cache == NULL || fs->tombs == NULL ||
-	    fs->spares == NULL) {
+	    fs->spares == NULL || fs->fds == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto fail;
 	}

@@ -666,6 +666,56 @@ race_insert(void *arg)
 	return NULL;
 }
 
+/* The committer keeps object files open; a tombstone recycled while the
+ * store runs becomes the next new name's file, and the released name must
+ * then get a file of its own, not write through its old handle. */
+static void
+test_recycled_file_not_written_through_old_handle(void **state)
+{
+	char dir[T_PATH];
+	int64_t now = gcs_clock_real(NULL), g;
+	gcs_file_stats fst;
+	gcs_store *s, *a, *b;
+	gcs_err err;
+
+	(void)state;
+	s = gcs_file_new_clock(fresh_dir(dir), clock_var, &now, &err);
+	assert_non_null(s);
+	g = insert_ok(s, "t", "1");
+	assert_int_equal(gcs_remove(s, "t", g, 1, &err), GCS_OK);
+	now += 10 * GCS_FILE_TOMB_KEEP_MS;
+	insert_ok(s, "x", "x"); /* commits, then recycles t's file */
+	gcs_file_stats_get(s, &fst);
+	assert_true(fst.recycled >= 1);
+	insert_ok(s, "u", "u"); /* the newest spare: t's old file */
+	insert_ok(s, "t", "3");
+	assert_int_equal(get_v(s, "u", NULL, NULL, "u"), GCS_OK);
+	assert_int_equal(get_v(s, "t", NULL, NULL, "3"), GCS_OK);
+	gcs_store_free(s);
+	s = open_ok(dir);
+	assert_int_equal(get_v(s, "u", NULL, NULL, "u"), GCS_OK);
+	assert_int_equal(get_v(s, "t", NULL, NULL, "3"), GCS_OK);
+	assert_int_equal(get_v(s, "x", NULL, NULL, "x"), GCS_OK);
+	gcs_store_free(s);
+
+	/* The same across two stores: B releases and recycles the file A
+	 * has open; A must notice B's writes and let go of it. */
+	a = gcs_file_new_clock(fresh_dir(dir), clock_var, &now, &err);
+	b = gcs_file_new_clock(dir, clock_var, &now, &err);
+	assert_non_null(a);
+	assert_non_null(b);
+	g = insert_ok(a, "t", "1");
+	assert_int_equal(gcs_remove(b, "t", g, 1, &err), GCS_OK);
+	now += 10 * GCS_FILE_TOMB_KEEP_MS;
+	insert_ok(b, "x", "x");
+	insert_ok(b, "u", "u");
+	insert_ok(a, "t", "3");
+	assert_int_equal(get_v(a, "u", NULL, NULL, "u"), GCS_OK);
+	assert_int_equal(get_v(b, "t", NULL, NULL, "3"), GCS_OK);
+	gcs_store_free(b);
+	gcs_store_free(a);
+}
+
 static void
 test_two_stores_one_winner(void **state)
 {
@@ -1217,6 +1267,8 @@ main(void)
 		cmocka_unit_test(test_live_store_finishes_dead_writer),
 		cmocka_unit_test(test_log_written_in_place),
 		cmocka_unit_test(test_tombstones_recycled_when_old),
+		cmocka_unit_test(
+		    test_recycled_file_not_written_through_old_handle),
 		cmocka_unit_test(test_two_stores_one_winner),
 		cmocka_unit_test_teardown(test_two_processes, reap_child),
 		cmocka_unit_test_teardown(test_kill9_loses_nothing, reap_child),
