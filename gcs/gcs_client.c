@@ -40,8 +40,7 @@ typedef struct gs_store {
 	gcs_token_src *tok; /* NULL: no auth (emulator) */
 	gcs_retry_policy policy;
 	pthread_mutex_t pool_mu;
-	CURL *pool[GCS_POOL_MAX]; /* idle handles */
-	int kept[GCS_POOL_MAX];   /* ...whose connection stayed open */
+	gcs_http *pool[GCS_POOL_MAX]; /* idle handles, most recent last */
 	int npool;
 } gs_store;
 
@@ -58,36 +57,30 @@ typedef struct gs_req {
 
 /* ---- handle pool ---- */
 
-/* An idle handle (*reuse = 1 when its last transfer kept the connection
- * open) or a new one. */
-static CURL *
-pool_take(gs_store *g, int *reuse)
+/* The most recently used idle handle (its connection is the likeliest to
+ * be alive) or a new one; NULL when out of memory. */
+static gcs_http *
+pool_take(gs_store *g)
 {
-	CURL *h = NULL;
+	gcs_http *h = NULL;
 
-	*reuse = 0;
 	pthread_mutex_lock(&g->pool_mu);
-	if (g->npool > 0) {
-		g->npool--;
-		h = g->pool[g->npool];
-		*reuse = g->kept[g->npool];
-	}
+	if (g->npool > 0)
+		h = g->pool[--g->npool];
 	pthread_mutex_unlock(&g->pool_mu);
-	return h ? h : curl_easy_init();
+	return h ? h : gcs_http_new();
 }
 
 static void
-pool_put(gs_store *g, CURL *h, int kept)
+pool_put(gs_store *g, gcs_http *h)
 {
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
-		g->kept[g->npool] = kept;
 		g->pool[g->npool++] = h;
 		h = NULL;
 	}
 	pthread_mutex_unlock(&g->pool_mu);
-	if (h != NULL)
-		curl_easy_cleanup(h);
+	gcs_http_free(h);
 }
 
 /* ---- small helpers ---- */
@@ -292,8 +285,8 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	long timeout;
 	gcs_err terr;
 	gcs_status st;
-	CURL *h;
-	int rc, sent, tries = 0, reuse;
+	gcs_http *h;
+	int rc, sent, tries = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
@@ -333,7 +326,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 				goto nomem;
 			hdrs = h2;
 		}
-		h = pool_take(g, &reuse);
+		h = pool_take(g);
 		if (h == NULL)
 			goto nomem;
 		now = gcs_mono_ms();
@@ -342,10 +335,10 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			timeout = g->policy.try_timeout_ms;
 		if (timeout < 1)
 			timeout = 1;
-		sent = gcs_http_perform(h, reuse, req->method, req->url, hdrs,
-		    req->body, req->body_len, timeout, resp, ebuf,
-		    sizeof(ebuf));
-		pool_put(g, h, resp->kept);
+		sent =
+		    gcs_http_perform(h, req->method, req->url, hdrs, req->body,
+		        req->body_len, timeout, resp, ebuf, sizeof(ebuf));
+		pool_put(g, h);
 		/* A possible silent resend by libcurl counts as a try: the
 		 * first send may have been applied. */
 		tries += resp->sends > 1 ? resp->sends : 1;
@@ -738,7 +731,7 @@ gs_free(gcs_store *s)
 	if (g == NULL)
 		return;
 	for (i = 0; i < g->npool; i++)
-		curl_easy_cleanup(g->pool[i]);
+		gcs_http_free(g->pool[i]);
 	pthread_mutex_destroy(&g->pool_mu);
 	gcs_token_src_free(g->tok);
 	free(g);

@@ -41,6 +41,13 @@ gcs_wipe(void *p, size_t n)
 		explicit_bzero(p, n);
 }
 
+struct gcs_http {
+	CURL *h;
+	gcs_resp *resp; /* the answer being received, during a transfer */
+	int kept;       /* the last transfer left its connection open */
+	char cerr[CURL_ERROR_SIZE];
+};
+
 void
 gcs_resp_clear(gcs_resp *r)
 {
@@ -53,7 +60,7 @@ gcs_resp_clear(gcs_resp *r)
 static size_t
 on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-	gcs_resp *r = ud;
+	gcs_resp *r = ((gcs_http *)ud)->resp;
 	size_t n = size * nmemb;
 	char *nb;
 
@@ -71,74 +78,130 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* Called once per header line: only Date matters, so every other line is
+ * dismissed at its first byte. */
 static size_t
 on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
-	gcs_resp *r = ud;
+	gcs_resp *r = ((gcs_http *)ud)->resp;
 	size_t n = size * nitems;
-	char line[128];
-	time_t t;
+	int64_t t;
 
-	if (n > 5 && n < sizeof(line) && strncasecmp(buf, "Date:", 5) == 0) {
-		memcpy(line, buf + 5, n - 5);
-		line[n - 5] = '\0';
-		t = curl_getdate(line, NULL);
+	if (n > 5 && (buf[0] == 'D' || buf[0] == 'd') &&
+	    strncasecmp(buf, "Date:", 5) == 0) {
+		t = gcs_parse_http_date(buf + 5, n - 5);
 		if (t > 0)
-			r->date_ms = (int64_t)t * 1000;
+			r->date_ms = t;
 	}
 	return n;
 }
 
+gcs_http *
+gcs_http_new(void)
+{
+	gcs_http *c = calloc(1, sizeof(*c));
+	CURL *h;
+
+	if (c == NULL)
+		return NULL;
+	h = c->h = curl_easy_init();
+	if (h == NULL)
+		goto fail;
+	/* The options every transfer shares, set once: a transfer only sets
+	 * what belongs to its request (gcs_http_perform). */
+	if (curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->cerr) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, c) != CURLE_OK)
+		goto fail;
+	return c;
+fail:
+	gcs_http_free(c);
+	return NULL;
+}
+
+void
+gcs_http_free(gcs_http *c)
+{
+	if (c == NULL)
+		return;
+	if (c->h != NULL)
+		curl_easy_cleanup(c->h);
+	free(c);
+}
+
+/* The options of one request.  Everything a previous request set is
+ * overwritten: the method (GET, POST with a body, or a custom one with or
+ * without a body), the URL, the headers and the timeouts. */
+static int
+set_request(CURL *h, const char *method, const char *url,
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms)
+{
+	int get = strcmp(method, "GET") == 0;
+	int post = !get && (body != NULL || strcmp(method, "DELETE") != 0);
+	const char *custom = get || strcmp(method, "POST") == 0 ? NULL : method;
+	long cto = timeout_ms < GCS_CONNECT_TIMEOUT_MS ? timeout_ms
+	                                               : GCS_CONNECT_TIMEOUT_MS;
+
+	if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cto) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, custom) != CURLE_OK)
+		return -1;
+	if (!post)
+		return curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) == CURLE_OK
+		    ? 0
+		    : -1;
+	/* POSTFIELDS first: it makes the request a POST (CUSTOMREQUEST
+	 * renames it), then its size, so a body may hold NUL bytes. */
+	if (curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "") !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+	        (curl_off_t)body_len) != CURLE_OK)
+		return -1;
+	return 0;
+}
+
 int
-gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
+gcs_http_perform(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
     gcs_resp *resp, char *errbuf, size_t errlen)
 {
-	char cerr[CURL_ERROR_SIZE];
+	CURL *h = c->h;
 	long conns = 0;
 	curl_socket_t sock = CURL_SOCKET_BAD;
+	int reuse = c->kept;
 	CURLcode rc;
 
 	memset(resp, 0, sizeof(*resp));
-	cerr[0] = '\0';
-	curl_easy_reset(h); /* keeps the connection cache */
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-	    timeout_ms < 1 ? 1L : timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	    timeout_ms < GCS_CONNECT_TIMEOUT_MS
-	        ? (timeout_ms < 1 ? 1L : timeout_ms)
-	        : (long)GCS_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
-	if (hdrs != NULL)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (strcmp(method, "GET") != 0) {
-		if (strcmp(method, "POST") != 0)
-			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-		if (body != NULL || strcmp(method, "DELETE") != 0) {
-			curl_easy_setopt(h, CURLOPT_POST, 1L);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS,
-			    body ? body : "");
-			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-			    (curl_off_t)body_len);
-		}
-	}
-	rc = curl_easy_perform(h);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	c->resp = resp;
+	c->kept = 0;
+	c->cerr[0] = '\0';
+	if (set_request(h, method, url, hdrs, body, body_len,
+	        timeout_ms < 1 ? 1L : timeout_ms) != 0) {
+		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
+		rc = CURLE_OUT_OF_MEMORY;
+	} else
+		rc = curl_easy_perform(h);
+	/* Nothing borrowed outlives the call: the next request sets its
+	 * own body and headers. */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+	c->resp = NULL;
 	/* A new connection where one was kept: libcurl may have sent the
 	 * request on the dead one first (see gcs_resp.sends). */
 	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
 	if (rc != CURLE_OK) {
 		snprintf(errbuf, errlen, "%s",
-		    cerr[0] ? cerr : curl_easy_strerror(rc));
+		    c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
 		resp->sends = reuse && conns > 0 ? 2 : 1;
 		return -1;
@@ -147,6 +210,7 @@ gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
 	resp->kept =
 	    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
 	    sock != CURL_SOCKET_BAD;
+	c->kept = resp->kept;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	return 0;
 }
@@ -212,4 +276,109 @@ gcs_parse_rfc3339(const char *s)
 	    *s != '\0')
 		return -1;
 	return t - sign * ((int64_t)oh * 3600 + om * 60) * 1000;
+}
+
+/* N decimal digits at S into *OUT; -1 when one is not a digit. */
+static int
+digits_at(const char *s, int n, int *out)
+{
+	return digits(&s, n, out);
+}
+
+/* Days from 1970-01-01 to Y-M-D (proleptic Gregorian, M 1..12): whole
+ * 400-year eras of 146097 days, then years of 365 days plus the leap days,
+ * counting the year from March so that February's leap day comes last. */
+static int64_t
+days_from_civil(int y, int m, int d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static int
+month_days(int y, int m)
+{
+	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30,
+		31 };
+
+	if (m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))
+		return 29;
+	return days[m - 1];
+}
+
+/* Index of the 3-letter name at S in NAMES (COUNT names back to back),
+ * -1 when absent. */
+static int
+name_index(const char *names, int count, const char *s)
+{
+	int i;
+
+	for (i = 0; i < count; i++)
+		if (memcmp(names + 3 * i, s, 3) == 0)
+			return i;
+	return -1;
+}
+
+int64_t
+gcs_parse_imf_fixdate(const char *s, size_t n)
+{
+	static const char wdays[] = "SunMonTueWedThuFriSat";
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	int wd, d, mo, y, h, mi, sec;
+	int64_t days, t;
+
+	/* "Sun, 06 Nov 1994 08:49:37 GMT": fixed width, 29 bytes. */
+	if (s == NULL || n != 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[19] != ':' || s[22] != ':' ||
+	    s[25] != ' ' || memcmp(s + 26, "GMT", 3) != 0)
+		return -1;
+	wd = name_index(wdays, 7, s);
+	mo = name_index(months, 12, s + 8) + 1;
+	if (wd < 0 || mo < 1 || digits_at(s + 5, 2, &d) ||
+	    digits_at(s + 12, 4, &y) || digits_at(s + 17, 2, &h) ||
+	    digits_at(s + 20, 2, &mi) || digits_at(s + 23, 2, &sec))
+		return -1;
+	if (y < 1970 || d < 1 || d > month_days(y, mo) || h > 23 || mi > 59 ||
+	    sec > 60)
+		return -1;
+	days = days_from_civil(y, mo, d);
+	if ((days + 4) % 7 != wd) /* 1970-01-01 was a Thursday */
+		return -1;
+	t = ((days * 24 + h) * 60 + mi) * 60 + sec;
+	return t > 0 ? t * 1000 : -1;
+}
+
+int64_t
+gcs_parse_http_date(const char *s, size_t n)
+{
+	char buf[GCS_DATE_MAX + 1];
+	int64_t t;
+	time_t ct;
+
+	if (s == NULL)
+		return -1;
+	while (n > 0 && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
+	}
+	while (n > 0 &&
+	    (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' ||
+	        s[n - 1] == '\n'))
+		n--;
+	if (n == 0 || n > GCS_DATE_MAX)
+		return -1;
+	t = gcs_parse_imf_fixdate(s, n);
+	if (t > 0)
+		return t;
+	/* The obsolete forms HTTP/1.1 still allows a server to send. */
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	ct = curl_getdate(buf, NULL);
+	return ct > 0 ? (int64_t)ct * 1000 : -1;
 }

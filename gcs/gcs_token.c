@@ -266,7 +266,7 @@ static int
 fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
     int64_t *life_ms, gcs_err *err)
 {
-	CURL *h = NULL;
+	gcs_http *h = NULL;
 	struct curl_slist *hdrs = NULL;
 	char *assertion = NULL, *form = NULL, ebuf[GCS_ERRMSG_MAX];
 	const char *src =
@@ -279,7 +279,7 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	int rc = GCS_UNAVAILABLE, n;
 
 	memset(&r, 0, sizeof(r));
-	h = curl_easy_init();
+	h = gcs_http_new();
 	if (h == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	if (t->kind == SRC_SA) {
@@ -314,8 +314,8 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
 	}
-	if (gcs_http_perform(h, 0, form ? "POST" : "GET", t->token_url, hdrs,
-	        form, formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
+	if (gcs_http_perform(h, form ? "POST" : "GET", t->token_url, hdrs, form,
+	        formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot get a Cloud Storage access token from the %s: %s",
 		    src, ebuf);
@@ -359,7 +359,7 @@ out:
 		free(form);
 	}
 	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
+	gcs_http_free(h);
 	return rc;
 }
 
