@@ -45,6 +45,8 @@ struct gcs_http {
 	CURL *h;
 	gcs_resp *resp; /* the answer being received, during a transfer */
 	int kept;       /* the last transfer left its connection open */
+	int http_proxy; /* a proxy from the environment may carry http:// */
+	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
 	char cerr[CURL_ERROR_SIZE];
 };
 
@@ -96,6 +98,25 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+/* libcurl sends an http:// request through a proxy named in the
+ * environment with the whole URL in the request line (https:// goes
+ * through a CONNECT tunnel instead). */
+static int
+http_proxy_env(void)
+{
+	static const char *const vars[] = { "http_proxy", "all_proxy",
+		"ALL_PROXY" };
+	const char *v;
+	size_t i;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		v = getenv(vars[i]);
+		if (v != NULL && v[0] != '\0')
+			return 1;
+	}
+	return 0;
+}
+
 gcs_http *
 gcs_http_new(void)
 {
@@ -107,6 +128,7 @@ gcs_http_new(void)
 	h = c->h = curl_easy_init();
 	if (h == NULL)
 		goto fail;
+	c->http_proxy = http_proxy_env();
 	/* The options every transfer shares, set once: a transfer only sets
 	 * what belongs to its request (gcs_http_perform). */
 	if (curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
@@ -137,20 +159,50 @@ gcs_http_free(gcs_http *c)
 	free(c);
 }
 
+/* The path and query of URL (borrowed from it), with the scheme and
+ * authority before them copied into C->origin; NULL when URL has no path,
+ * its origin does not fit, or a proxy would need the whole URL. */
+static const char *
+split_url(gcs_http *c, const char *url)
+{
+	const char *p = strstr(url, "://");
+	size_t n;
+
+	if (p == NULL || (c->http_proxy && strncmp(url, "https:", 6) != 0))
+		return NULL;
+	p = strchr(p + 3, '/');
+	if (p == NULL || (size_t)(p - url) >= sizeof(c->origin))
+		return NULL;
+	n = (size_t)(p - url);
+	memcpy(c->origin, url, n);
+	c->origin[n] = '\0';
+	return p;
+}
+
 /* The options of one request.  Everything a previous request set is
  * overwritten: the method (GET, POST with a body, or a custom one with or
- * without a body), the URL, the headers and the timeouts. */
+ * without a body), the URL, the headers and the timeouts.
+ *
+ * The URL goes in two pieces: the origin as CURLOPT_URL and the path and
+ * query as the request target.  libcurl 7.88 re-assembles a URL and
+ * writes its query into the request line through its own printf, one
+ * function call per byte; a request target is copied as is.  Our URLs are
+ * already percent-encoded, so the request line is the same. */
 static int
-set_request(CURL *h, const char *method, const char *url,
+set_request(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms)
 {
+	CURL *h = c->h;
+	const char *target = split_url(c, url);
 	int get = strcmp(method, "GET") == 0;
 	int post = !get && (body != NULL || strcmp(method, "DELETE") != 0);
 	const char *custom = get || strcmp(method, "POST") == 0 ? NULL : method;
 	long cto = timeout_ms < GCS_CONNECT_TIMEOUT_MS ? timeout_ms
 	                                               : GCS_CONNECT_TIMEOUT_MS;
 
-	if (curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK ||
+	if (curl_easy_setopt(h, CURLOPT_URL, target ? c->origin : url) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_REQUEST_TARGET, target) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cto) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
@@ -185,7 +237,7 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 	c->resp = resp;
 	c->kept = 0;
 	c->cerr[0] = '\0';
-	if (set_request(h, method, url, hdrs, body, body_len,
+	if (set_request(c, method, url, hdrs, body, body_len,
 	        timeout_ms < 1 ? 1L : timeout_ms) != 0) {
 		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
 		rc = CURLE_OUT_OF_MEMORY;

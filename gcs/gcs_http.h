@@ -13,6 +13,7 @@
 #define GCS_RESP_MAX           (1 << 20) /* bytes of a response body we keep */
 #define GCS_CONNECT_TIMEOUT_MS 3000      /* TCP (+TLS) connect of one try */
 #define GCS_DATE_MAX           128       /* bytes of a Date header we look at */
+#define GCS_ORIGIN_MAX         576 /* bytes of the scheme://authority of a URL */
 
 /* A response: status 0 means no HTTP answer (transport error). */
 typedef struct gcs_resp {

@@ -647,6 +647,87 @@ test_keepalive_one_connection(void **state)
 	assert_true(fake_gcs_count(&fake, "connections") <= 1 + 3);
 }
 
+/* One pooled handle serves every method in turn: nothing of a request
+ * (method, body, content type) leaks into the next one, and the
+ * connection is kept throughout. */
+static void
+test_keepalive_mixed_methods(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o, p;
+	json_t *m = meta2("refresh_seq", "1", NULL, NULL), *r;
+	gcs_err err;
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		insert_ok(s, "mix", &o);
+		assert_int_equal(gcs_get(s, "mix", &p, &err), GCS_OK);
+		gcs_object_clear(&p);
+		assert_int_equal(gcs_patch(s, "mix", o.generation, 1, m, &p,
+		                     &err),
+		    GCS_OK);
+		assert_int_equal(p.metageneration, 2);
+		assert_int_equal(gcs_remove(s, "mix", o.generation, 2, &err),
+		    GCS_OK);
+		gcs_object_clear(&o);
+		gcs_object_clear(&p);
+	}
+	json_decref(m);
+	/* the store's one connection and this control request's own (the
+	 * reset in test_setup zeroed the count) */
+	assert_int_equal(fake_gcs_count(&fake, "connections"), 1 + 1);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "delete"), 10);
+	r = last_request("get"); /* after a POST on the same handle */
+	assert_string_equal(jstr(r, "method"), "GET");
+	assert_string_equal(jstr(r, "body"), "");
+	assert_string_equal(jstr(r, "content_type"), "");
+	json_decref(r);
+	r = last_request("delete"); /* after a PATCH with a body */
+	assert_string_equal(jstr(r, "method"), "DELETE");
+	assert_string_equal(jstr(r, "body"), "");
+	assert_string_equal(jstr(r, "content_type"), "");
+	json_decref(r);
+	r = last_request("patch");
+	assert_string_equal(jstr(r, "method"), "PATCH");
+	assert_string_equal(jstr(r, "content_type"), "application/json");
+	assert_string_equal(jstr(r, "body"),
+	    "{\"metadata\":{\"refresh_seq\":\"1\"}}");
+	json_decref(r);
+}
+
+/* Through an HTTP proxy from the environment, a plain http:// request
+ * names the whole URL in its request line.  The fake plays the proxy: it
+ * sees the absolute URL (and does not know the path). */
+static void
+test_http_proxy_gets_absolute_url(void **state)
+{
+	char want[160], proxy[160];
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *a, *r;
+
+	(void)state;
+	snprintf(proxy, sizeof(proxy), "http://%s", fake.hostport);
+	setenv("http_proxy", proxy, 1);
+	s = open_store(PREFIX);
+	assert_int_not_equal(gcs_get(s, "via/proxy", &o, &err), GCS_OK);
+	unsetenv("http_proxy");
+	gcs_store_free(s);
+	a = fake_gcs_json(&fake, "/_fake/requests");
+	r = json_array_get(a, json_array_size(a) - 1);
+	snprintf(want, sizeof(want),
+	    "http://%s/storage/v1/b/bkt/o/locks%%2Fvia%%2Fproxy?",
+	    fake.hostport);
+	if (strncmp(jstr(r, "uri"), want, strlen(want)) != 0)
+		fail_msg("request line target '%s', want '%s...'",
+		    jstr(r, "uri"), want);
+	json_decref(a);
+}
+
 int
 main(void)
 {
@@ -684,6 +765,11 @@ main(void)
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
 		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_mixed_methods,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_http_proxy_gets_absolute_url, test_setup,
+		    test_teardown),
 	};
 
 	return cmocka_run_group_tests_name("gcs_client", tests, group_setup,
