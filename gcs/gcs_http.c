@@ -282,10 +282,25 @@ digits(const char **p, int n, int *out)
 	return 0;
 }
 
+/* Days from 1970-01-01 to Y-M-D (proleptic Gregorian, M 1..12): whole
+ * 400-year eras of 146097 days, then years of 365 days plus the leap days,
+ * counting the year from March so that February's leap day comes last. */
+static int64_t
+days_from_civil(int y, int m, int d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
 int64_t
 gcs_parse_rfc3339(const char *s)
 {
-	struct tm tm;
 	int y, mo, d, h, mi, sec, ms = 0, scale = 100, oh, om, sign;
 	int64_t t;
 
@@ -311,14 +326,10 @@ gcs_parse_rfc3339(const char *s)
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
 	    sec > 60)
 		return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	t = (int64_t)timegm(&tm) * 1000 + ms;
+	/* A day past the month's end rolls into the next, as timegm does. */
+	t = (((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 + sec) *
+	        1000 +
+	    ms;
 	if (*s == 'Z' || *s == 'z')
 		return s[1] == '\0' ? t : -1;
 	if (*s != '+' && *s != '-')
@@ -335,22 +346,6 @@ static int
 digits_at(const char *s, int n, int *out)
 {
 	return digits(&s, n, out);
-}
-
-/* Days from 1970-01-01 to Y-M-D (proleptic Gregorian, M 1..12): whole
- * 400-year eras of 146097 days, then years of 365 days plus the leap days,
- * counting the year from March so that February's leap day comes last. */
-static int64_t
-days_from_civil(int y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
 }
 
 static int
@@ -433,4 +428,302 @@ gcs_parse_http_date(const char *s, size_t n)
 	buf[n] = '\0';
 	ct = curl_getdate(buf, NULL);
 	return ct > 0 ? (int64_t)ct * 1000 : -1;
+}
+
+/* ---- picking members out of a JSON answer ---- */
+
+typedef struct jscan {
+	const char *p, *end;
+	int depth;
+} jscan;
+
+static void
+jws(jscan *s)
+{
+	while (s->p < s->end &&
+	    (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static int
+hexdigit(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+	    (c >= 'A' && c <= 'F');
+}
+
+/* One UTF-8 sequence of 2..4 bytes starting at the lead byte *s->p
+ * (>= 0x80): no overlong form, no surrogate, nothing past U+10FFFF. */
+static int
+jutf8(jscan *s)
+{
+	const unsigned char *u = (const unsigned char *)s->p;
+	size_t left = (size_t)(s->end - s->p), n, i;
+	unsigned c = u[0], cp;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return -1;
+	if (left < n)
+		return -1;
+	for (i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			return -1;
+		cp = (cp << 6) | (u[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return -1;
+	s->p += n;
+	return 0;
+}
+
+/* The string at s->p (its opening quote).  Leaves s->p past the closing
+ * quote; *esc = 1 when it holds an escape. */
+static int
+jstring(jscan *s, int *esc)
+{
+	unsigned char c;
+	int i;
+
+	*esc = 0;
+	s->p++;
+	while (s->p < s->end) {
+		c = (unsigned char)*s->p;
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			s->p++; /* the usual byte first */
+			continue;
+		}
+		if (c == '"') {
+			s->p++;
+			return 0;
+		}
+		if (c < 0x20)
+			return -1;
+		if (c >= 0x80) {
+			if (jutf8(s) != 0)
+				return -1;
+			continue;
+		}
+		if (c == '\\') {
+			*esc = 1;
+			if (s->end - s->p < 2)
+				return -1;
+			c = (unsigned char)s->p[1];
+			if (c == 'u') {
+				if (s->end - s->p < 6)
+					return -1;
+				for (i = 2; i < 6; i++)
+					if (!hexdigit(s->p[i]))
+						return -1;
+				s->p += 6;
+				continue;
+			}
+			if (strchr("\"\\/bfnrt", c) == NULL || c == '\0')
+				return -1;
+			s->p += 2;
+			continue;
+		}
+		s->p++;
+	}
+	return -1;
+}
+
+static int
+jdigits(jscan *s)
+{
+	const char *start = s->p;
+
+	while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+		s->p++;
+	return s->p > start ? 0 : -1;
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int
+jnumber(jscan *s)
+{
+	if (s->p < s->end && *s->p == '-')
+		s->p++;
+	if (s->p < s->end && *s->p == '0')
+		s->p++;
+	else if (jdigits(s) != 0)
+		return -1;
+	if (s->p < s->end && *s->p == '.') {
+		s->p++;
+		if (jdigits(s) != 0)
+			return -1;
+	}
+	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+		s->p++;
+		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
+			s->p++;
+		if (jdigits(s) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int jvalue(jscan *s);
+
+/* The object or array at s->p; CLOSE is '}' or ']'. */
+static int
+jcontainer(jscan *s, char close)
+{
+	int rc, esc;
+
+	if (++s->depth > GCS_JSON_DEPTH)
+		return 1; /* deep: let jansson decide */
+	s->p++;
+	jws(s);
+	if (s->p < s->end && *s->p == close) {
+		s->p++;
+		s->depth--;
+		return 0;
+	}
+	for (;;) {
+		if (close == '}') {
+			if (s->p >= s->end || *s->p != '"' ||
+			    jstring(s, &esc) != 0)
+				return -1;
+			jws(s);
+			if (s->p >= s->end || *s->p != ':')
+				return -1;
+			s->p++;
+			jws(s);
+		}
+		if ((rc = jvalue(s)) != 0)
+			return rc;
+		jws(s);
+		if (s->p >= s->end)
+			return -1;
+		if (*s->p == close) {
+			s->p++;
+			s->depth--;
+			return 0;
+		}
+		if (*s->p != ',')
+			return -1;
+		s->p++;
+		jws(s);
+	}
+}
+
+static int
+jliteral(jscan *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0)
+		return -1;
+	s->p += n;
+	return 0;
+}
+
+/* Any value at s->p, leading whitespace skipped by the caller. */
+static int
+jvalue(jscan *s)
+{
+	int esc;
+
+	if (s->p >= s->end)
+		return -1;
+	switch (*s->p) {
+	case '{':
+		return jcontainer(s, '}');
+	case '[':
+		return jcontainer(s, ']');
+	case '"':
+		return jstring(s, &esc);
+	case 't':
+		return jliteral(s, "true");
+	case 'f':
+		return jliteral(s, "false");
+	case 'n':
+		return jliteral(s, "null");
+	default:
+		return jnumber(s);
+	}
+}
+
+int
+gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
+{
+	jscan s;
+	const char *key, *val;
+	size_t klen, i;
+	int rc, esc;
+
+	for (i = 0; i < n; i++) {
+		pick[i].val = NULL;
+		pick[i].len = 0;
+		pick[i].is_str = 0;
+	}
+	if (buf == NULL)
+		return -1;
+	s = (jscan){ buf, buf + len, 1 };
+	jws(&s);
+	if (s.p >= s.end || *s.p != '{')
+		return -1;
+	s.p++;
+	jws(&s);
+	if (s.p < s.end && *s.p == '}') {
+		s.p++;
+		goto tail;
+	}
+	for (;;) {
+		if (s.p >= s.end || *s.p != '"')
+			return -1;
+		key = s.p + 1;
+		if (jstring(&s, &esc) != 0)
+			return -1;
+		if (esc)
+			return 1; /* an escaped name may still be ours */
+		klen = (size_t)(s.p - 1 - key);
+		jws(&s);
+		if (s.p >= s.end || *s.p != ':')
+			return -1;
+		s.p++;
+		jws(&s);
+		val = s.p;
+		if ((rc = jvalue(&s)) != 0)
+			return rc;
+		for (i = 0; i < n; i++) {
+			if (strlen(pick[i].key) != klen ||
+			    memcmp(pick[i].key, key, klen) != 0)
+				continue;
+			/* The last of duplicate names wins, as in jansson. */
+			pick[i].val = NULL;
+			pick[i].is_str = *val == '"';
+			if (pick[i].is_str) {
+				if (memchr(val, '\\', (size_t)(s.p - val)))
+					return 1;
+				pick[i].val = val + 1;
+				pick[i].len = (size_t)(s.p - val) - 2;
+			} else if (*val == '-' ||
+			    (*val >= '0' && *val <= '9')) {
+				pick[i].val = val;
+				pick[i].len = (size_t)(s.p - val);
+			}
+		}
+		jws(&s);
+		if (s.p >= s.end)
+			return -1;
+		if (*s.p == '}') {
+			s.p++;
+			break;
+		}
+		if (*s.p != ',')
+			return -1;
+		s.p++;
+		jws(&s);
+	}
+tail:
+	jws(&s);
+	return s.p == s.end ? 0 : -1;
 }
