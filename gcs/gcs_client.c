@@ -341,12 +341,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			}
 			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
 			    tok);
-			gcs_wipe(tok, sizeof(tok));
+			gcs_wipe(tok, strlen(tok));
 		}
 		hdrs_build(&hl, auth, ct, req->body != NULL);
 		h = pool_take(g);
 		if (h == NULL) {
-			gcs_wipe(auth, sizeof(auth));
+			gcs_wipe(auth, strlen(auth));
 			return gcs_fail(err, GCS_NOMEM, "out of memory");
 		}
 		now = gcs_mono_ms();
@@ -359,7 +359,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
 		pool_put(g, h);
-		gcs_wipe(auth, sizeof(auth));
+		gcs_wipe(auth, strlen(auth)); /* only the bytes written */
 		/* A possible silent resend by libcurl counts as a try: the
 		 * first send may have been applied. */
 		tries += resp->sends > 1 ? resp->sends : 1;

@@ -98,23 +98,35 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
-/* libcurl sends an http:// request through a proxy named in the
- * environment with the whole URL in the request line (https:// goes
- * through a CONNECT tunnel instead). */
+/* The proxies libcurl would take from the environment: it reads
+ * http_proxy, https_proxy or HTTPS_PROXY, all_proxy or ALL_PROXY (never
+ * HTTP_PROXY), empty meaning unset. */
+#define PROXY_HTTP 1 /* one may carry http:// requests */
+#define PROXY_ANY  2 /* one may carry some request */
+
 static int
-http_proxy_env(void)
+proxy_env(void)
 {
-	static const char *const vars[] = { "http_proxy", "all_proxy",
-		"ALL_PROXY" };
+	static const struct {
+		const char *name;
+		int kind;
+	} vars[] = {
+		{ "http_proxy", PROXY_HTTP | PROXY_ANY },
+		{ "all_proxy", PROXY_HTTP | PROXY_ANY },
+		{ "ALL_PROXY", PROXY_HTTP | PROXY_ANY },
+		{ "https_proxy", PROXY_ANY },
+		{ "HTTPS_PROXY", PROXY_ANY },
+	};
 	const char *v;
 	size_t i;
+	int kind = 0;
 
 	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		v = getenv(vars[i]);
+		v = getenv(vars[i].name);
 		if (v != NULL && v[0] != '\0')
-			return 1;
+			kind |= vars[i].kind;
 	}
-	return 0;
+	return kind;
 }
 
 gcs_http *
@@ -122,13 +134,21 @@ gcs_http_new(void)
 {
 	gcs_http *c = calloc(1, sizeof(*c));
 	CURL *h;
+	int proxy;
 
 	if (c == NULL)
 		return NULL;
 	h = c->h = curl_easy_init();
 	if (h == NULL)
 		goto fail;
-	c->http_proxy = http_proxy_env();
+	proxy = proxy_env();
+	c->http_proxy = (proxy & PROXY_HTTP) != 0;
+	/* Without a proxy in the environment, say so once: libcurl would
+	 * otherwise look it up (five getenv and a printf) every transfer. */
+	if (!(proxy & PROXY_ANY) &&
+	    (curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
+	        curl_easy_setopt(h, CURLOPT_NOPROXY, "") != CURLE_OK))
+		goto fail;
 	/* The options every transfer shares, set once: a transfer only sets
 	 * what belongs to its request (gcs_http_perform). */
 	if (curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||

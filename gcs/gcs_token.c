@@ -383,7 +383,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	uint64_t seq;
 	long timeout;
 	struct timespec ts;
-	int rc;
+	int rc, fetched = 0;
 
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
@@ -443,6 +443,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 		timeout = GCS_TOKEN_FETCH_TIMEOUT_MS;
 	if (timeout < 1)
 		timeout = 1;
+	fetched = 1;
 	rc = fetch(t, timeout, tok, sizeof(tok), &life, err);
 	gcs_stat_token_fetch(rc == GCS_OK);
 	pthread_mutex_lock(&t->mu);
@@ -469,7 +470,8 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	pthread_cond_broadcast(&t->cv);
 out:
 	pthread_mutex_unlock(&t->mu);
-	gcs_wipe(tok, sizeof(tok));
+	if (fetched) /* the usual path never touches TOK: no 4 KiB wipe */
+		gcs_wipe(tok, sizeof(tok));
 	return rc;
 }
 
