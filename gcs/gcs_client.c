@@ -26,10 +26,12 @@
 #include "gcs_http.h"
 #include "gcs_token.h"
 
-#define OBJ_FIELDS   "name,generation,metageneration,timeCreated,updated,metadata"
-#define LIST_FIELDS  "items(" OBJ_FIELDS "),nextPageToken"
-#define BOUNDARY_HEX 16 /* random bytes of a multipart boundary */
-#define AUTH_HDR_MAX (GCS_TOKEN_MAX + 32)
+#define OBJ_FIELDS    "name,generation,metageneration,timeCreated,updated,metadata"
+#define LIST_FIELDS   "items(" OBJ_FIELDS "),nextPageToken"
+/* An insert answer is read for these only (answer_inserted). */
+#define INSERT_FIELDS "generation,metageneration,timeCreated,updated"
+#define BOUNDARY_HEX  16 /* random bytes of a multipart boundary */
+#define AUTH_HDR_MAX  (GCS_TOKEN_MAX + 32)
 
 typedef struct gs_store {
 	gcs_store base;
@@ -40,8 +42,7 @@ typedef struct gs_store {
 	gcs_token_src *tok; /* NULL: no auth (emulator) */
 	gcs_retry_policy policy;
 	pthread_mutex_t pool_mu;
-	CURL *pool[GCS_POOL_MAX]; /* idle handles */
-	int kept[GCS_POOL_MAX];   /* ...whose connection stayed open */
+	gcs_http *pool[GCS_POOL_MAX]; /* idle handles, most recent last */
 	int npool;
 } gs_store;
 
@@ -58,36 +59,30 @@ typedef struct gs_req {
 
 /* ---- handle pool ---- */
 
-/* An idle handle (*reuse = 1 when its last transfer kept the connection
- * open) or a new one. */
-static CURL *
-pool_take(gs_store *g, int *reuse)
+/* The most recently used idle handle (its connection is the likeliest to
+ * be alive) or a new one; NULL when out of memory. */
+static gcs_http *
+pool_take(gs_store *g)
 {
-	CURL *h = NULL;
+	gcs_http *h = NULL;
 
-	*reuse = 0;
 	pthread_mutex_lock(&g->pool_mu);
-	if (g->npool > 0) {
-		g->npool--;
-		h = g->pool[g->npool];
-		*reuse = g->kept[g->npool];
-	}
+	if (g->npool > 0)
+		h = g->pool[--g->npool];
 	pthread_mutex_unlock(&g->pool_mu);
-	return h ? h : curl_easy_init();
+	return h ? h : gcs_http_new();
 }
 
 static void
-pool_put(gs_store *g, CURL *h, int kept)
+pool_put(gs_store *g, gcs_http *h)
 {
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
-		g->kept[g->npool] = kept;
 		g->pool[g->npool++] = h;
 		h = NULL;
 	}
 	pthread_mutex_unlock(&g->pool_mu);
-	if (h != NULL)
-		curl_easy_cleanup(h);
+	gcs_http_free(h);
 }
 
 /* ---- small helpers ---- */
@@ -280,28 +275,61 @@ reason_of(const gcs_resp *r, char *buf, size_t bufsz)
 	return buf;
 }
 
+/* The request headers of one try, as a list on the caller's stack:
+ * libcurl only reads them while the transfer runs.  AUTH (the bearer
+ * header, or "") and CT (a Content-Type header, or "") are the caller's. */
+typedef struct gs_hdrs {
+	struct curl_slist node[3];
+	struct curl_slist *list;
+} gs_hdrs;
+
+static void
+hdrs_build(gs_hdrs *hl, char *auth, char *ct, int has_body)
+{
+	/* No 100-continue round trip for our small bodies. */
+	static char expect[] = "Expect:";
+	char *v[3];
+	int n = 0, i;
+
+	if (auth[0] != '\0')
+		v[n++] = auth;
+	if (has_body)
+		v[n++] = expect;
+	if (ct[0] != '\0')
+		v[n++] = ct;
+	for (i = 0; i < n; i++) {
+		hl->node[i].data = v[i];
+		hl->node[i].next = i + 1 < n ? &hl->node[i + 1] : NULL;
+	}
+	hl->list = n > 0 ? &hl->node[0] : NULL;
+}
+
 /* Perform REQ with retries.  GCS_OK with *resp holding a 2xx answer (caller
  * clears it); otherwise the classified status with err filled. */
 static int
 gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 {
-	char auth[AUTH_HDR_MAX], ebuf[GCS_ERRMSG_MAX], reason[64];
+	char auth[AUTH_HDR_MAX], ct[128], ebuf[GCS_ERRMSG_MAX], reason[64];
 	char tok[GCS_TOKEN_MAX];
-	struct curl_slist *hdrs = NULL, *h2;
 	int64_t deadline, now, cap, pause;
 	long timeout;
 	gcs_err terr;
 	gcs_status st;
-	CURL *h;
-	int rc, sent, tries = 0, reuse;
+	gs_hdrs hl;
+	gcs_http *h;
+	int rc, sent, tries = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
+	ct[0] = '\0';
+	if (req->ctype != NULL &&
+	    (size_t)snprintf(ct, sizeof(ct), "Content-Type: %s", req->ctype) >=
+	        sizeof(ct))
+		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
 	memset(resp, 0, sizeof(*resp));
 	for (;;) {
 		err->attempts = tries + 1;
-		hdrs = NULL;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
 			memset(&terr, 0, sizeof(terr));
@@ -313,48 +341,29 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			}
 			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
 			    tok);
-			gcs_wipe(tok, sizeof(tok));
-			h2 = curl_slist_append(hdrs, auth);
-			if (h2 == NULL)
-				goto nomem;
-			hdrs = h2;
+			gcs_wipe(tok, strlen(tok));
 		}
-		/* No 100-continue round trip for our small bodies. */
-		h2 = curl_slist_append(hdrs, "Expect:");
-		if (h2 == NULL)
-			goto nomem;
-		hdrs = h2;
-		if (req->ctype != NULL) {
-			char ct[128];
-			snprintf(ct, sizeof(ct), "Content-Type: %s",
-			    req->ctype);
-			h2 = curl_slist_append(hdrs, ct);
-			if (h2 == NULL)
-				goto nomem;
-			hdrs = h2;
+		hdrs_build(&hl, auth, ct, req->body != NULL);
+		h = pool_take(g);
+		if (h == NULL) {
+			gcs_wipe(auth, strlen(auth));
+			return gcs_fail(err, GCS_NOMEM, "out of memory");
 		}
-		h = pool_take(g, &reuse);
-		if (h == NULL)
-			goto nomem;
 		now = gcs_mono_ms();
 		timeout = (long)(deadline - now);
 		if (timeout > g->policy.try_timeout_ms)
 			timeout = g->policy.try_timeout_ms;
 		if (timeout < 1)
 			timeout = 1;
-		sent = gcs_http_perform(h, reuse, req->method, req->url, hdrs,
+		sent = gcs_http_perform(h, req->method, req->url, hl.list,
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
-		pool_put(g, h, resp->kept);
+		pool_put(g, h);
+		gcs_wipe(auth, strlen(auth)); /* only the bytes written */
 		/* A possible silent resend by libcurl counts as a try: the
 		 * first send may have been applied. */
 		tries += resp->sends > 1 ? resp->sends : 1;
 		err->attempts = tries;
-		for (h2 = hdrs; h2 != NULL; h2 = h2->next)
-			gcs_wipe(h2->data, strlen(h2->data));
-		curl_slist_free_all(hdrs);
-		gcs_wipe(auth, sizeof(auth));
-		hdrs = NULL;
 		err->http_status = sent == 0 ? (int)resp->status : 0;
 		if (sent == 0 && resp->status >= 200 && resp->status < 300) {
 			if (resp->too_big) {
@@ -397,13 +406,6 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	}
 	gcs_resp_clear(resp);
 	return rc;
-nomem:
-	for (h2 = hdrs; h2 != NULL; h2 = h2->next)
-		gcs_wipe(h2->data, strlen(h2->data));
-	curl_slist_free_all(hdrs);
-	gcs_wipe(auth, sizeof(auth));
-	gcs_wipe(tok, sizeof(tok));
-	return gcs_fail(err, GCS_NOMEM, "out of memory");
 }
 
 static int64_t
@@ -431,18 +433,239 @@ answer_object(const gcs_resp *r, const char *op, gcs_object *out, gcs_err *err)
 
 /* ---- the contract ---- */
 
+/* ---- the insert request and its answer ---- */
+
+/* A growing buffer: appends never fail, OOM is remembered. */
+typedef struct gs_buf {
+	char *p;
+	size_t len, cap;
+	int oom;
+} gs_buf;
+
+/* Room for N more bytes and a NUL; 0, or -1 (remembered) without. */
+static int
+buf_room(gs_buf *b, size_t n)
+{
+	char *np;
+	size_t cap;
+
+	if (b->oom)
+		return -1;
+	if (b->len + n + 1 <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 1024;
+	while (cap < b->len + n + 1)
+		cap *= 2;
+	np = realloc(b->p, cap);
+	if (np == NULL) {
+		b->oom = 1;
+		return -1;
+	}
+	b->p = np;
+	b->cap = cap;
+	return 0;
+}
+
+static void
+buf_add(gs_buf *b, const char *s, size_t n)
+{
+	if (buf_room(b, n) != 0)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void
+buf_str(gs_buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+/* S as a JSON string, quotes included.  S is valid UTF-8 (jansson checks
+ * every string and key it holds; lock names are ASCII), which passes
+ * through; '"', '\' and control characters are escaped. */
+static void
+buf_jstr(gs_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char c;
+	char *o;
+	size_t i;
+
+	if (buf_room(b, 6 * n + 2) != 0) /* every byte a \u00XX */
+		return;
+	o = b->p + b->len;
+	*o++ = '"';
+	for (i = 0; i < n; i++) {
+		c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			*o++ = (char)c;
+		} else if (c == '"' || c == '\\') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else {
+			memcpy(o, "\\u00", 4);
+			o[4] = hex[c >> 4];
+			o[5] = hex[c & 15];
+			o += 6;
+		}
+	}
+	*o++ = '"';
+	*o = '\0';
+	b->len = (size_t)(o - b->p);
+}
+
+/* The object resource of a new lock, written straight as compact JSON:
+ * {"name":FULL,"cacheControl":"no-store","contentType":...,"metadata":{..}}
+ * with the null values of METADATA left out (a new object has no deleted
+ * keys).  Metadata values are strings by contract; any other value is
+ * written by jansson. */
+static void
+buf_resource(gs_buf *b, const char *full, const json_t *metadata)
+{
+	const char *k, *sep = "";
+	json_t *v;
+	char *dump;
+
+	buf_str(b, "{\"name\":");
+	buf_jstr(b, full, strlen(full));
+	buf_str(b,
+	    ",\"cacheControl\":\"no-store\",\"contentType\":"
+	    "\"application/octet-stream\",\"metadata\":{");
+	json_object_foreach((json_t *)metadata, k, v)
+	{
+		if (json_is_null(v))
+			continue;
+		buf_str(b, sep);
+		sep = ",";
+		buf_jstr(b, k, strlen(k));
+		buf_add(b, ":", 1);
+		if (json_is_string(v)) {
+			buf_jstr(b, json_string_value(v),
+			    json_string_length(v));
+			continue;
+		}
+		dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (dump == NULL) {
+			b->oom = 1;
+			return;
+		}
+		buf_str(b, dump);
+		free(dump);
+	}
+	buf_str(b, "}}");
+}
+
+/* NUL-terminate the N bytes at S into DST (DSTSZ bytes); -1 if too long. */
+static int
+text_copy(char *dst, size_t dstsz, const char *s, size_t n)
+{
+	if (s == NULL || n >= dstsz)
+		return -1;
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+/* An int64 member picked out of an answer: a JSON string of digits, the
+ * way GCS sends generations, or a plain integer. */
+static int
+pick_i64(const gcs_jpick *p, int64_t *out)
+{
+	char buf[32], *end;
+	long long x;
+
+	if (p->val == NULL || p->len == 0 ||
+	    text_copy(buf, sizeof(buf), p->val, p->len) != 0 ||
+	    (p->is_str && (buf[0] < '0' || buf[0] > '9')))
+		return -1;
+	errno = 0;
+	x = strtoll(buf, &end, 10);
+	if (errno != 0 || *end != '\0' || x < 0)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+static int64_t
+pick_time(const gcs_jpick *p)
+{
+	char buf[64];
+
+	if (!p->is_str || text_copy(buf, sizeof(buf), p->val, p->len) != 0)
+		return -1;
+	return gcs_parse_rfc3339(buf);
+}
+
+/* A new object's metadata: METADATA without its nulls, in a map of our
+ * own whose values are shared with METADATA (jansson values are only
+ * replaced in lockgate, never changed in place).  New reference, NULL on
+ * allocation failure. */
+static json_t *
+meta_sent(const json_t *metadata)
+{
+	json_t *m = json_object(), *v;
+	const char *k;
+
+	if (m == NULL)
+		return NULL;
+	json_object_foreach((json_t *)metadata, k, v)
+	{
+		if (!json_is_null(v) && json_object_set(m, k, v) != 0) {
+			json_decref(m);
+			return NULL;
+		}
+	}
+	return m;
+}
+
+/* The answer to an insert.  The new object's metadata is the one we sent
+ * (minus its nulls): GCS stores it as given, and a 2xx with
+ * ifGenerationMatch=0 is our own create, so only the generations and times
+ * are read, by gcs_json_pick, without building the answer.  An answer the
+ * pick cannot judge goes through jansson. */
+static int
+answer_inserted(const gcs_resp *r, const json_t *metadata, gcs_object *out,
+    gcs_err *err)
+{
+	gcs_jpick f[4] = { { .key = "generation" }, { .key = "metageneration" },
+		{ .key = "timeCreated" }, { .key = "updated" } };
+	int rc = gcs_json_pick(r->body, r->len, f, 4);
+
+	if (rc == 1)
+		return answer_object(r, "insert", out, err);
+	if (rc != 0 || pick_i64(&f[0], &out->generation) != 0 ||
+	    pick_i64(&f[1], &out->metageneration) != 0 ||
+	    out->generation <= 0 || (out->updated_ms = pick_time(&f[3])) < 0)
+		goto bad;
+	out->created_ms = pick_time(&f[2]);
+	if (out->created_ms < 0)
+		out->created_ms = out->updated_ms;
+	out->now_ms = now_of(r);
+	out->metadata = meta_sent(metadata);
+	if (out->metadata == NULL) {
+		memset(out, 0, sizeof(*out));
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	}
+	return GCS_OK;
+bad:
+	memset(out, 0, sizeof(*out));
+	return gcs_fail(err, GCS_UNAVAILABLE,
+	    "Cloud Storage insert: malformed object in the answer");
+}
+
 static int
 gs_insert(gcs_store *s, const char *name, const json_t *metadata,
     gcs_object *out, gcs_err *err)
 {
+	static const char hex[] = "0123456789abcdef";
 	gs_store *g = (gs_store *)s;
 	char url[GCS_URL_MAX], full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
 	char boundary[2 * BOUNDARY_HEX + 1], ctype[96];
-	json_t *res = NULL, *md = NULL;
-	const char *k;
-	json_t *v;
-	char *meta = NULL, *body = NULL;
-	size_t blen;
+	gs_buf b = { 0 };
+	size_t meta_len;
+	uint64_t x = 0;
 	gcs_resp r;
 	gs_req req;
 	int rc, n, i;
@@ -450,72 +673,57 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	memset(&r, 0, sizeof(r));
 	n = snprintf(url, sizeof(url),
 	    "%s/upload/storage/v1/b/%s/o?"
-	    "uploadType=multipart&ifGenerationMatch=0&fields=" OBJ_FIELDS,
+	    "uploadType=multipart&ifGenerationMatch=0&fields=" INSERT_FIELDS,
 	    g->endpoint, g->bucket);
 	if (n < 0 || (size_t)n >= sizeof(url))
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	snprintf(full, sizeof(full), "%s%s", g->prefix, name);
-	for (i = 0; i < BOUNDARY_HEX; i++)
-		snprintf(boundary + 2 * i, 3, "%02x",
-		    (unsigned)(rand64() & 0xff));
+	for (i = 0; i < BOUNDARY_HEX; i++) {
+		if (i % 8 == 0)
+			x = rand64();
+		boundary[2 * i] = hex[(x >> 4) & 15];
+		boundary[2 * i + 1] = hex[x & 15];
+		x >>= 8;
+	}
+	boundary[2 * BOUNDARY_HEX] = '\0';
 	snprintf(ctype, sizeof(ctype), "multipart/related; boundary=%s",
 	    boundary);
-	md = json_object();
-	res = json_object();
-	if (md == NULL || res == NULL)
-		goto nomem;
-	json_object_foreach((json_t *)metadata, k, v)
-	{
-		if (json_is_null(v))
-			continue;
-		if (json_object_set(md, k, v) != 0)
-			goto nomem;
+	/* Two parts: the resource JSON, then the empty media. */
+	buf_str(&b, "--");
+	buf_str(&b, boundary);
+	buf_str(&b,
+	    "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n");
+	meta_len = b.len;
+	buf_resource(&b, full, metadata);
+	meta_len = b.len - meta_len;
+	buf_str(&b, "\r\n--");
+	buf_str(&b, boundary);
+	buf_str(&b, "\r\nContent-Type: application/octet-stream\r\n\r\n\r\n--");
+	buf_str(&b, boundary);
+	buf_str(&b, "--\r\n");
+	if (b.oom) {
+		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+		goto out;
 	}
-	if (json_object_set_new(res, "name", json_string(full)) != 0 ||
-	    json_object_set_new(res, "cacheControl", json_string("no-store")) ||
-	    json_object_set_new(res, "contentType",
-	        json_string("application/octet-stream")) ||
-	    json_object_set(res, "metadata", md) != 0)
-		goto nomem;
-	meta = json_dumps(res, JSON_COMPACT);
-	if (meta == NULL)
-		goto nomem;
-	if (strlen(meta) >
+	if (meta_len >
 	    GCS_META_BYTES_MAX + GCS_NAME_MAX + GCS_PREFIX_MAX + 256) {
 		rc = gcs_fail(err, GCS_INVALID, "metadata over %d bytes",
 		    GCS_META_BYTES_MAX);
 		goto out;
 	}
-	blen = strlen(meta) + 4 * sizeof(boundary) + 256;
-	body = malloc(blen);
-	if (body == NULL)
-		goto nomem;
-	n = snprintf(body, blen,
-	    "--%s\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
-	    "%s\r\n--%s\r\nContent-Type: application/octet-stream\r\n\r\n"
-	    "\r\n--%s--\r\n",
-	    boundary, meta, boundary, boundary);
-	if (n < 0 || (size_t)n >= blen)
-		goto nomem;
 	req = (gs_req){ .op = "insert",
 		.method = "POST",
 		.url = url,
 		.ctype = ctype,
-		.body = body,
-		.body_len = (size_t)n,
+		.body = b.p,
+		.body_len = b.len,
 		.name = name };
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
-		rc = answer_object(&r, "insert", out, err);
-	goto out;
-nomem:
-	rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+		rc = answer_inserted(&r, metadata, out, err);
 out:
 	gcs_resp_clear(&r);
-	free(body);
-	free(meta);
-	json_decref(md);
-	json_decref(res);
+	free(b.p);
 	return rc;
 }
 
@@ -738,7 +946,7 @@ gs_free(gcs_store *s)
 	if (g == NULL)
 		return;
 	for (i = 0; i < g->npool; i++)
-		curl_easy_cleanup(g->pool[i]);
+		gcs_http_free(g->pool[i]);
 	pthread_mutex_destroy(&g->pool_mu);
 	gcs_token_src_free(g->tok);
 	free(g);

@@ -41,6 +41,15 @@ gcs_wipe(void *p, size_t n)
 		explicit_bzero(p, n);
 }
 
+struct gcs_http {
+	CURL *h;
+	gcs_resp *resp; /* the answer being received, during a transfer */
+	int kept;       /* the last transfer left its connection open */
+	int http_proxy; /* a proxy from the environment may carry http:// */
+	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
+	char cerr[CURL_ERROR_SIZE];
+};
+
 void
 gcs_resp_clear(gcs_resp *r)
 {
@@ -53,7 +62,7 @@ gcs_resp_clear(gcs_resp *r)
 static size_t
 on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-	gcs_resp *r = ud;
+	gcs_resp *r = ((gcs_http *)ud)->resp;
 	size_t n = size * nmemb;
 	char *nb;
 
@@ -71,74 +80,200 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* Called once per header line: only Date matters, so every other line is
+ * dismissed at its first byte. */
 static size_t
 on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
-	gcs_resp *r = ud;
+	gcs_resp *r = ((gcs_http *)ud)->resp;
 	size_t n = size * nitems;
-	char line[128];
-	time_t t;
+	int64_t t;
 
-	if (n > 5 && n < sizeof(line) && strncasecmp(buf, "Date:", 5) == 0) {
-		memcpy(line, buf + 5, n - 5);
-		line[n - 5] = '\0';
-		t = curl_getdate(line, NULL);
+	if (n > 5 && (buf[0] == 'D' || buf[0] == 'd') &&
+	    strncasecmp(buf, "Date:", 5) == 0) {
+		t = gcs_parse_http_date(buf + 5, n - 5);
 		if (t > 0)
-			r->date_ms = (int64_t)t * 1000;
+			r->date_ms = t;
 	}
 	return n;
 }
 
+/* The proxies libcurl would take from the environment: it reads
+ * http_proxy, https_proxy or HTTPS_PROXY, all_proxy or ALL_PROXY (never
+ * HTTP_PROXY), empty meaning unset. */
+#define PROXY_HTTP 1 /* one may carry http:// requests */
+#define PROXY_ANY  2 /* one may carry some request */
+
+static int
+proxy_env(void)
+{
+	static const struct {
+		const char *name;
+		int kind;
+	} vars[] = {
+		{ "http_proxy", PROXY_HTTP | PROXY_ANY },
+		{ "all_proxy", PROXY_HTTP | PROXY_ANY },
+		{ "ALL_PROXY", PROXY_HTTP | PROXY_ANY },
+		{ "https_proxy", PROXY_ANY },
+		{ "HTTPS_PROXY", PROXY_ANY },
+	};
+	const char *v;
+	size_t i;
+	int kind = 0;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		v = getenv(vars[i].name);
+		if (v != NULL && v[0] != '\0')
+			kind |= vars[i].kind;
+	}
+	return kind;
+}
+
+gcs_http *
+gcs_http_new(void)
+{
+	gcs_http *c = calloc(1, sizeof(*c));
+	CURL *h;
+	int proxy;
+
+	if (c == NULL)
+		return NULL;
+	h = c->h = curl_easy_init();
+	if (h == NULL)
+		goto fail;
+	proxy = proxy_env();
+	c->http_proxy = (proxy & PROXY_HTTP) != 0;
+	/* Without a proxy in the environment, say so once: libcurl would
+	 * otherwise look it up (five getenv and a printf) every transfer. */
+	if (!(proxy & PROXY_ANY) &&
+	    (curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
+	        curl_easy_setopt(h, CURLOPT_NOPROXY, "") != CURLE_OK))
+		goto fail;
+	/* The options every transfer shares, set once: a transfer only sets
+	 * what belongs to its request (gcs_http_perform). */
+	if (curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->cerr) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, c) != CURLE_OK)
+		goto fail;
+	return c;
+fail:
+	gcs_http_free(c);
+	return NULL;
+}
+
+void
+gcs_http_free(gcs_http *c)
+{
+	if (c == NULL)
+		return;
+	if (c->h != NULL)
+		curl_easy_cleanup(c->h);
+	free(c);
+}
+
+/* The path and query of URL (borrowed from it), with the scheme and
+ * authority before them copied into C->origin; NULL when URL has no path,
+ * its origin does not fit, or a proxy would need the whole URL. */
+static const char *
+split_url(gcs_http *c, const char *url)
+{
+	const char *p = strstr(url, "://");
+	size_t n;
+
+	if (p == NULL || (c->http_proxy && strncmp(url, "https:", 6) != 0))
+		return NULL;
+	p = strchr(p + 3, '/');
+	if (p == NULL || (size_t)(p - url) >= sizeof(c->origin))
+		return NULL;
+	n = (size_t)(p - url);
+	memcpy(c->origin, url, n);
+	c->origin[n] = '\0';
+	return p;
+}
+
+/* The options of one request.  Everything a previous request set is
+ * overwritten: the method (GET, POST with a body, or a custom one with or
+ * without a body), the URL, the headers and the timeouts.
+ *
+ * The URL goes in two pieces: the origin as CURLOPT_URL and the path and
+ * query as the request target.  libcurl 7.88 re-assembles a URL and
+ * writes its query into the request line through its own printf, one
+ * function call per byte; a request target is copied as is.  Our URLs are
+ * already percent-encoded, so the request line is the same. */
+static int
+set_request(gcs_http *c, const char *method, const char *url,
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms)
+{
+	CURL *h = c->h;
+	const char *target = split_url(c, url);
+	int get = strcmp(method, "GET") == 0;
+	int post = !get && (body != NULL || strcmp(method, "DELETE") != 0);
+	const char *custom = get || strcmp(method, "POST") == 0 ? NULL : method;
+	long cto = timeout_ms < GCS_CONNECT_TIMEOUT_MS ? timeout_ms
+	                                               : GCS_CONNECT_TIMEOUT_MS;
+
+	if (curl_easy_setopt(h, CURLOPT_URL, target ? c->origin : url) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_REQUEST_TARGET, target) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cto) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, custom) != CURLE_OK)
+		return -1;
+	if (!post)
+		return curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) == CURLE_OK
+		    ? 0
+		    : -1;
+	/* POSTFIELDS first: it makes the request a POST (CUSTOMREQUEST
+	 * renames it), then its size, so a body may hold NUL bytes. */
+	if (curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "") !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+	        (curl_off_t)body_len) != CURLE_OK)
+		return -1;
+	return 0;
+}
+
 int
-gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
+gcs_http_perform(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
     gcs_resp *resp, char *errbuf, size_t errlen)
 {
-	char cerr[CURL_ERROR_SIZE];
+	CURL *h = c->h;
 	long conns = 0;
 	curl_socket_t sock = CURL_SOCKET_BAD;
+	int reuse = c->kept;
 	CURLcode rc;
 
 	memset(resp, 0, sizeof(*resp));
-	cerr[0] = '\0';
-	curl_easy_reset(h); /* keeps the connection cache */
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-	    timeout_ms < 1 ? 1L : timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	    timeout_ms < GCS_CONNECT_TIMEOUT_MS
-	        ? (timeout_ms < 1 ? 1L : timeout_ms)
-	        : (long)GCS_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
-	if (hdrs != NULL)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (strcmp(method, "GET") != 0) {
-		if (strcmp(method, "POST") != 0)
-			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-		if (body != NULL || strcmp(method, "DELETE") != 0) {
-			curl_easy_setopt(h, CURLOPT_POST, 1L);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS,
-			    body ? body : "");
-			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-			    (curl_off_t)body_len);
-		}
-	}
-	rc = curl_easy_perform(h);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	c->resp = resp;
+	c->kept = 0;
+	c->cerr[0] = '\0';
+	if (set_request(c, method, url, hdrs, body, body_len,
+	        timeout_ms < 1 ? 1L : timeout_ms) != 0) {
+		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
+		rc = CURLE_OUT_OF_MEMORY;
+	} else
+		rc = curl_easy_perform(h);
+	/* Nothing borrowed outlives the call: the next request sets its
+	 * own body and headers. */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+	c->resp = NULL;
 	/* A new connection where one was kept: libcurl may have sent the
 	 * request on the dead one first (see gcs_resp.sends). */
 	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
 	if (rc != CURLE_OK) {
 		snprintf(errbuf, errlen, "%s",
-		    cerr[0] ? cerr : curl_easy_strerror(rc));
+		    c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
 		resp->sends = reuse && conns > 0 ? 2 : 1;
 		return -1;
@@ -147,6 +282,7 @@ gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
 	resp->kept =
 	    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
 	    sock != CURL_SOCKET_BAD;
+	c->kept = resp->kept;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	return 0;
 }
@@ -166,10 +302,25 @@ digits(const char **p, int n, int *out)
 	return 0;
 }
 
+/* Days from 1970-01-01 to Y-M-D (proleptic Gregorian, M 1..12): whole
+ * 400-year eras of 146097 days, then years of 365 days plus the leap days,
+ * counting the year from March so that February's leap day comes last. */
+static int64_t
+days_from_civil(int y, int m, int d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
 int64_t
 gcs_parse_rfc3339(const char *s)
 {
-	struct tm tm;
 	int y, mo, d, h, mi, sec, ms = 0, scale = 100, oh, om, sign;
 	int64_t t;
 
@@ -195,14 +346,10 @@ gcs_parse_rfc3339(const char *s)
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
 	    sec > 60)
 		return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	t = (int64_t)timegm(&tm) * 1000 + ms;
+	/* A day past the month's end rolls into the next, as timegm does. */
+	t = (((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 + sec) *
+	        1000 +
+	    ms;
 	if (*s == 'Z' || *s == 'z')
 		return s[1] == '\0' ? t : -1;
 	if (*s != '+' && *s != '-')
@@ -212,4 +359,391 @@ gcs_parse_rfc3339(const char *s)
 	    *s != '\0')
 		return -1;
 	return t - sign * ((int64_t)oh * 3600 + om * 60) * 1000;
+}
+
+/* N decimal digits at S into *OUT; -1 when one is not a digit. */
+static int
+digits_at(const char *s, int n, int *out)
+{
+	return digits(&s, n, out);
+}
+
+static int
+month_days(int y, int m)
+{
+	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30,
+		31 };
+
+	if (m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))
+		return 29;
+	return days[m - 1];
+}
+
+/* Index of the 3-letter name at S in NAMES (COUNT names back to back),
+ * -1 when absent. */
+static int
+name_index(const char *names, int count, const char *s)
+{
+	int i;
+
+	for (i = 0; i < count; i++)
+		if (memcmp(names + 3 * i, s, 3) == 0)
+			return i;
+	return -1;
+}
+
+int64_t
+gcs_parse_imf_fixdate(const char *s, size_t n)
+{
+	static const char wdays[] = "SunMonTueWedThuFriSat";
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	int wd, d, mo, y, h, mi, sec;
+	int64_t days, t;
+
+	/* "Sun, 06 Nov 1994 08:49:37 GMT": fixed width, 29 bytes. */
+	if (s == NULL || n != 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[19] != ':' || s[22] != ':' ||
+	    s[25] != ' ' || memcmp(s + 26, "GMT", 3) != 0)
+		return -1;
+	wd = name_index(wdays, 7, s);
+	mo = name_index(months, 12, s + 8) + 1;
+	if (wd < 0 || mo < 1 || digits_at(s + 5, 2, &d) ||
+	    digits_at(s + 12, 4, &y) || digits_at(s + 17, 2, &h) ||
+	    digits_at(s + 20, 2, &mi) || digits_at(s + 23, 2, &sec))
+		return -1;
+	if (y < 1970 || d < 1 || d > month_days(y, mo) || h > 23 || mi > 59 ||
+	    sec > 60)
+		return -1;
+	days = days_from_civil(y, mo, d);
+	if ((days + 4) % 7 != wd) /* 1970-01-01 was a Thursday */
+		return -1;
+	t = ((days * 24 + h) * 60 + mi) * 60 + sec;
+	return t > 0 ? t * 1000 : -1;
+}
+
+int64_t
+gcs_parse_http_date(const char *s, size_t n)
+{
+	char buf[GCS_DATE_MAX + 1];
+	int64_t t;
+	time_t ct;
+
+	if (s == NULL)
+		return -1;
+	while (n > 0 && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
+	}
+	while (n > 0 &&
+	    (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' ||
+	        s[n - 1] == '\n'))
+		n--;
+	if (n == 0 || n > GCS_DATE_MAX)
+		return -1;
+	t = gcs_parse_imf_fixdate(s, n);
+	if (t > 0)
+		return t;
+	/* The obsolete forms HTTP/1.1 still allows a server to send. */
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	ct = curl_getdate(buf, NULL);
+	return ct > 0 ? (int64_t)ct * 1000 : -1;
+}
+
+/* ---- picking members out of a JSON answer ---- */
+
+typedef struct jscan {
+	const char *p, *end;
+	int depth;
+} jscan;
+
+static void
+jws(jscan *s)
+{
+	while (s->p < s->end &&
+	    (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static int
+hexdigit(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+	    (c >= 'A' && c <= 'F');
+}
+
+/* One UTF-8 sequence of 2..4 bytes starting at the lead byte *s->p
+ * (>= 0x80): no overlong form, no surrogate, nothing past U+10FFFF. */
+static int
+jutf8(jscan *s)
+{
+	const unsigned char *u = (const unsigned char *)s->p;
+	size_t left = (size_t)(s->end - s->p), n, i;
+	unsigned c = u[0], cp;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return -1;
+	if (left < n)
+		return -1;
+	for (i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			return -1;
+		cp = (cp << 6) | (u[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return -1;
+	s->p += n;
+	return 0;
+}
+
+/* The string at s->p (its opening quote).  Leaves s->p past the closing
+ * quote; *esc = 1 when it holds an escape. */
+static int
+jstring(jscan *s, int *esc)
+{
+	unsigned char c;
+	int i;
+
+	*esc = 0;
+	s->p++;
+	while (s->p < s->end) {
+		c = (unsigned char)*s->p;
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			s->p++; /* the usual byte first */
+			continue;
+		}
+		if (c == '"') {
+			s->p++;
+			return 0;
+		}
+		if (c < 0x20)
+			return -1;
+		if (c >= 0x80) {
+			if (jutf8(s) != 0)
+				return -1;
+			continue;
+		}
+		if (c == '\\') {
+			*esc = 1;
+			if (s->end - s->p < 2)
+				return -1;
+			c = (unsigned char)s->p[1];
+			if (c == 'u') {
+				if (s->end - s->p < 6)
+					return -1;
+				for (i = 2; i < 6; i++)
+					if (!hexdigit(s->p[i]))
+						return -1;
+				s->p += 6;
+				continue;
+			}
+			if (strchr("\"\\/bfnrt", c) == NULL || c == '\0')
+				return -1;
+			s->p += 2;
+			continue;
+		}
+		s->p++;
+	}
+	return -1;
+}
+
+static int
+jdigits(jscan *s)
+{
+	const char *start = s->p;
+
+	while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+		s->p++;
+	return s->p > start ? 0 : -1;
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int
+jnumber(jscan *s)
+{
+	if (s->p < s->end && *s->p == '-')
+		s->p++;
+	if (s->p < s->end && *s->p == '0')
+		s->p++;
+	else if (jdigits(s) != 0)
+		return -1;
+	if (s->p < s->end && *s->p == '.') {
+		s->p++;
+		if (jdigits(s) != 0)
+			return -1;
+	}
+	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+		s->p++;
+		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
+			s->p++;
+		if (jdigits(s) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int jvalue(jscan *s);
+
+/* The object or array at s->p; CLOSE is '}' or ']'. */
+static int
+jcontainer(jscan *s, char close)
+{
+	int rc, esc;
+
+	if (++s->depth > GCS_JSON_DEPTH)
+		return 1; /* deep: let jansson decide */
+	s->p++;
+	jws(s);
+	if (s->p < s->end && *s->p == close) {
+		s->p++;
+		s->depth--;
+		return 0;
+	}
+	for (;;) {
+		if (close == '}') {
+			if (s->p >= s->end || *s->p != '"' ||
+			    jstring(s, &esc) != 0)
+				return -1;
+			jws(s);
+			if (s->p >= s->end || *s->p != ':')
+				return -1;
+			s->p++;
+			jws(s);
+		}
+		if ((rc = jvalue(s)) != 0)
+			return rc;
+		jws(s);
+		if (s->p >= s->end)
+			return -1;
+		if (*s->p == close) {
+			s->p++;
+			s->depth--;
+			return 0;
+		}
+		if (*s->p != ',')
+			return -1;
+		s->p++;
+		jws(s);
+	}
+}
+
+static int
+jliteral(jscan *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0)
+		return -1;
+	s->p += n;
+	return 0;
+}
+
+/* Any value at s->p, leading whitespace skipped by the caller. */
+static int
+jvalue(jscan *s)
+{
+	int esc;
+
+	if (s->p >= s->end)
+		return -1;
+	switch (*s->p) {
+	case '{':
+		return jcontainer(s, '}');
+	case '[':
+		return jcontainer(s, ']');
+	case '"':
+		return jstring(s, &esc);
+	case 't':
+		return jliteral(s, "true");
+	case 'f':
+		return jliteral(s, "false");
+	case 'n':
+		return jliteral(s, "null");
+	default:
+		return jnumber(s);
+	}
+}
+
+int
+gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
+{
+	jscan s;
+	const char *key, *val;
+	size_t klen, i;
+	int rc, esc;
+
+	for (i = 0; i < n; i++) {
+		pick[i].val = NULL;
+		pick[i].len = 0;
+		pick[i].is_str = 0;
+	}
+	if (buf == NULL)
+		return -1;
+	s = (jscan){ buf, buf + len, 1 };
+	jws(&s);
+	if (s.p >= s.end || *s.p != '{')
+		return -1;
+	s.p++;
+	jws(&s);
+	if (s.p < s.end && *s.p == '}') {
+		s.p++;
+		goto tail;
+	}
+	for (;;) {
+		if (s.p >= s.end || *s.p != '"')
+			return -1;
+		key = s.p + 1;
+		if (jstring(&s, &esc) != 0)
+			return -1;
+		if (esc)
+			return 1; /* an escaped name may still be ours */
+		klen = (size_t)(s.p - 1 - key);
+		jws(&s);
+		if (s.p >= s.end || *s.p != ':')
+			return -1;
+		s.p++;
+		jws(&s);
+		val = s.p;
+		if ((rc = jvalue(&s)) != 0)
+			return rc;
+		for (i = 0; i < n; i++) {
+			if (strlen(pick[i].key) != klen ||
+			    memcmp(pick[i].key, key, klen) != 0)
+				continue;
+			/* The last of duplicate names wins, as in jansson. */
+			pick[i].val = NULL;
+			pick[i].is_str = *val == '"';
+			if (pick[i].is_str) {
+				if (memchr(val, '\\', (size_t)(s.p - val)))
+					return 1;
+				pick[i].val = val + 1;
+				pick[i].len = (size_t)(s.p - val) - 2;
+			} else if (*val == '-' ||
+			    (*val >= '0' && *val <= '9')) {
+				pick[i].val = val;
+				pick[i].len = (size_t)(s.p - val);
+			}
+		}
+		jws(&s);
+		if (s.p >= s.end)
+			return -1;
+		if (*s.p == '}') {
+			s.p++;
+			break;
+		}
+		if (*s.p != ',')
+			return -1;
+		s.p++;
+		jws(&s);
+	}
+tail:
+	jws(&s);
+	return s.p == s.end ? 0 : -1;
 }

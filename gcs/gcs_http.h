@@ -12,6 +12,8 @@
 
 #define GCS_RESP_MAX           (1 << 20) /* bytes of a response body we keep */
 #define GCS_CONNECT_TIMEOUT_MS 3000      /* TCP (+TLS) connect of one try */
+#define GCS_DATE_MAX           128       /* bytes of a Date header we look at */
+#define GCS_ORIGIN_MAX         576 /* bytes of the scheme://authority of a URL */
 
 /* A response: status 0 means no HTTP answer (transport error). */
 typedef struct gcs_resp {
@@ -29,14 +31,23 @@ typedef struct gcs_resp {
 	int kept;        /* the connection stayed open for the next one */
 } gcs_resp;
 
-/* Perform one transfer on H (reset first; its connections are kept).
- * REUSE says H kept a connection from its last transfer (resp->kept).
- * METHOD is "GET", "POST", "PATCH" or "DELETE"; BODY (borrowed, may be NULL)
- * is sent as is; HDRS is borrowed.  The whole transfer is bounded by
+/* A keep-alive HTTP client: one libcurl easy handle whose constant
+ * options (no signals, protocols, no redirects, TCP keep-alive, callbacks,
+ * error buffer) are set once, and its connection.  Used by one thread at a
+ * time.  gcs_http_new: NULL on allocation failure; free with
+ * gcs_http_free (closes the connection). */
+typedef struct gcs_http gcs_http;
+gcs_http *gcs_http_new(void);
+void gcs_http_free(gcs_http *c);
+
+/* Perform one transfer on C; only the options of this request are set.
+ * METHOD is "GET", "POST", "PATCH" or "DELETE"; BODY (borrowed, may be
+ * NULL) is sent as is; HDRS is borrowed and only read during the call (its
+ * nodes may live on the caller's stack).  The whole transfer is bounded by
  * TIMEOUT_MS (>= 1).  Fills *resp (cleared first; caller frees with
  * gcs_resp_clear).  Returns 0 when an HTTP answer arrived, -1 on a transport
  * error with a short description in ERRBUF (ERRLEN bytes). */
-int gcs_http_perform(CURL *h, int reuse, const char *method, const char *url,
+int gcs_http_perform(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
     gcs_resp *resp, char *errbuf, size_t errlen);
 void gcs_resp_clear(gcs_resp *r);
@@ -50,5 +61,38 @@ void gcs_curl_global_init(void);
 /* Parse an RFC 3339 UTC time ("2019-04-02T14:16:31.530Z", offsets allowed)
  * into ms since the epoch.  -1 when malformed. */
 int64_t gcs_parse_rfc3339(const char *s);
+/* Parse exactly N bytes at S as an IMF-fixdate (RFC 9110 5.6.7:
+ * "Sun, 06 Nov 1994 08:49:37 GMT", the form every HTTP/1.1 server sends)
+ * into ms since the epoch.  Strict: case-sensitive names, the weekday must
+ * match the date, no other whitespace.  -1 when S is anything else or
+ * before 1970-01-01T00:00:01Z. */
+int64_t gcs_parse_imf_fixdate(const char *s, size_t n);
+/* The value of a Date header (N bytes at S, surrounding whitespace and CRLF
+ * allowed) in ms since the epoch: an IMF-fixdate by the strict parser, any
+ * other form (RFC 850, asctime) by curl_getdate.  -1 when neither parses,
+ * when N > GCS_DATE_MAX or when the time is not after the epoch. */
+int64_t gcs_parse_http_date(const char *s, size_t n);
+
+/* Picking a few top-level members out of a JSON object without building
+ * it.  KEY is set by the caller (plain ASCII); VAL/LEN are filled: the
+ * text of a string without its quotes (IS_STR 1) or of a number, borrowed
+ * from the scanned buffer and not NUL-terminated; VAL is NULL when the
+ * member is absent or of another type. */
+typedef struct gcs_jpick {
+	const char *key;
+	const char *val;
+	size_t len;
+	int is_str;
+} gcs_jpick;
+
+#define GCS_JSON_DEPTH 32 /* nesting gcs_json_pick walks itself */
+
+/* Check that the LEN bytes at BUF are exactly one JSON object (RFC 8259:
+ * grammar, escapes, UTF-8; whitespace around it allowed) and fill the N
+ * members of PICK from its top-level members (the last of duplicates
+ * wins).  Returns 0 on success, -1 when BUF is not such a text, and 1 when
+ * the scan cannot tell cheaply (a member name or a picked string holds an
+ * escape, or nesting passes GCS_JSON_DEPTH): parse it with jansson then. */
+int gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n);
 
 #endif

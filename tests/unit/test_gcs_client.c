@@ -156,8 +156,8 @@ test_insert_request(void **state)
 	assert_string_equal(jstr(r, "method"), "POST");
 	assert_string_equal(jstr(r, "uri"),
 	    "/upload/storage/v1/b/bkt/o?"
-	    "uploadType=multipart&ifGenerationMatch=0&fields=name,generation,"
-	    "metageneration,timeCreated,updated,metadata");
+	    "uploadType=multipart&ifGenerationMatch=0&fields=generation,"
+	    "metageneration,timeCreated,updated");
 	assert_null(json_object_get(r, "authorization")); /* emulator */
 	ct = jstr(r, "content_type");
 	assert_true(strncmp(ct, "multipart/related; boundary=", 28) == 0);
@@ -188,6 +188,56 @@ test_insert_request(void **state)
 	assert_int_equal(fake_gcs_count(&fake, "insert"), 1);
 }
 
+/* The resource JSON of an insert is written by hand: every character a
+ * metadata value or key may hold arrives as sent, nulls are left out, and
+ * the object the insert returns carries the same map. */
+static void
+test_insert_metadata_escaping(void **state)
+{
+	gcs_store *s = *state;
+	const char *vals[] = { "quote\" backslash\\ slash/",
+		"ctl\x01\x1f\b\f\n\r\t end",
+		"utf-8 \xc3\xa9 \xe2\x82\xac "
+		"\xf0\x9f\x98\x80",
+		"{\"k\":[1,2]}", "", NULL };
+	json_t *m = json_object(), *want = json_object(), *r, *body;
+	gcs_object a, b;
+	gcs_err err;
+	char key[32];
+	int i;
+
+	for (i = 0; vals[i] != NULL; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		json_object_set_new(m, key, json_string(vals[i]));
+		json_object_set_new(want, key, json_string(vals[i]));
+	}
+	json_object_set_new(m, "q\"uoted\\key\n", json_string("v"));
+	json_object_set_new(want, "q\"uoted\\key\n", json_string("v"));
+	json_object_set_new(m, "gone", json_null());
+	assert_int_equal(gcs_insert(s, "esc", m, &a, &err), GCS_OK);
+	assert_true(json_equal(a.metadata, want));
+	assert_int_equal(gcs_get(s, "esc", &b, &err), GCS_OK);
+	assert_true(json_equal(b.metadata, want));
+	/* the metadata part is one compact JSON line (the fake parsed it) */
+	r = last_request("insert");
+	body = json_loads(strstr(jstr(r, "body"), "\r\n\r\n") + 4,
+	    JSON_DISABLE_EOF_CHECK, NULL);
+	assert_non_null(body);
+	assert_string_equal(jstr(body, "name"), "locks/esc");
+	assert_string_equal(jstr(body, "contentType"),
+	    "application/octet-stream");
+	assert_true(json_equal(json_object_get(body, "metadata"), want));
+	json_decref(body);
+	json_decref(r);
+	/* the returned map is the store's own: changing ours leaves it */
+	json_object_set_new(m, "k0", json_string("changed"));
+	assert_string_equal(jstr(a.metadata, "k0"), vals[0]);
+	gcs_object_clear(&a);
+	gcs_object_clear(&b);
+	json_decref(m);
+	json_decref(want);
+}
+
 static void
 test_get_request_and_answer(void **state)
 {
@@ -208,6 +258,10 @@ test_get_request_and_answer(void **state)
 	json_decref(r);
 	assert_true(b.generation == a.generation);
 	assert_int_equal(b.metageneration, 1);
+	/* the insert's answer said the same */
+	assert_int_equal(a.metageneration, 1);
+	assert_true(a.created_ms == b.created_ms);
+	assert_true(a.updated_ms == b.updated_ms);
 	assert_true(b.created_ms > 0 && b.updated_ms == b.created_ms);
 	/* now_ms comes from the Date header: whole seconds, and not before
 	 * the second the object was made in. */
@@ -647,12 +701,95 @@ test_keepalive_one_connection(void **state)
 	assert_true(fake_gcs_count(&fake, "connections") <= 1 + 3);
 }
 
+/* One pooled handle serves every method in turn: nothing of a request
+ * (method, body, content type) leaks into the next one, and the
+ * connection is kept throughout. */
+static void
+test_keepalive_mixed_methods(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o, p;
+	json_t *m = meta2("refresh_seq", "1", NULL, NULL), *r;
+	gcs_err err;
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		insert_ok(s, "mix", &o);
+		assert_int_equal(gcs_get(s, "mix", &p, &err), GCS_OK);
+		gcs_object_clear(&p);
+		assert_int_equal(gcs_patch(s, "mix", o.generation, 1, m, &p,
+		                     &err),
+		    GCS_OK);
+		assert_int_equal(p.metageneration, 2);
+		assert_int_equal(gcs_remove(s, "mix", o.generation, 2, &err),
+		    GCS_OK);
+		gcs_object_clear(&o);
+		gcs_object_clear(&p);
+	}
+	json_decref(m);
+	/* the store's one connection and this control request's own (the
+	 * reset in test_setup zeroed the count) */
+	assert_int_equal(fake_gcs_count(&fake, "connections"), 1 + 1);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 10);
+	assert_int_equal(fake_gcs_count(&fake, "delete"), 10);
+	r = last_request("get"); /* after a POST on the same handle */
+	assert_string_equal(jstr(r, "method"), "GET");
+	assert_string_equal(jstr(r, "body"), "");
+	assert_string_equal(jstr(r, "content_type"), "");
+	json_decref(r);
+	r = last_request("delete"); /* after a PATCH with a body */
+	assert_string_equal(jstr(r, "method"), "DELETE");
+	assert_string_equal(jstr(r, "body"), "");
+	assert_string_equal(jstr(r, "content_type"), "");
+	json_decref(r);
+	r = last_request("patch");
+	assert_string_equal(jstr(r, "method"), "PATCH");
+	assert_string_equal(jstr(r, "content_type"), "application/json");
+	assert_string_equal(jstr(r, "body"),
+	    "{\"metadata\":{\"refresh_seq\":\"1\"}}");
+	json_decref(r);
+}
+
+/* Through an HTTP proxy from the environment, a plain http:// request
+ * names the whole URL in its request line.  The fake plays the proxy: it
+ * sees the absolute URL (and does not know the path). */
+static void
+test_http_proxy_gets_absolute_url(void **state)
+{
+	char want[160], proxy[160];
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *a, *r;
+
+	(void)state;
+	snprintf(proxy, sizeof(proxy), "http://%s", fake.hostport);
+	setenv("http_proxy", proxy, 1);
+	s = open_store(PREFIX);
+	assert_int_not_equal(gcs_get(s, "via/proxy", &o, &err), GCS_OK);
+	unsetenv("http_proxy");
+	gcs_store_free(s);
+	a = fake_gcs_json(&fake, "/_fake/requests");
+	r = json_array_get(a, json_array_size(a) - 1);
+	snprintf(want, sizeof(want),
+	    "http://%s/storage/v1/b/bkt/o/locks%%2Fvia%%2Fproxy?",
+	    fake.hostport);
+	if (strncmp(jstr(r, "uri"), want, strlen(want)) != 0)
+		fail_msg("request line target '%s', want '%s...'",
+		    jstr(r, "uri"), want);
+	json_decref(a);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_insert_request, test_setup,
 		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_insert_metadata_escaping,
+		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_get_request_and_answer,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_storage_clock_from_date,
@@ -684,6 +821,11 @@ main(void)
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
 		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_mixed_methods,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_http_proxy_gets_absolute_url, test_setup,
+		    test_teardown),
 	};
 
 	return cmocka_run_group_tests_name("gcs_client", tests, group_setup,
