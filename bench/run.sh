@@ -9,6 +9,9 @@
 #          grant is answered)
 #   gs     build/lockgate --store gs://bench-bucket/p/ against
 #          build/tools/fake_gcs (STORAGE_EMULATOR_HOST)
+#   gs20   the same with 20 ms added to every write by the fake, as a
+#          real bucket answers in tens of ms (no target: it shows what
+#          the storage workers are for)
 # and drives each with build/bench/loadgen: 64 keep-alive clients on
 # distinct lock names, then 1 client, BENCH_RUNS runs of BENCH_SECONDS each
 # (after a BENCH_WARMUP_MS warm-up), and prints the medians in one table
@@ -18,14 +21,15 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs") picks targets.
+# BENCH_TARGETS (default "floor mem file gs gs20") picks targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gs20}
+GS_SLOW_MS=20 # gs20: latency the fake adds to each write
 BENCH_CLIENTS="64 1"
 
 LOCKGATE=build/lockgate
@@ -202,6 +206,7 @@ bench_floor() {
 	stop_pid "$pid"
 }
 
+# bench_gs NAME LATENCY_MS
 bench_gs() {
 	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
 	fpid=$!
@@ -213,8 +218,15 @@ bench_gs() {
 		stop_pid "$fpid"
 		return 1
 	fi
-	echo "bench: gs: fake_gcs (pid $fpid, port $fport)" >&2
-	bench_lockgate gs gs://bench-bucket/p/ \
+	echo "bench: $1: fake_gcs (pid $fpid, port $fport)" >&2
+	if [ "$2" -gt 0 ] && ! curl -sf -o /dev/null \
+	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$2"; then
+		echo "bench: cannot set the fake's latency" >&2
+		BROKEN=1
+		stop_pid "$fpid"
+		return 1
+	fi
+	bench_lockgate "$1" gs://bench-bucket/p/ \
 	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport"
 	stop_pid "$fpid"
 }
@@ -227,8 +239,9 @@ for t in $BENCH_TARGETS; do
 		mkdir -p "$TMP/data"
 		bench_lockgate file "file://$TMP/data"
 		;;
-	gs) bench_gs ;;
-	*) die "unknown target '$t' (floor mem file gs)" ;;
+	gs) bench_gs gs 0 ;;
+	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
+	*) die "unknown target '$t' (floor mem file gs gs20)" ;;
 	esac
 done
 
