@@ -141,9 +141,11 @@ routes_finish_wait(srv_req *r)
 	return http_error(r, &w->err, w->rc == API_LOCKED ? &w->lock : NULL);
 }
 
-/* Suspend R until the lock is granted, the wait runs out or we stop. */
+/* Suspend R until the lock is granted, the wait runs out or we stop.  RC
+ * and ERR (the holder, HOLDER, may be NULL) are the answer if it runs out
+ * with nothing learnt since. */
 static enum MHD_Result
-start_wait(srv_req *r, int wait, api_lock *holder, const api_err *err)
+start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 {
 	const union MHD_ConnectionInfo *ci;
 	srv_waiter *w = &r->waiter;
@@ -156,7 +158,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, const api_err *err)
 	w->fd = ci ? ci->connect_fd : -1;
 	w->start_ms = srv_mono_ms();
 	w->deadline_ms = w->start_ms + (int64_t)wait * 1000;
-	w->rc = API_LOCKED;
+	w->rc = rc;
 	w->err = *err;
 	if (holder != NULL) {
 		w->lock = *holder;
@@ -224,7 +226,7 @@ do_acquire(srv_req *r, const char *name)
 		snprintf(err.message, sizeof(err.message),
 		    "the lock is still held: the wait ran out");
 		err.retry_after = 1;
-		return start_wait(r, (int)wait, NULL, &err);
+		return start_wait(r, (int)wait, NULL, API_LOCKED, &err);
 	}
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {
@@ -232,8 +234,13 @@ do_acquire(srv_req *r, const char *name)
 		api_lock_clear(&lock);
 		return mr;
 	}
-	if (rc == API_LOCKED && wait > 0 && !srv_draining(r->srv))
-		return start_wait(r, (int)wait, &lock, &err);
+	/* A waiter also waits out storage trouble (a 429 that outlived the
+	 * store's retries, an outage): the pollers try again until the wait
+	 * runs out, and then this error is the answer. */
+	if ((rc == API_LOCKED || rc == API_BUSY || rc == API_UNAVAILABLE) &&
+	    wait > 0 && !srv_draining(r->srv))
+		return start_wait(r, (int)wait, rc == API_LOCKED ? &lock : NULL,
+		    rc, &err);
 	if (rc == API_LOCKED)
 		metrics_lock_outcome("conflict");
 	mr = http_error(r, &err, rc == API_LOCKED ? &lock : NULL);

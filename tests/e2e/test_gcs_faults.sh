@@ -133,6 +133,31 @@ req "$A" POST "/v1/locks/f/exp:acquire?ttl=30"
 lg_eq "$code" 409 "alice is refused after bob's takeover"
 lg_eq "$(objects)" 1 "one object"
 
+# A waiter waits out storage trouble: with every insert failing (503,
+# past the 800 ms of retries) an acquire with wait=N is held, not refused,
+# and is granted once the storage answers again; if it never does, the
+# wait ends with a 503 that says why, after the wait and not before.
+lg_fake clear-faults >/dev/null
+lg_fake "fault?op=insert&kind=503&count=-1" >/dev/null
+(
+	lg_curl -o "$LG_TMP/w1.out" -w '%{http_code}' -X POST -H "$A" \
+	    "$LG_URL/v1/locks/f/outage:acquire?ttl=30&wait=10" >"$LG_TMP/w1.code"
+) &
+wpid=$!
+sleep 2
+lg_fake clear-faults >/dev/null
+wait "$wpid"
+lg_eq "$(cat "$LG_TMP/w1.code")" 200 "waiter granted after the outage"
+lg_eq "$(lg_jget owner "$LG_TMP/w1.out")" alice "the waiter holds it"
+lg_fake "fault?op=insert&kind=503&count=-1" >/dev/null
+t0=$(date +%s)
+req "$B" POST "/v1/locks/f/outage2:acquire?ttl=30&wait=2"
+t1=$(date +%s)
+lg_fake clear-faults >/dev/null
+lg_eq "$code" 503 "a wait through an outage that lasts ends in 503"
+[ $((t1 - t0)) -ge 2 ] || lg_fail "the 503 came before the wait ran out"
+lg_eq "$(lg_jget code "$out")" storage_unavailable "it says the storage is unavailable"
+
 grep -q '"status":500' "$LG_LOG" && lg_fail "a 500 in the log"
 lg_stop
 echo ok

@@ -116,6 +116,7 @@ code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$AUTH" \
     "$U1/v1/locks/handoff:release?lease_id=$lease")
 lg_eq "$code" 204 "release on instance 1"
 wait "$wpid"
+[ "$(cat "$LG_TMP/waiter.code")" = 200 ] || cat "$LG_TMP/waiter.out" >&2
 lg_eq "$(cat "$LG_TMP/waiter.code")" 200 "waiter on instance 2 granted"
 dt=$(($(cat "$LG_TMP/waiter.t") - t_rel))
 echo "    waiter on instance 2 granted $dt ms after the release on instance 1" >&2
