@@ -34,6 +34,8 @@
  *                     request log
  *   /_fake/stats      {"ops":{"insert":n,...},"writes":n,"reads":n,
  *                      "tokens_issued":n,"objects":n,"connections":n,
+ *                      "latency_peak":n (most requests held at once by
+ *                      latency faults),
  *                      "last_assertion":{claims}}
  *   /_fake/requests   the last requests: method, uri, op, status,
  *                     content_type, authorization, body
@@ -133,7 +135,8 @@ static struct {
 	uint64_t ops[OP_N];
 	uint64_t tokens_issued;
 	uint64_t token_seq;
-	uint64_t connections; /* TCP connections accepted */
+	uint64_t connections;        /* TCP connections accepted */
+	int sleeping, sleeping_peak; /* requests held by a latency fault */
 	json_t *last_assertion;
 	logent log[LOG_MAX];
 	size_t log_next;
@@ -1088,12 +1091,12 @@ stats_json(void)
 	for (i = 0; i < OP_N; i++)
 		json_object_set_new(ops, op_names[i],
 		    json_integer((json_int_t)G.ops[i]));
-	j = json_pack("{sOsIsIsIsIsIsO}", "ops", ops, "writes",
+	j = json_pack("{sOsIsIsIsIsIsIsO}", "ops", ops, "writes",
 	    (json_int_t)(G.ops[OP_INSERT] + G.ops[OP_PATCH] + G.ops[OP_DELETE]),
 	    "reads", (json_int_t)(G.ops[OP_GET] + G.ops[OP_LIST]),
 	    "tokens_issued", (json_int_t)G.tokens_issued, "objects",
 	    (json_int_t)G.n, "connections", (json_int_t)G.connections,
-	    "last_assertion",
+	    "latency_peak", (json_int_t)G.sleeping_peak, "last_assertion",
 	    G.last_assertion ? G.last_assertion : json_null());
 	pthread_mutex_unlock(&G.mu);
 	json_decref(ops);
@@ -1148,6 +1151,7 @@ reset_all(void)
 	G.token_seq = 0;
 	G.ntokens = 0;
 	G.connections = 0;
+	G.sleeping_peak = G.sleeping;
 	json_decref(G.last_assertion);
 	G.last_assertion = NULL;
 	for (i = 0; i < LOG_MAX; i++) {
@@ -1312,7 +1316,14 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		if (strcmp(f.kind, "latency") == 0) {
 			struct timespec ts = { f.ms / 1000,
 				(long)(f.ms % 1000) * 1000000 };
+			pthread_mutex_lock(&G.mu);
+			if (++G.sleeping > G.sleeping_peak)
+				G.sleeping_peak = G.sleeping;
+			pthread_mutex_unlock(&G.mu);
 			nanosleep(&ts, NULL);
+			pthread_mutex_lock(&G.mu);
+			G.sleeping--;
+			pthread_mutex_unlock(&G.mu);
 		} else if (strcmp(f.kind, "reset") == 0) {
 			status = -1;
 			ret = MHD_NO;
