@@ -557,18 +557,184 @@ obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 	return rc;
 }
 
-/* obj_write of ENTRY. */
+/* A growable string for the record text. */
+typedef struct file_buf {
+	char *p;
+	size_t n, cap;
+} file_buf;
+
+static int
+buf_add(file_buf *b, const char *s, size_t n)
+{
+	char *np;
+	size_t ncap;
+
+	if (b->n + n + 1 > b->cap) {
+		ncap = b->cap ? b->cap : 4096;
+		while (ncap < b->n + n + 1)
+			ncap *= 2;
+		np = realloc(b->p, ncap);
+		if (np == NULL)
+			return -1;
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return 0;
+}
+
+/*
+ * Object and tombstone texts are written here directly, not built as
+ * jansson values and dumped: the committer writes one per op, and the
+ * dump's allocations were a tenth of its time.  They are read back with
+ * jansson (obj_read, replay).
+ */
+
+/* Append S as a JSON string: UTF-8 as it is (names and metadata are
+ * valid UTF-8), '"', '\\' and control characters escaped.  B NULL: only
+ * count.  Returns the bytes it takes, or SIZE_MAX when out of memory. */
+static size_t
+put_str(file_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s, *run;
+	size_t n = 2;
+	char esc[6];
+	int bad = 0;
+
+	if (b != NULL)
+		bad |= buf_add(b, "\"", 1);
+	for (;;) {
+		for (run = p; *p >= 0x20 && *p != '"' && *p != '\\'; p++)
+			;
+		n += (size_t)(p - run);
+		if (b != NULL && p > run)
+			bad |= buf_add(b, (const char *)run, (size_t)(p - run));
+		if (*p == '\0')
+			break;
+		if (*p == '"' || *p == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)*p;
+			n += 2;
+			if (b != NULL)
+				bad |= buf_add(b, esc, 2);
+		} else {
+			memcpy(esc, "\\u00", 4);
+			esc[4] = hex[*p >> 4];
+			esc[5] = hex[*p & 15];
+			n += 6;
+			if (b != NULL)
+				bad |= buf_add(b, esc, 6);
+		}
+		p++;
+	}
+	if (b != NULL)
+		bad |= buf_add(b, "\"", 1);
+	return bad ? SIZE_MAX : n;
+}
+
+/* Append (B NULL: count) V, not a string, as JSON (jansson's dump). */
+static size_t
+put_other(file_buf *b, const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t n = text ? strlen(text) : SIZE_MAX;
+
+	if (text != NULL && b != NULL && buf_add(b, text, n) != 0)
+		n = SIZE_MAX;
+	free(text);
+	return n;
+}
+
+/* Append (B NULL: count) metadata META as JSON.  SIZE_MAX when out of
+ * memory. */
+static size_t
+put_meta(file_buf *b, const json_t *meta)
+{
+	const char *k;
+	json_t *v;
+	size_t n = 1, kn, vn;
+	int first = 1;
+
+	if (b != NULL && buf_add(b, "{", 1) != 0)
+		return SIZE_MAX;
+	json_object_foreach((json_t *)meta, k, v)
+	{
+		if (!first && b != NULL && buf_add(b, ",", 1) != 0)
+			return SIZE_MAX;
+		n += !first;
+		first = 0;
+		kn = put_str(b, k);
+		if (kn == SIZE_MAX || (b != NULL && buf_add(b, ":", 1) != 0))
+			return SIZE_MAX;
+		vn = json_is_string(v) ? put_str(b, json_string_value(v))
+		                       : put_other(b, v);
+		if (vn == SIZE_MAX)
+			return SIZE_MAX;
+		n += kn + 1 + vn;
+	}
+	if (b != NULL && buf_add(b, "}", 1) != 0)
+		return SIZE_MAX;
+	return n + 1;
+}
+
+/* Append the text of state ENTRY, or of a tombstone of NAME deleted at
+ * DELETED_MS when ENTRY is NULL.  0 or -1 (out of memory). */
+static int
+put_entry(file_buf *b, const char *name, const json_t *entry,
+    int64_t deleted_ms)
+{
+	char num[160];
+
+	if (buf_add(b, "{\"name\":", 8) != 0 || put_str(b, name) == SIZE_MAX)
+		return -1;
+	if (entry == NULL) {
+		snprintf(num, sizeof(num),
+		    ",\"deleted\":true,\"deleted_ms\":%lld}",
+		    (long long)deleted_ms);
+		return buf_add(b, num, strlen(num));
+	}
+	snprintf(num, sizeof(num),
+	    ",\"generation\":%lld,\"metageneration\":%lld,\"created_ms\":"
+	    "%lld,\"updated_ms\":%lld,\"metadata\":",
+	    (long long)entry_int(entry, "generation"),
+	    (long long)entry_int(entry, "metageneration"),
+	    (long long)entry_int(entry, "created_ms"),
+	    (long long)entry_int(entry, "updated_ms"));
+	if (buf_add(b, num, strlen(num)) != 0 ||
+	    put_meta(b, json_object_get(entry, "metadata")) == SIZE_MAX)
+		return -1;
+	return buf_add(b, "}", 1);
+}
+
+/* Whether META's text is over the metadata limit. */
+static int
+meta_too_big(const json_t *meta)
+{
+	size_t n = put_meta(NULL, meta);
+
+	return n == SIZE_MAX || n > GCS_META_BYTES_MAX;
+}
+
+/* obj_write of ENTRY (a state or a tombstone from the log), in the same
+ * text the committer writes. */
 static int
 obj_write_entry(file_store *fs, const char *fname, const json_t *entry,
     gcs_err *err)
 {
-	char *text = json_dumps(entry, JSON_COMPACT);
+	const char *name = json_string_value(json_object_get(entry, "name"));
+	file_buf b = { 0 };
 	int rc;
 
-	if (text == NULL)
+	if (put_entry(&b, name, entry_exists(entry) ? entry : NULL,
+	        entry_int(entry, "deleted_ms")) != 0) {
+		free(b.p);
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	rc = obj_write(fs, fname, text, strlen(text), 0, err);
-	free(text);
+	}
+	rc = obj_write(fs, fname, b.p, b.n, 0, err);
+	free(b.p);
 	return rc;
 }
 
@@ -1206,167 +1372,6 @@ out:
 }
 
 /* ---- the committer ---- */
-
-/* A growable string for the record text. */
-typedef struct file_buf {
-	char *p;
-	size_t n, cap;
-} file_buf;
-
-static int
-buf_add(file_buf *b, const char *s, size_t n)
-{
-	char *np;
-	size_t ncap;
-
-	if (b->n + n + 1 > b->cap) {
-		ncap = b->cap ? b->cap : 4096;
-		while (ncap < b->n + n + 1)
-			ncap *= 2;
-		np = realloc(b->p, ncap);
-		if (np == NULL)
-			return -1;
-		b->p = np;
-		b->cap = ncap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
-}
-
-/*
- * Object and tombstone texts are written here directly, not built as
- * jansson values and dumped: the committer writes one per op, and the
- * dump's allocations were a tenth of its time.  They are read back with
- * jansson (obj_read, replay).
- */
-
-/* Append S as a JSON string: UTF-8 as it is (names and metadata are
- * valid UTF-8), '"', '\\' and control characters escaped.  B NULL: only
- * count.  Returns the bytes it takes, or SIZE_MAX when out of memory. */
-static size_t
-put_str(file_buf *b, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s, *run;
-	size_t n = 2;
-	char esc[6];
-	int bad = 0;
-
-	if (b != NULL)
-		bad |= buf_add(b, "\"", 1);
-	for (;;) {
-		for (run = p; *p >= 0x20 && *p != '"' && *p != '\\'; p++)
-			;
-		n += (size_t)(p - run);
-		if (b != NULL && p > run)
-			bad |= buf_add(b, (const char *)run, (size_t)(p - run));
-		if (*p == '\0')
-			break;
-		if (*p == '"' || *p == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)*p;
-			n += 2;
-			if (b != NULL)
-				bad |= buf_add(b, esc, 2);
-		} else {
-			memcpy(esc, "\\u00", 4);
-			esc[4] = hex[*p >> 4];
-			esc[5] = hex[*p & 15];
-			n += 6;
-			if (b != NULL)
-				bad |= buf_add(b, esc, 6);
-		}
-		p++;
-	}
-	if (b != NULL)
-		bad |= buf_add(b, "\"", 1);
-	return bad ? SIZE_MAX : n;
-}
-
-/* Append (B NULL: count) V, not a string, as JSON (jansson's dump). */
-static size_t
-put_other(file_buf *b, const json_t *v)
-{
-	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	size_t n = text ? strlen(text) : SIZE_MAX;
-
-	if (text != NULL && b != NULL && buf_add(b, text, n) != 0)
-		n = SIZE_MAX;
-	free(text);
-	return n;
-}
-
-/* Append (B NULL: count) metadata META as JSON.  SIZE_MAX when out of
- * memory. */
-static size_t
-put_meta(file_buf *b, const json_t *meta)
-{
-	const char *k;
-	json_t *v;
-	size_t n = 1, kn, vn;
-	int first = 1;
-
-	if (b != NULL && buf_add(b, "{", 1) != 0)
-		return SIZE_MAX;
-	json_object_foreach((json_t *)meta, k, v)
-	{
-		if (!first && b != NULL && buf_add(b, ",", 1) != 0)
-			return SIZE_MAX;
-		n += !first;
-		first = 0;
-		kn = put_str(b, k);
-		if (kn == SIZE_MAX || (b != NULL && buf_add(b, ":", 1) != 0))
-			return SIZE_MAX;
-		vn = json_is_string(v) ? put_str(b, json_string_value(v))
-		                       : put_other(b, v);
-		if (vn == SIZE_MAX)
-			return SIZE_MAX;
-		n += kn + 1 + vn;
-	}
-	if (b != NULL && buf_add(b, "}", 1) != 0)
-		return SIZE_MAX;
-	return n + 1;
-}
-
-/* Append the text of state ENTRY, or of a tombstone of NAME deleted at
- * DELETED_MS when ENTRY is NULL.  0 or -1 (out of memory). */
-static int
-put_entry(file_buf *b, const char *name, const json_t *entry,
-    int64_t deleted_ms)
-{
-	char num[160];
-
-	if (buf_add(b, "{\"name\":", 8) != 0 || put_str(b, name) == SIZE_MAX)
-		return -1;
-	if (entry == NULL) {
-		snprintf(num, sizeof(num),
-		    ",\"deleted\":true,\"deleted_ms\":%lld}",
-		    (long long)deleted_ms);
-		return buf_add(b, num, strlen(num));
-	}
-	snprintf(num, sizeof(num),
-	    ",\"generation\":%lld,\"metageneration\":%lld,\"created_ms\":"
-	    "%lld,\"updated_ms\":%lld,\"metadata\":",
-	    (long long)entry_int(entry, "generation"),
-	    (long long)entry_int(entry, "metageneration"),
-	    (long long)entry_int(entry, "created_ms"),
-	    (long long)entry_int(entry, "updated_ms"));
-	if (buf_add(b, num, strlen(num)) != 0 ||
-	    put_meta(b, json_object_get(entry, "metadata")) == SIZE_MAX)
-		return -1;
-	return buf_add(b, "}", 1);
-}
-
-/* Whether META's text is over the metadata limit. */
-static int
-meta_too_big(const json_t *meta)
-{
-	size_t n = put_meta(NULL, meta);
-
-	return n == SIZE_MAX || n > GCS_META_BYTES_MAX;
-}
 
 static json_t *
 entry_new(const char *name, int64_t gen, int64_t metagen, int64_t created,
