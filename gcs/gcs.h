@@ -172,6 +172,15 @@ void gcs_stats_get(gcs_stats *out);
 void gcs_stat_retry(void);
 void gcs_stat_token_fetch(int ok);
 
+/* Shutdown: from now on every store call stops retrying by MONO_MS
+ * (CLOCK_MONOTONIC, milliseconds), a try in flight is cut off then, and a
+ * call begun after it fails at once with GCS_UNAVAILABLE.  0 lifts it.
+ * Process-wide, like the counters.  Stores that wait on a network (gs://)
+ * honour it; the local stores' calls are bounded by the disk. */
+void gcs_give_up_at(int64_t mono_ms);
+/* The time set by gcs_give_up_at, 0 when none. */
+int64_t gcs_give_up_time(void);
+
 /* Open a store from a URL: "mem://", "file:///abs/dir", "file://rel/dir",
  * "gs://bucket/optional/prefix/".  NULL with *err filled on failure.
  * Free with gcs_store_free(). */

@@ -304,6 +304,24 @@ hdrs_build(gs_hdrs *hl, char *auth, char *ct, int has_body)
 	hl->list = n > 0 ? &hl->node[0] : NULL;
 }
 
+/* The least time worth giving a try: GCS_TRY_MIN_MS, or the whole try
+ * timeout when that is shorter. */
+static int64_t
+try_min(const gs_store *g)
+{
+	return g->policy.try_timeout_ms < GCS_TRY_MIN_MS ?
+	    g->policy.try_timeout_ms : GCS_TRY_MIN_MS;
+}
+
+/* DEADLINE, or earlier when the process is stopping (gcs_give_up_at). */
+static int64_t
+give_up_by(int64_t deadline)
+{
+	int64_t cut = gcs_give_up_time();
+
+	return cut > 0 && cut < deadline ? cut : deadline;
+}
+
 /* Perform REQ with retries.  GCS_OK with *resp holding a 2xx answer (caller
  * clears it); otherwise the classified status with err filled. */
 static int
@@ -329,6 +347,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
 	memset(resp, 0, sizeof(*resp));
 	for (;;) {
+		/* A stopping process gives up in time to answer and exit. */
+		deadline = give_up_by(deadline);
+		if (tries == 0 && deadline <= gcs_mono_ms())
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "Cloud Storage %s not sent: lockgate is shutting "
+			    "down", req->op);
 		err->attempts = tries + 1;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
@@ -383,7 +407,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			break;
 		now = gcs_mono_ms();
 		pause = (int64_t)(rand64() % (uint64_t)(cap + 1));
-		if (now + pause >= deadline)
+		deadline = give_up_by(deadline);
+		/* Only while a useful try still fits: one cut short by the
+		 * deadline would end the call on a transport error instead
+		 * of the storage's answer, and might apply a write whose
+		 * answer is lost. */
+		if (now + pause + try_min(g) > deadline)
 			break;
 		gcs_resp_clear(resp);
 		gcs_stat_retry();

@@ -29,6 +29,7 @@
 #define GCS_BACKOFF_INITIAL_MS 100  /* first backoff cap */
 #define GCS_BACKOFF_MAX_MS     2000 /* largest backoff cap */
 #define GCS_TRY_TIMEOUT_MS     5000 /* one try */
+#define GCS_TRY_MIN_MS         200  /* no retry with less time left */
 
 typedef struct gcs_retry_policy {
 	int total_ms;

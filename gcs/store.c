@@ -50,6 +50,19 @@ gcs_status_str(gcs_status st)
 }
 
 static uint64_t stat_retries, stat_token_ok, stat_token_fail;
+static int64_t give_up_ms;
+
+void
+gcs_give_up_at(int64_t mono_ms)
+{
+	__atomic_store_n(&give_up_ms, mono_ms, __ATOMIC_RELEASE);
+}
+
+int64_t
+gcs_give_up_time(void)
+{
+	return __atomic_load_n(&give_up_ms, __ATOMIC_ACQUIRE);
+}
 
 void
 gcs_stat_retry(void)

@@ -710,6 +710,9 @@ srv_stop(srv_server *s)
 	if (s->daemon == NULL)
 		return;
 	s->draining = 1;
+	/* Storage calls (retrying through an outage, say) end in time for
+	 * their callers to be answered within the drain budget. */
+	gcs_give_up_at(deadline - SRV_STORE_GIVE_UP_MARGIN_MS);
 	/* Stop accepting: new connections are refused at once. */
 	ls = MHD_quiesce_daemon(s->daemon);
 	if (ls != MHD_INVALID_SOCKET)

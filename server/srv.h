@@ -38,6 +38,8 @@
 					     this (they never block) */
 #define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
 #define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */
+#define SRV_STORE_GIVE_UP_MARGIN_MS 1000 /* store calls end this long before
+					    the drain budget does */
 #define SRV_DEV_TOKEN_TTL   (12 * 3600) /* s, the dev mode's token */
 
 /* Limits of waiting (design section 3). */

@@ -47,4 +47,32 @@ code=$(lg_curl -o "$out" -w '%{http_code}' -H "$B" "$LG_URL/v1/locks/drain/x")
 lg_eq "$code" 200 "the lease outlives the instance that granted it"
 lg_eq "$(lg_json owner <"$out")" alice "same owner"
 lg_stop
+
+# SIGTERM while the storage is down and calls are retrying (default retry
+# budget, 10 s, longer than the drain): the calls give up in time, their
+# callers get 503 + Retry-After, and the process still exits 0 within 8 s.
+lg_start
+lg_fake clear-faults >/dev/null
+lg_fake "fault?op=insert&kind=503&count=-1" >/dev/null
+cpids=""
+for i in 1 2 3; do
+	curl -sS --max-time 20 -D "$LG_TMP/h$i" -o "$LG_TMP/b$i" \
+	    -w '%{http_code}' -X POST -H "$A" \
+	    "$LG_URL/v1/locks/drain/down$i:acquire?ttl=60" >"$LG_TMP/c$i" &
+	cpids="$cpids $!"
+done
+sleep 0.5
+t0=$(date +%s%N)
+lg_stop
+t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+[ "$ms" -lt 8000 ] || lg_fail "exited ${ms} ms after SIGTERM (bound 8000) while the storage was down"
+for pid in $cpids; do wait "$pid"; done
+for i in 1 2 3; do
+	lg_eq "$(cat "$LG_TMP/c$i")" 503 "acquire $i answered while the storage was down"
+	grep -qi '^Retry-After: [0-9]' "$LG_TMP/h$i" || lg_fail "503 without Retry-After"
+	[ -n "$(lg_json error.code <"$LG_TMP/b$i")" ] || lg_fail "503 without a JSON error"
+done
+lg_fake clear-faults >/dev/null
+echo "exited ${ms} ms after SIGTERM with the storage down"
 echo ok

@@ -20,11 +20,11 @@
  * exists except names starting with "missing-" (404).
  *
  * The control endpoint (GET or POST, parameters in the query string):
- *   /_fake/fault?op=OP&kind=KIND[&count=N][&ms=MS]   queue a fault
+ *   /_fake/fault?op=OP&kind=KIND[&count=N][&ms=MS][&delay=MS]   queue a fault
  *       OP: insert get patch delete list write(any of the 3 writes)
  *           any(any GCS op) token metadata
  *       KIND: an HTTP status (503, 429, 500, 408, 401, ...) answered
- *           without applying; reset (close the connection before applying);
+ *           without applying (after DELAY ms when given: a slow error); reset (close the connection before applying);
  *           drop (apply, then close without an answer); latency (sleep MS,
  *           then serve).  COUNT requests (default 1; -1 = until cleared).
  *   /_fake/clear-faults
@@ -106,7 +106,8 @@ typedef struct fault {
 	char op[16];
 	char kind[16];
 	int count; /* -1: forever */
-	int ms;
+	int ms;    /* latency */
+	int delay; /* before an error status */
 } fault;
 
 typedef struct logent {
@@ -527,6 +528,22 @@ op_matches(const char *pat, int op)
 	if (strcmp(pat, "any") == 0)
 		return op <= OP_LIST;
 	return 0;
+}
+
+/* Hold the request MS milliseconds (counted in the sleeping stats). */
+static void
+fault_sleep(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	pthread_mutex_lock(&G.mu);
+	if (++G.sleeping > G.sleeping_peak)
+		G.sleeping_peak = G.sleeping;
+	pthread_mutex_unlock(&G.mu);
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&G.mu);
+	G.sleeping--;
+	pthread_mutex_unlock(&G.mu);
 }
 
 /* Take the first fault queued for OP into *out; 0 when none. */
@@ -1212,9 +1229,13 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 		v = qparam(rq->uri, "ms");
 		f.ms = v ? (int)strtol(v, NULL, 10) : 0;
 		free(v);
+		v = qparam(rq->uri, "delay");
+		f.delay = v ? (int)strtol(v, NULL, 10) : 0;
+		free(v);
 		if (op == NULL || kind == NULL || strlen(op) >= sizeof(f.op) ||
 		    strlen(kind) >= sizeof(f.kind) || f.count == 0 ||
-		    f.count < -1 || f.ms < 0 || f.ms > LATENCY_MAX_MS) {
+		    f.count < -1 || f.ms < 0 || f.ms > LATENCY_MAX_MS ||
+		    f.delay < 0 || f.delay > LATENCY_MAX_MS) {
 			free(op);
 			free(kind);
 			return send_raw(c, 400, "text/plain", "bad fault\n");
@@ -1314,16 +1335,7 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	/* Faults. */
 	if (take_fault(op, &f)) {
 		if (strcmp(f.kind, "latency") == 0) {
-			struct timespec ts = { f.ms / 1000,
-				(long)(f.ms % 1000) * 1000000 };
-			pthread_mutex_lock(&G.mu);
-			if (++G.sleeping > G.sleeping_peak)
-				G.sleeping_peak = G.sleeping;
-			pthread_mutex_unlock(&G.mu);
-			nanosleep(&ts, NULL);
-			pthread_mutex_lock(&G.mu);
-			G.sleeping--;
-			pthread_mutex_unlock(&G.mu);
+			fault_sleep(f.ms);
 		} else if (strcmp(f.kind, "reset") == 0) {
 			status = -1;
 			ret = MHD_NO;
@@ -1334,6 +1346,8 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 			status = (int)strtol(f.kind, NULL, 10);
 			if (status < 300 || status > 599)
 				status = 503;
+			if (f.delay > 0)
+				fault_sleep(f.delay);
 			ret = send_err(c, status,
 			    status == 429 ? "usageLimits" : "global",
 			    status == 429       ? "rateLimitExceeded"

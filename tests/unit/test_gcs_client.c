@@ -17,6 +17,7 @@
 #include "fake_gcs_proc.h"
 #include "gcs/gcs.h"
 #include "gcs/gcs_client.h"
+#include "gcs/gcs_http.h"
 
 #define BUCKET "bkt"
 #define PREFIX "locks/"
@@ -656,6 +657,69 @@ test_try_timeout_is_retried(void **state)
 	gcs_object_clear(&o);
 }
 
+/* Slow 429s (100 ms each) inside a 350 ms budget: a retry is only started
+ * while a useful try still fits (GCS_TRY_MIN_MS), so the call ends on the
+ * storage's own answer, busy with HTTP 429, and never on a try cut short
+ * by the budget (a transport error, which would read as unavailable and
+ * could leave a write applied with its answer lost). */
+static void
+test_no_retry_without_time_for_it(void **state)
+{
+	gcs_store *s = *state;
+	gcs_retry_policy p = { 350, 1, 1, 1000 };
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta2("lease_id", "L", NULL, NULL);
+
+	gcs_gs_set_retry(s, &p);
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=insert&kind=429&count=-1&delay=100",
+	                     NULL),
+	    200);
+	assert_int_equal(gcs_insert(s, "slow429", m, &o, &err), GCS_BUSY);
+	assert_int_equal(err.http_status, 429);
+	assert_true(err.attempts >= 1);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), err.attempts);
+	json_decref(m);
+}
+
+/* A stopping process: a call begun after the give-up time is not sent at
+ * all, and a call retrying through an outage stops at it, long before its
+ * own retry budget would run out. */
+static void
+test_give_up_at_shutdown(void **state)
+{
+	gcs_store *s = *state;
+	gcs_retry_policy p = { 10000, 50, 200, 5000 };
+	gcs_object o;
+	gcs_err err;
+	int64_t t0, took;
+
+	gcs_gs_set_retry(s, &p);
+	insert_ok(s, "gu", &o);
+	gcs_object_clear(&o);
+	gcs_give_up_at(gcs_mono_ms() - 1);
+	assert_int_equal(gcs_get(s, "gu", &o, &err), GCS_UNAVAILABLE);
+	assert_int_equal(err.attempts, 0);
+	assert_non_null(strstr(err.msg, "shutting down"));
+	assert_int_equal(fake_gcs_count(&fake, "get"), 0);
+	fault("get", "503", -1);
+	t0 = gcs_mono_ms();
+	gcs_give_up_at(t0 + 300);
+	assert_int_equal(gcs_get(s, "gu", &o, &err), GCS_UNAVAILABLE);
+	took = gcs_mono_ms() - t0;
+	gcs_give_up_at(0);
+	assert_true(err.attempts >= 1);
+	assert_int_equal(fake_gcs_count(&fake, "get"), err.attempts);
+	/* The budget is 10 s; the give-up time cut it to 300 ms (the
+	 * bound leaves room for a slow machine, not for the full budget). */
+	assert_true(took < 5000);
+	/* Lifted: calls go through again. */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
+	assert_int_equal(gcs_get(s, "gu", &o, &err), GCS_OK);
+	gcs_object_clear(&o);
+}
+
 static void
 test_unreachable(void **state)
 {
@@ -817,6 +881,11 @@ main(void)
 		    test_dropped_answers_leave_attempts, test_setup,
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_try_timeout_is_retried,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_no_retry_without_time_for_it, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_give_up_at_shutdown,
 		    test_setup, test_teardown),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
