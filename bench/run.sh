@@ -97,6 +97,11 @@ load() {
 }
 NPROC=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
 LOAD_BEFORE=$(load)
+# steal: on a virtual machine, the share of CPU time the host gave to
+# someone else (the "steal" column of /proc/stat) between two readings.
+# With a busy host every figure drops and CPU per cycle rises.
+cpu_ticks() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t }' /proc/stat; }
+STAT_BEFORE=$(cpu_ticks)
 
 # printed_port PID FILE: the port PID printed in FILE (the floor's
 # "listening" line, or fake_gcs's bare number), waiting until it does.
@@ -246,12 +251,15 @@ for t in $BENCH_TARGETS; do
 done
 
 LOAD_AFTER=$(load)
+STEAL=$(echo "$STAT_BEFORE $(cpu_ticks)" |
+    awk '{ d = $4 - $2; if (d > 0) printf "%.1f", 100 * ($3 - $1) / d; else print "n/a" }')
 
 # The table: per target and client count, the median of each column over
 # the runs; then the ratios against the targets.
 echo
 echo "machine before: $LOAD_BEFORE"
 echo "machine after:  $LOAD_AFTER"
+echo "CPU time taken by the VM's host (steal) during the runs: ${STEAL}%"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
     -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" '
 function median(key, col,    n, i, j, t, v) {
