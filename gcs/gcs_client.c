@@ -24,6 +24,7 @@
 #include "gcs.h"
 #include "gcs_client.h"
 #include "gcs_http.h"
+#include "gcs_loop.h"
 #include "gcs_token.h"
 
 #define OBJ_FIELDS    "name,generation,metageneration,timeCreated,updated,metadata"
@@ -104,17 +105,6 @@ rand64(void)
 	s ^= s >> 7;
 	s ^= s << 17;
 	return s;
-}
-
-static void
-sleep_ms(int64_t ms)
-{
-	struct timespec ts;
-
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000;
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 /* Percent-encode S (everything but unreserved characters, '/' too) into
@@ -416,7 +406,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			break;
 		gcs_resp_clear(resp);
 		gcs_stat_retry();
-		sleep_ms(pause);
+		gcs_loop_sleep(pause); /* a task yields its thread */
 		cap = cap * 2 > g->policy.max_ms ? g->policy.max_ms : cap * 2;
 	}
 	st = classify(sent == 0 ? resp->status : 0);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gcs_http.h"
+#include "gcs_loop.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -262,7 +263,7 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
 		rc = CURLE_OUT_OF_MEMORY;
 	} else
-		rc = curl_easy_perform(h);
+		rc = gcs_loop_perform(h);
 	/* Nothing borrowed outlives the call: the next request sets its
 	 * own body and headers. */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);

@@ -17,6 +17,7 @@
 #include <jwt.h>
 
 #include "gcs_http.h"
+#include "gcs_loop.h"
 #include "gcs_token.h"
 
 #define TOKEN_URL_MAX 1024
@@ -417,9 +418,18 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			while (t->refreshing && t->fetch_seq == seq &&
-			    pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
-				;
+			if (gcs_loop_in_task()) {
+				/* The fetcher may be a task of this very
+				 * thread: a condition wait would stop it.
+				 * Look again shortly, giving the thread up. */
+				pthread_mutex_unlock(&t->mu);
+				gcs_loop_sleep(GCS_TOKEN_WAIT_STEP_MS);
+				pthread_mutex_lock(&t->mu);
+			} else
+				while (t->refreshing && t->fetch_seq == seq &&
+				    pthread_cond_timedwait(&t->cv, &t->mu,
+				        &ts) == 0)
+					;
 			if (t->fetch_seq != seq && !t->last_ok) {
 				rc = gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    t->last_msg);

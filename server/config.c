@@ -34,8 +34,9 @@ static const opt opts[] = {
 	    "file://./lockgate-data",
 	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://" },
 	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
-	    SRV_THREADS_MAX, "64 (16 for mem://)",
-	    "threads that may each wait on one storage call" },
+	    SRV_THREADS_MAX, "64",
+	    "file:// storage workers: threads that may each wait on one "
+	    "group commit (gs:// and mem:// need none)" },
 	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300, "290",
 	    "longest wait= a request may ask for, in seconds; keep it "
 	    "under the platform's request timeout" },
@@ -295,9 +296,7 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		return -1;
 	}
 	if (cfg->threads == 0)
-		cfg->threads = strcmp(cfg->store, "mem://") == 0
-		    ? SRV_THREADS_DEFAULT
-		    : SRV_THREADS_BLOCKING;
+		cfg->threads = SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
 		snprintf(err, errlen,
 		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "

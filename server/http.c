@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,13 +60,26 @@ queue(srv_req *r, int status, struct MHD_Response *resp)
 	return http_send(r, status, resp);
 }
 
+/* The loop whose thread this is; NULL on any other thread. */
+static __thread srv_loop *tl_loop;
+
 void
 http_release_hold(srv_req *r)
 {
 	struct MHD_Connection *conn = r->conn;
+	srv_loop *lp = r->loop; /* R may be gone once resumed */
 
-	if (__atomic_sub_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) == 0)
-		MHD_resume_connection(conn);
+	if (__atomic_sub_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) != 0)
+		return;
+	MHD_resume_connection(conn);
+	/* The daemon takes a resumed connection back in its next run, and
+	 * in external mode nothing tells the loop that one is due: on the
+	 * loop's own thread, say so; from another thread (a waiter, a
+	 * storage worker), wake it. */
+	if (lp == tl_loop)
+		lp->run_again = true;
+	else
+		gcs_loop_wake(lp->io);
 }
 
 /* ---- storage workers ---- */
@@ -153,6 +167,51 @@ job_submit(srv_jobs *j, srv_req *r, const char *url)
 		j->head = r;
 	j->tail = r;
 	pthread_mutex_unlock(&j->mu);
+	return MHD_YES;
+}
+
+/* ---- loop tasks (gs://) ---- */
+
+static void
+task_body(void *arg)
+{
+	srv_req *r = arg;
+
+	r->job_rc = routes_dispatch(r, r->url);
+}
+
+/* The task ended: as a worker's request ends (job_run). */
+static void
+task_done(void *arg)
+{
+	srv_req *r = arg;
+
+	r->in_job = false;
+	r->job_done = true;
+	http_release_hold(r);
+}
+
+/* Run R as a task of this thread's loop.  It is suspended first, as for a
+ * worker, so that it ends the same way whether its task finishes at once
+ * (an error answered before any storage call) or after waiting. */
+static enum MHD_Result
+task_submit(srv_req *r, const char *url)
+{
+	int rc;
+
+	r->url = url;
+	r->in_job = true;
+	r->holds = 1;
+	MHD_suspend_connection(r->conn);
+	rc = gcs_loop_spawn(r->loop->io, task_body, r, task_done);
+	if (rc == 0)
+		return MHD_YES; /* task_done follows */
+	if (rc < 0) {
+		r->job_rc = MHD_YES;
+		http_fail(r, API_UNAVAILABLE, NULL,
+		    "out of memory for this request; retry");
+	}
+	task_done(r);
 	return MHD_YES;
 }
 
@@ -464,6 +523,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		if (r == NULL)
 			return MHD_NO;
 		r->srv = s;
+		r->loop = tl_loop;
 		r->conn = conn;
 		r->method = method;
 		r->start_us = now_us();
@@ -521,6 +581,8 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->too_large)
 		return http_fail(r, API_TOO_LARGE, NULL,
 		    "the request body is larger than %d bytes", SRV_BODY_MAX);
+	if (s->tasks && blocking_route(url))
+		return task_submit(r, url);
 	if (s->jobs != NULL && blocking_route(url))
 		return job_submit(s->jobs, r, url);
 	return routes_dispatch(r, url);
@@ -598,6 +660,174 @@ fd_budget(unsigned want)
 	return want;
 }
 
+/* ---- event loops ---- */
+
+static void
+mhd_readable(void *arg)
+{
+	(void)arg; /* the loop runs its daemon after every round */
+}
+
+static void *
+loop_main(void *arg)
+{
+	srv_loop *lp = arg;
+	MHD_UNSIGNED_LONG_LONG to;
+	MHD_socket ls;
+	int ms;
+
+	tl_loop = lp;
+	for (;;) {
+		if (__atomic_load_n(&lp->stop, __ATOMIC_SEQ_CST) &&
+		    (gcs_loop_tasks(lp->io) == 0 ||
+		        srv_mono_ms() >= lp->stop_by))
+			break;
+		if (__atomic_load_n(&lp->quiesce, __ATOMIC_SEQ_CST) &&
+		    !__atomic_load_n(&lp->quiesced, __ATOMIC_SEQ_CST)) {
+			/* New connections are refused from now on. */
+			ls = MHD_quiesce_daemon(lp->daemon);
+			if (ls != MHD_INVALID_SOCKET)
+				close(ls);
+			__atomic_store_n(&lp->quiesced, 1, __ATOMIC_SEQ_CST);
+		}
+		ms = lp->run_again ? 0 : SRV_LOOP_IDLE_MS;
+		lp->run_again = false;
+		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
+		    to < (MHD_UNSIGNED_LONG_LONG)ms)
+			ms = (int)to;
+		gcs_loop_run_once(lp->io, ms);
+		MHD_run(lp->daemon);
+	}
+	MHD_run(lp->daemon); /* take back what was resumed last */
+	tl_loop = NULL;
+	return NULL;
+}
+
+/* A listening TCP socket on SS with SO_REUSEPORT (every loop has one on
+ * the same port); -1 with errno set. */
+static int
+listen_socket(const struct sockaddr_storage *ss)
+{
+	int fd, one = 1;
+	socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+	                                          : sizeof(struct sockaddr_in);
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+	    (ss->ss_family == AF_INET6 &&
+	        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) !=
+	            0) ||
+	    bind(fd, (const struct sockaddr *)ss, len) != 0 ||
+	    listen(fd, SRV_LISTEN_BACKLOG) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* The number of event loops: one per CPU, within limits. */
+static int
+loop_count(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (ncpu < 1)
+		return 1;
+	return ncpu > SRV_LOOPS_MAX ? SRV_LOOPS_MAX : (int)ncpu;
+}
+
+/* Stop and free every loop; their threads must be joined already or
+ * never started. */
+static void
+loops_free(srv_server *s)
+{
+	int i;
+
+	for (i = 0; i < s->nloops; i++) {
+		srv_loop *lp = &s->loops[i];
+
+		if (lp->daemon != NULL)
+			MHD_stop_daemon(lp->daemon);
+		if (lp->listen_fd >= 0)
+			close(lp->listen_fd);
+		gcs_loop_free(lp->io);
+	}
+	free(s->loops);
+	s->loops = NULL;
+	s->nloops = 0;
+}
+
+/* Ask every loop thread to end (after its tasks, or by STOP_BY) and join
+ * them. */
+static void
+loops_join(srv_server *s, int64_t stop_by)
+{
+	int i;
+
+	for (i = 0; i < s->nloops; i++) {
+		srv_loop *lp = &s->loops[i];
+
+		if (!lp->started)
+			continue;
+		lp->stop_by = stop_by;
+		__atomic_store_n(&lp->stop, 1, __ATOMIC_SEQ_CST);
+		gcs_loop_wake(lp->io);
+	}
+	for (i = 0; i < s->nloops; i++)
+		if (s->loops[i].started) {
+			pthread_join(s->loops[i].thread, NULL);
+			s->loops[i].started = false;
+		}
+}
+
+/* Set up loop LP: its gcs_loop, its daemon on FD (taken) and its thread. */
+static int
+loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags,
+    unsigned conns)
+{
+	const srv_config *cfg = s->cfg;
+	const union MHD_DaemonInfo *info;
+
+	lp->srv = s;
+	lp->listen_fd = fd;
+	if ((lp->io = gcs_loop_new()) == NULL)
+		return -1;
+	/*
+	 * External epoll mode: this loop's thread runs the daemon, so a
+	 * request can wait on the storage as a task of the same thread.
+	 * Suspend/resume for waiters and tasks.  Limits are set on purpose,
+	 * not left at MHD's defaults (facts.md 6): the default has no idle
+	 * timeout and a 1020-connection cap.  No per-IP limit: behind Cloud
+	 * Run every caller arrives from a few proxy addresses.
+	 */
+	lp->daemon = MHD_start_daemon(flags | MHD_USE_EPOLL |
+	        MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, access_handler, s, MHD_OPTION_EXTERNAL_LOGGER,
+	    mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)cfg->connection_timeout,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+	if (lp->daemon == NULL)
+		return -1;
+	lp->listen_fd = -1; /* the daemon's now */
+	info = MHD_get_daemon_info(lp->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	if (info == NULL ||
+	    gcs_loop_watch(lp->io, info->epoll_fd, mhd_readable, lp) != 0)
+		return -1;
+	if (pthread_create(&lp->thread, NULL, loop_main, lp) != 0)
+		return -1;
+	lp->started = true;
+	return 0;
+}
+
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
@@ -606,10 +836,10 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	struct sockaddr_storage ss;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-	const union MHD_DaemonInfo *info;
+	socklen_t sl = sizeof(ss);
 	char host[256];
-	unsigned flags, conns, pool;
-	int port;
+	unsigned flags, conns;
+	int port, fd, i;
 
 	s->svc = svc;
 	s->auth = auth;
@@ -637,56 +867,65 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}
-	/* A store whose calls block gets storage workers, and its polling
-	 * threads only poll; mem:// answers on the polling threads. */
-	if (strcmp(cfg->store, "mem://") != 0) {
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-		if ((s->jobs = jobs_new(cfg->threads)) == NULL) {
-			snprintf(err, errlen,
-			    "cannot start the storage worker threads");
-			srv_waits_free(s->waits);
-			s->waits = NULL;
-			return -1;
+	/* How a request that may call the storage runs: mem:// on the loop
+	 * (nothing waits), gs:// as a loop task (waits without a thread),
+	 * file:// on a storage worker (its calls wait for the disk's group
+	 * commit, which only a thread can). */
+	if (strncmp(cfg->store, "gs://", 5) == 0)
+		s->tasks = true;
+	else if (strcmp(cfg->store, "mem://") != 0 &&
+	    (s->jobs = jobs_new(cfg->threads)) == NULL) {
+		snprintf(err, errlen, "cannot start the storage worker threads");
+		goto fail;
+	}
+	s->nloops = loop_count();
+	if ((s->loops = calloc((size_t)s->nloops, sizeof(*s->loops))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < s->nloops; i++)
+		s->loops[i].listen_fd = -1;
+	conns = fd_budget((unsigned)cfg->max_connections) / (unsigned)s->nloops;
+	if (conns < 1)
+		conns = 1;
+	for (i = 0; i < s->nloops; i++) {
+		/* The first socket takes the port (perhaps 0: the kernel
+		 * picks), the others join it. */
+		if ((fd = listen_socket(&ss)) < 0) {
+			snprintf(err, errlen, "cannot listen on %s: %s",
+			    cfg->listen, strerror(errno));
+			goto fail;
 		}
-		pool = ncpu < 2                   ? 2
-		    : ncpu > SRV_POLL_THREADS_MAX ? SRV_POLL_THREADS_MAX
-		                                  : (unsigned)ncpu;
-	} else {
-		pool = (unsigned)cfg->threads;
+		if (i == 0) {
+			if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+				close(fd);
+				snprintf(err, errlen, "cannot listen on %s: %s",
+				    cfg->listen, strerror(errno));
+				goto fail;
+			}
+			s->port = ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port
+			                                         : v4->sin_port);
+		}
+		if (loop_start(s, &s->loops[i], fd, flags, conns) != 0) {
+			if (s->loops[i].listen_fd >= 0) {
+				close(s->loops[i].listen_fd);
+				s->loops[i].listen_fd = -1;
+			}
+			snprintf(err, errlen,
+			    "cannot start the HTTP event loops: %s",
+			    errno ? strerror(errno) : "libmicrohttpd refused");
+			goto fail;
+		}
 	}
-	conns = fd_budget((unsigned)cfg->max_connections);
-	/*
-	 * epoll with a pool of polling threads; suspend/resume for waiters
-	 * (it brings the inter-thread channel that quiesce needs).  Limits
-	 * are set on purpose, not left at MHD's defaults (facts.md 6): the
-	 * default has no idle timeout and a 1020-connection cap.  No per-IP
-	 * limit: behind Cloud Run every caller arrives from a few proxy
-	 * addresses.
-	 */
-	flags |= MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG;
-	s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL,
-	    access_handler, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-	    MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_CONNECTION_LIMIT,
-	    conns, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)cfg->connection_timeout,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
-	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
-	    completed, s, MHD_OPTION_END);
-	if (s->daemon == NULL) {
-		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen,
-		    errno ? strerror(errno) : "libmicrohttpd refused");
-		srv_waits_free(s->waits);
-		s->waits = NULL;
-		jobs_free(s->jobs);
-		s->jobs = NULL;
-		return -1;
-	}
-	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	s->port = info ? info->port : port;
 	return 0;
+fail:
+	loops_join(s, 0);
+	loops_free(s);
+	srv_waits_free(s->waits);
+	s->waits = NULL;
+	jobs_free(s->jobs);
+	s->jobs = NULL;
+	return -1;
 }
 
 int
@@ -705,18 +944,30 @@ void
 srv_stop(srv_server *s)
 {
 	int64_t deadline = srv_mono_ms() + SRV_DRAIN_MAX_MS;
-	MHD_socket ls;
+	bool all;
+	int i;
 
-	if (s->daemon == NULL)
+	if (s->loops == NULL)
 		return;
 	s->draining = 1;
 	/* Storage calls (retrying through an outage, say) end in time for
 	 * their callers to be answered within the drain budget. */
 	gcs_give_up_at(deadline - SRV_STORE_GIVE_UP_MARGIN_MS);
-	/* Stop accepting: new connections are refused at once. */
-	ls = MHD_quiesce_daemon(s->daemon);
-	if (ls != MHD_INVALID_SOCKET)
-		close(ls);
+	/* Stop accepting: new connections are refused at once.  Each loop
+	 * quiesces its own daemon, on its own thread. */
+	for (i = 0; i < s->nloops; i++) {
+		__atomic_store_n(&s->loops[i].quiesce, 1, __ATOMIC_SEQ_CST);
+		gcs_loop_wake(s->loops[i].io);
+	}
+	do {
+		all = true;
+		for (i = 0; i < s->nloops; i++)
+			if (!__atomic_load_n(&s->loops[i].quiesced,
+			        __ATOMIC_SEQ_CST))
+				all = false;
+		if (!all)
+			usleep(1000);
+	} while (!all && srv_mono_ms() < deadline);
 	/* Every waiter answered 503 + Retry-After (resumes them all: MHD
 	 * must not be stopped with suspended connections). */
 	srv_waits_shutdown(s->waits);
@@ -726,14 +977,16 @@ srv_stop(srv_server *s)
 		usleep(5000);
 	/* The workers finish what they run and what is queued (every
 	 * suspended connection must be resumed before MHD stops; a storage
-	 * call is bounded by the store's own deadlines), then MHD gets a
-	 * moment to take the resumed connections back. */
+	 * call is bounded by the store's own deadlines), then the loops get
+	 * a moment to take the resumed connections back. */
 	if (s->jobs != NULL) {
 		jobs_stop(s->jobs);
 		usleep(SRV_RESUME_GRACE_MS * 1000);
 	}
-	MHD_stop_daemon(s->daemon);
-	s->daemon = NULL;
+	/* A loop ends once its tasks have (they too are bounded by the
+	 * store's deadlines), at the latest when the drain budget does. */
+	loops_join(s, deadline);
+	loops_free(s);
 	jobs_free(s->jobs);
 	s->jobs = NULL;
 	srv_waits_free(s->waits);

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <semaphore.h>
 
+#include "gcs/gcs_loop.h"
+
 #include "params.h"
 #include "srv.h"
 
@@ -36,13 +38,37 @@ typedef struct srv_jobs {
 	bool stop;
 } srv_jobs;
 
+/*
+ * An event loop: one thread with its own libmicrohttpd daemon (external
+ * epoll mode, on its own SO_REUSEPORT listen socket, so the kernel spreads
+ * new connections over the loops) and a gcs_loop that runs the requests
+ * of a network store (gs://) as tasks: a task waiting on the storage
+ * holds neither this thread nor any other.
+ */
+typedef struct srv_loop {
+	struct srv_server *srv;
+	struct gcs_loop *io;
+	struct MHD_Daemon *daemon;
+	int listen_fd; /* until the daemon has it */
+	pthread_t thread;
+	bool started;
+	int stop;     /* atomic: srv_stop asks the thread to end */
+	int quiesce;  /* atomic: srv_stop asks it to stop accepting */
+	int quiesced; /* atomic: it has */
+	int64_t stop_by; /* mono ms: leave even with tasks alive */
+	bool run_again;  /* a connection was resumed on this thread: run the
+			    daemon again without waiting */
+} srv_loop;
+
 struct srv_server {
 	const srv_config *cfg;
 	api_service *svc;
 	auth_ctx *auth;
 	srv_waits *waits;
-	srv_jobs *jobs; /* NULL: requests run on the polling threads */
-	struct MHD_Daemon *daemon;
+	srv_jobs *jobs; /* file://: storage workers; NULL: none */
+	bool tasks;     /* gs://: storage requests run as loop tasks */
+	srv_loop *loops;
+	int nloops;
 	int port;
 	volatile int draining;
 	int active; /* requests between first call and completion */
@@ -51,6 +77,7 @@ struct srv_server {
 /* One request, from the first call of the access handler to completion. */
 typedef struct srv_req {
 	srv_server *srv;
+	srv_loop *loop; /* whose daemon has the connection */
 	struct MHD_Connection *conn;
 	const char *method;
 	int64_t start_us;
@@ -74,11 +101,11 @@ typedef struct srv_req {
 	bool wait_done;
 	api_acquire_req acq;
 	srv_waiter waiter;
-	/* Run by a storage worker (see srv_jobs). */
+	/* Run by a storage worker (see srv_jobs) or as a loop task. */
 	struct srv_req *job_next;
 	const char *url; /* MHD's, valid until completion */
-	bool in_job;     /* a worker runs it: answers are kept */
-	bool job_done;   /* the worker finished */
+	bool in_job;     /* a worker or task runs it: answers are kept */
+	bool job_done;   /* the worker or task finished */
 	enum MHD_Result job_rc;
 	struct MHD_Response *job_resp; /* the kept answer */
 	int job_status;

@@ -26,16 +26,13 @@
 #define SRV_CONN_MEMORY          (32 * 1024)
 #define SRV_CONN_LIMIT_DEFAULT   4000
 #define SRV_CONN_TIMEOUT_DEFAULT 60 /* s an idle connection lives */
-#define SRV_THREADS_DEFAULT      16 /* mem:// (nothing blocks) */
 #define SRV_THREADS_BLOCKING \
-	64 /* file://, gs://: storage workers
-					     (a storage call holds one); more
-					     workers, bigger group commits */
-#define SRV_THREADS_MAX 256
-#define SRV_POLL_THREADS_MAX \
-	8                        /* with storage workers: HTTP
-					     polling threads, one per CPU up to
-					     this (they never block) */
+	64 /* file://: storage workers (a storage call holds one until
+	      its group commit; more workers, bigger commits) */
+#define SRV_THREADS_MAX    256
+#define SRV_LOOPS_MAX      8    /* HTTP event loops: one per CPU up to this */
+#define SRV_LOOP_IDLE_MS   1000 /* a loop with nothing due looks around */
+#define SRV_LISTEN_BACKLOG 1024
 #define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
 #define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */
 #define SRV_STORE_GIVE_UP_MARGIN_MS 1000 /* store calls end this long before

@@ -1,0 +1,634 @@
+/*
+ * gcs_loop.c: the event loop of gcs_loop.h.
+ *
+ * Tasks are ucontext coroutines, each on an mmap'ed stack with a guard
+ * page below it.  A task is only ever entered from its loop's thread, on
+ * that thread's own stack (from gcs_loop_spawn or gcs_loop_run_once), and
+ * it returns there when it yields; so tasks never migrate between threads
+ * and thread-local state stays valid in them.
+ *
+ * libcurl's multi handle is driven with its socket interface: libcurl
+ * says which sockets it wants watched (on_socket) and when it wants to be
+ * called back (on_timer); the loop calls curl_multi_socket_action for
+ * both and moves the tasks whose transfers ended onto the ready list.
+ * Epoll events carry the fd only, never a pointer, so an fd libcurl
+ * closes while a batch of events is being handled cannot leave a
+ * dangling pointer behind (a stale fd is harmless to libcurl).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+#include <unistd.h>
+
+#include "gcs_http.h"
+#include "gcs_loop.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define LOOP_ASAN 1
+#endif
+
+/*
+ * Switching stacks.  On x86-64 a task switch saves the callee-saved
+ * registers and the SSE/x87 control words on the stack it leaves and
+ * stores that stack pointer (loop_switch, below); ucontext elsewhere.
+ * glibc's swapcontext also saves and restores the signal mask, a system
+ * call on every switch, four times per storage request: the loop's
+ * threads never change their mask, so there is nothing to keep.
+ */
+#if defined(__x86_64__)
+#define LOOP_ASM_SWITCH 1
+typedef struct loop_ctx {
+	void *sp;
+} loop_ctx;
+/* Save the caller's state on its stack and its stack pointer in FROM->sp,
+ * then continue the context whose stack pointer is TO->sp. */
+void loop_switch(loop_ctx *from, loop_ctx *to);
+/* Where a new task's first switch lands: calls task_start(rbx). */
+void loop_trampoline(void);
+__asm__(".text\n"
+	".globl loop_switch\n"
+	".type loop_switch,@function\n"
+	"loop_switch:\n"
+	"	pushq %rbp\n"
+	"	pushq %rbx\n"
+	"	pushq %r12\n"
+	"	pushq %r13\n"
+	"	pushq %r14\n"
+	"	pushq %r15\n"
+	"	subq $8, %rsp\n"
+	"	stmxcsr (%rsp)\n"
+	"	fnstcw 4(%rsp)\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq (%rsi), %rsp\n"
+	"	ldmxcsr (%rsp)\n"
+	"	fldcw 4(%rsp)\n"
+	"	addq $8, %rsp\n"
+	"	popq %r15\n"
+	"	popq %r14\n"
+	"	popq %r13\n"
+	"	popq %r12\n"
+	"	popq %rbx\n"
+	"	popq %rbp\n"
+	"	ret\n"
+	".size loop_switch,.-loop_switch\n"
+	".globl loop_trampoline\n"
+	".type loop_trampoline,@function\n"
+	"loop_trampoline:\n"
+	"	movq %rbx, %rdi\n"
+	"	call task_start\n"
+	"	ud2\n"
+	".size loop_trampoline,.-loop_trampoline\n");
+#else
+typedef ucontext_t loop_ctx;
+#endif
+
+typedef struct gcs_task {
+	loop_ctx ctx;   /* the task's own */
+	loop_ctx *back; /* where a yield returns: the loop thread's stack */
+	char *map;      /* guard page, then the stack */
+	size_t map_len;
+	char *stack;    /* its lowest usable byte */
+	size_t stack_len;
+	void (*fn)(void *);
+	void *arg;
+	void (*done)(void *);
+	bool finished; /* fn returned */
+	bool detached; /* spawn returned 0: DONE is owed */
+	CURLcode curl_rc;
+	int64_t wake_ms;
+	struct gcs_task *next; /* spare, sleeping or ready list */
+	gcs_loop *loop;
+#ifdef LOOP_ASAN
+	void *asan_fake;
+	const void *back_bottom;
+	size_t back_size;
+#endif
+} gcs_task;
+
+typedef struct loop_watch {
+	int fd;
+	void (*fn)(void *);
+	void *arg;
+} loop_watch;
+
+struct gcs_loop {
+	int epfd;
+	int wakefd;
+	CURLM *multi;           /* made on the first transfer */
+	int64_t curl_due;       /* mono ms libcurl wants a timeout call, -1 */
+	gcs_task *sleepers;     /* by wake_ms */
+	gcs_task *ready, *ready_tail;
+	gcs_task *spare;
+	int nspare;
+	int live;
+	loop_watch watch[GCS_LOOP_WATCH_MAX];
+	int nwatch;
+};
+
+static __thread gcs_task *tl_task; /* the task running on this thread */
+
+/* ---- tasks ---- */
+
+void task_start(gcs_task *t);
+#if !defined(LOOP_ASM_SWITCH)
+static void task_main(void);
+#endif
+
+/* From the context saved in FROM to the one in TO. */
+static inline void
+ctx_switch(loop_ctx *from, loop_ctx *to)
+{
+#if defined(LOOP_ASM_SWITCH)
+	loop_switch(from, to);
+#else
+	swapcontext(from, to);
+#endif
+}
+
+/* Make T's context start in task_start(T) on its own stack. */
+static int
+ctx_init(gcs_task *t)
+{
+#if defined(LOOP_ASM_SWITCH)
+	uint64_t *sp = (uint64_t *)(void *)(t->stack + t->stack_len);
+	uint32_t mxcsr;
+	uint16_t fpucw;
+
+	/* The frame loop_switch pops, top of the stack first: the return
+	 * address (the trampoline), rbp, rbx (T), r12-r15, the control
+	 * words.  Its `ret` leaves the stack pointer at the 16-byte aligned
+	 * top, as the ABI wants it before the trampoline's call. */
+	__asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+	__asm__ volatile("fnstcw %0" : "=m"(fpucw));
+	*--sp = (uint64_t)(uintptr_t)loop_trampoline;
+	*--sp = 0;                           /* rbp */
+	*--sp = (uint64_t)(uintptr_t)t;      /* rbx */
+	*--sp = 0;                           /* r12 */
+	*--sp = 0;                           /* r13 */
+	*--sp = 0;                           /* r14 */
+	*--sp = 0;                           /* r15 */
+	*--sp = (uint64_t)mxcsr | ((uint64_t)fpucw << 32);
+	t->ctx.sp = sp;
+	return 0;
+#else
+	if (getcontext(&t->ctx) != 0)
+		return -1;
+	t->ctx.uc_stack.ss_sp = t->stack;
+	t->ctx.uc_stack.ss_size = t->stack_len;
+	t->ctx.uc_link = NULL; /* task_main never returns */
+	makecontext(&t->ctx, task_main, 0);
+	return 0;
+#endif
+}
+
+static void
+task_unmap(gcs_task *t)
+{
+	if (t->map != NULL)
+		munmap(t->map, t->map_len);
+	free(t);
+}
+
+static gcs_task *
+task_new(gcs_loop *l)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	gcs_task *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		return NULL;
+	if (page <= 0)
+		page = 4096;
+	t->loop = l;
+	t->map_len = GCS_TASK_STACK + (size_t)page;
+	t->map = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (t->map == MAP_FAILED) {
+		t->map = NULL;
+		goto fail;
+	}
+	/* The stack grows down: an overflow runs into this page and faults
+	 * instead of corrupting whatever lies below. */
+	if (mprotect(t->map, (size_t)page, PROT_NONE) != 0)
+		goto fail;
+	t->stack = t->map + page;
+	t->stack_len = GCS_TASK_STACK;
+	if (ctx_init(t) != 0)
+		goto fail;
+	return t;
+fail:
+	task_unmap(t);
+	return NULL;
+}
+
+/* From the loop's stack into T, until T yields or finishes.  Returns
+ * whether T finished (and is then recycled, DONE called if owed). */
+static bool
+task_enter(gcs_task *t)
+{
+	gcs_loop *l = t->loop;
+	gcs_task *prev = tl_task;
+	loop_ctx here;
+#ifdef LOOP_ASAN
+	void *fake = NULL;
+#endif
+
+	t->back = &here;
+	tl_task = t;
+#ifdef LOOP_ASAN
+	__sanitizer_start_switch_fiber(&fake, t->stack, t->stack_len);
+#endif
+	ctx_switch(&here, &t->ctx);
+#ifdef LOOP_ASAN
+	__sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+	tl_task = prev;
+	if (!t->finished)
+		return false;
+	l->live--;
+	if (t->detached && t->done != NULL)
+		t->done(t->arg);
+	t->fn = NULL;
+	t->arg = NULL;
+	if (l->nspare < GCS_TASKS_SPARE) {
+		t->next = l->spare;
+		l->spare = t;
+		l->nspare++;
+	} else
+		task_unmap(t);
+	return true;
+}
+
+/* From T's stack back to the loop's. */
+static void
+task_yield(gcs_task *t)
+{
+#ifdef LOOP_ASAN
+	__sanitizer_start_switch_fiber(&t->asan_fake, t->back_bottom,
+	    t->back_size);
+#endif
+	ctx_switch(&t->ctx, t->back);
+#ifdef LOOP_ASAN
+	__sanitizer_finish_switch_fiber(t->asan_fake, &t->back_bottom,
+	    &t->back_size);
+#endif
+}
+
+/* Every task starts here once, and runs one FN per entry after a
+ * finish: a finished task is parked in task_yield until reused.  Not
+ * static: the x86-64 trampoline calls it. */
+void
+task_start(gcs_task *t)
+{
+#ifdef LOOP_ASAN
+	__sanitizer_finish_switch_fiber(NULL, &t->back_bottom, &t->back_size);
+#endif
+	for (;;) {
+		t->fn(t->arg);
+		t->finished = true;
+		task_yield(t);
+	}
+}
+
+#if !defined(LOOP_ASM_SWITCH)
+static void
+task_main(void)
+{
+	task_start(tl_task);
+}
+#endif
+
+/* ---- libcurl ---- */
+
+static int
+on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	gcs_loop *l = userp;
+	struct epoll_event ev;
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, s, NULL);
+		curl_multi_assign(l->multi, s, NULL);
+		return 0;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.data.fd = s;
+	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) |
+	    ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+	if (socketp != NULL)
+		return epoll_ctl(l->epfd, EPOLL_CTL_MOD, s, &ev) == 0 ? 0 : -1;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev) != 0 &&
+	    (errno != EEXIST || epoll_ctl(l->epfd, EPOLL_CTL_MOD, s, &ev) != 0))
+		return -1;
+	curl_multi_assign(l->multi, s, l); /* non-NULL: registered */
+	return 0;
+}
+
+static int
+on_timer(CURLM *m, long ms, void *userp)
+{
+	gcs_loop *l = userp;
+
+	(void)m;
+	l->curl_due = ms < 0 ? -1 : gcs_mono_ms() + ms;
+	return 0;
+}
+
+static int
+multi_init(gcs_loop *l)
+{
+	if (l->multi != NULL)
+		return 0;
+	gcs_curl_global_init();
+	if ((l->multi = curl_multi_init()) == NULL)
+		return -1;
+	if (curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, on_socket) !=
+	        CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l) != CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timer) !=
+	        CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l) != CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS,
+	        (long)GCS_LOOP_CONNS) != CURLM_OK) {
+		curl_multi_cleanup(l->multi);
+		l->multi = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static void
+ready_push(gcs_loop *l, gcs_task *t)
+{
+	t->next = NULL;
+	if (l->ready_tail != NULL)
+		l->ready_tail->next = t;
+	else
+		l->ready = t;
+	l->ready_tail = t;
+}
+
+/* Transfers that ended: their tasks become ready. */
+static void
+collect_done(gcs_loop *l)
+{
+	CURLMsg *m;
+	gcs_task *t;
+	char *p;
+	int left;
+
+	while ((m = curl_multi_info_read(l->multi, &left)) != NULL) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		p = NULL;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &p);
+		t = (gcs_task *)(void *)p;
+		if (t == NULL)
+			continue;
+		t->curl_rc = m->data.result;
+		ready_push(l, t);
+	}
+}
+
+CURLcode
+gcs_loop_perform(CURL *h)
+{
+	gcs_task *t = tl_task;
+	gcs_loop *l;
+	CURLcode rc;
+
+	if (t == NULL)
+		return curl_easy_perform(h);
+	l = t->loop;
+	if (multi_init(l) != 0)
+		return CURLE_OUT_OF_MEMORY;
+	curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)t);
+	if (curl_multi_add_handle(l->multi, h) != CURLM_OK) {
+		curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
+		return CURLE_OUT_OF_MEMORY;
+	}
+	t->curl_rc = CURLE_OK;
+	task_yield(t); /* until collect_done */
+	rc = t->curl_rc;
+	curl_multi_remove_handle(l->multi, h);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
+	return rc;
+}
+
+/* ---- sleeping ---- */
+
+bool
+gcs_loop_in_task(void)
+{
+	return tl_task != NULL;
+}
+
+void
+gcs_loop_sleep(int64_t ms)
+{
+	gcs_task *t = tl_task, **p;
+	struct timespec ts;
+
+	if (ms <= 0)
+		return;
+	if (t == NULL) {
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (ms % 1000) * 1000000;
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		return;
+	}
+	t->wake_ms = gcs_mono_ms() + ms;
+	for (p = &t->loop->sleepers; *p != NULL && (*p)->wake_ms <= t->wake_ms;
+	     p = &(*p)->next)
+		;
+	t->next = *p;
+	*p = t;
+	task_yield(t);
+}
+
+/* ---- the loop ---- */
+
+gcs_loop *
+gcs_loop_new(void)
+{
+	gcs_loop *l = calloc(1, sizeof(*l));
+	struct epoll_event ev;
+
+	if (l == NULL)
+		return NULL;
+	l->curl_due = -1;
+	l->wakefd = -1;
+	if ((l->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		goto fail;
+	if ((l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		goto fail;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = l->wakefd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0)
+		goto fail;
+	return l;
+fail:
+	gcs_loop_free(l);
+	return NULL;
+}
+
+void
+gcs_loop_free(gcs_loop *l)
+{
+	gcs_task *t;
+
+	if (l == NULL)
+		return;
+	while ((t = l->spare) != NULL) {
+		l->spare = t->next;
+		task_unmap(t);
+	}
+	if (l->multi != NULL)
+		curl_multi_cleanup(l->multi);
+	if (l->wakefd >= 0)
+		close(l->wakefd);
+	if (l->epfd >= 0)
+		close(l->epfd);
+	free(l);
+}
+
+int
+gcs_loop_watch(gcs_loop *l, int fd, void (*fn)(void *arg), void *arg)
+{
+	struct epoll_event ev;
+
+	if (l->nwatch >= GCS_LOOP_WATCH_MAX)
+		return -1;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = fd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+		return -1;
+	l->watch[l->nwatch++] = (loop_watch){ fd, fn, arg };
+	return 0;
+}
+
+void
+gcs_loop_wake(gcs_loop *l)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	do
+		n = write(l->wakefd, &one, sizeof(one));
+	while (n < 0 && errno == EINTR);
+}
+
+int
+gcs_loop_spawn(gcs_loop *l, void (*fn)(void *arg), void *arg,
+    void (*done)(void *arg))
+{
+	gcs_task *t = l->spare;
+
+	if (t != NULL) {
+		l->spare = t->next;
+		l->nspare--;
+	} else if ((t = task_new(l)) == NULL)
+		return -1;
+	t->fn = fn;
+	t->arg = arg;
+	t->done = done;
+	t->finished = false;
+	t->detached = false;
+	t->next = NULL;
+	l->live++;
+	if (task_enter(t))
+		return 1;
+	t->detached = true;
+	return 0;
+}
+
+int
+gcs_loop_tasks(const gcs_loop *l)
+{
+	return l->live;
+}
+
+static void
+dispatch(gcs_loop *l, const struct epoll_event *ev)
+{
+	int fd = ev->data.fd, i, running, flags = 0;
+	uint64_t v;
+
+	if (fd == l->wakefd) {
+		while (read(l->wakefd, &v, sizeof(v)) > 0)
+			;
+		return;
+	}
+	for (i = 0; i < l->nwatch; i++)
+		if (l->watch[i].fd == fd) {
+			l->watch[i].fn(l->watch[i].arg);
+			return;
+		}
+	if (l->multi == NULL)
+		return;
+	if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
+		flags |= CURL_CSELECT_IN;
+	if (ev->events & EPOLLOUT)
+		flags |= CURL_CSELECT_OUT;
+	if (ev->events & EPOLLERR)
+		flags |= CURL_CSELECT_ERR;
+	curl_multi_socket_action(l->multi, fd, flags, &running);
+}
+
+int
+gcs_loop_run_once(gcs_loop *l, int timeout_ms)
+{
+	struct epoll_event ev[GCS_LOOP_EVENTS];
+	int64_t now = gcs_mono_ms(), due = -1;
+	gcs_task *t;
+	int n, i, running;
+
+	if (l->curl_due >= 0)
+		due = l->curl_due;
+	if (l->sleepers != NULL && (due < 0 || l->sleepers->wake_ms < due))
+		due = l->sleepers->wake_ms;
+	if (due >= 0 && due - now < timeout_ms)
+		timeout_ms = due <= now ? 0 : (int)(due - now);
+	if (l->ready != NULL || timeout_ms < 0)
+		timeout_ms = 0;
+	n = epoll_wait(l->epfd, ev, GCS_LOOP_EVENTS, timeout_ms);
+	for (i = 0; i < n; i++)
+		dispatch(l, &ev[i]);
+	now = gcs_mono_ms();
+	if (l->multi != NULL) {
+		if (l->curl_due >= 0 && l->curl_due <= now) {
+			l->curl_due = -1;
+			curl_multi_socket_action(l->multi, CURL_SOCKET_TIMEOUT,
+			    0, &running);
+		}
+		collect_done(l);
+	}
+	while ((t = l->sleepers) != NULL && t->wake_ms <= now) {
+		l->sleepers = t->next;
+		ready_push(l, t);
+	}
+	/* Tasks made ready now run now; any they make ready (none: a task
+	 * only becomes ready through libcurl or a timer) wait a round. */
+	t = l->ready;
+	l->ready = l->ready_tail = NULL;
+	while (t != NULL) {
+		gcs_task *next = t->next;
+
+		t->next = NULL;
+		task_enter(t);
+		t = next;
+	}
+	return n < 0 ? 0 : n;
+}

@@ -1,0 +1,86 @@
+/*
+ * gcs_loop.h: an event loop whose tasks wait on the network without
+ * holding a thread.
+ *
+ * A gcs_loop belongs to one thread.  It watches file descriptors with
+ * epoll, keeps timers, drives a libcurl multi handle, and runs *tasks*: a
+ * task is a function run on a stack of its own, which may stop at a
+ * storage transfer (gcs_http_perform) or a pause (gcs_loop_sleep) and
+ * carry on later, while the loop's thread serves everything else.  So
+ * code written as plain blocking calls (the lock algorithm, the store
+ * client) runs unchanged on a loop, and hundreds of storage calls can be
+ * in flight on one thread.
+ *
+ * Code that is not in a task (any other thread, or the loop's own code)
+ * gets the ordinary blocking behaviour from the same calls.
+ *
+ * Rules for task code: do not block the thread for long (a mutex held
+ * briefly is fine; a condition wait on another thread's progress is not,
+ * see gcs_loop_in_task), and do not call into the loop's own dispatch.
+ */
+#ifndef LOCKGATE_GCS_LOOP_H
+#define LOCKGATE_GCS_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#define GCS_TASK_STACK     (256 * 1024) /* bytes of a task's stack (touched
+					   pages only are memory) */
+#define GCS_TASKS_SPARE    64           /* finished tasks kept for reuse */
+#define GCS_LOOP_EVENTS    64           /* epoll events taken per wait */
+#define GCS_LOOP_WATCH_MAX 4            /* fds watched besides libcurl's */
+/* Idle storage connections a loop keeps open.  libcurl's default keeps 4
+ * per transfer in flight, so a lull closes connections that the next
+ * burst must open again. */
+#define GCS_LOOP_CONNS     256
+
+typedef struct gcs_loop gcs_loop;
+
+/* A new loop for the calling thread; NULL when out of memory or
+ * descriptors.  Free it on the same thread with gcs_loop_free once no task
+ * is alive (gcs_loop_tasks() == 0). */
+gcs_loop *gcs_loop_new(void);
+void gcs_loop_free(gcs_loop *l);
+
+/* Call FN(ARG) on the loop's thread whenever FD is readable (level
+ * triggered).  At most GCS_LOOP_WATCH_MAX such watches.  0 or -1. */
+int gcs_loop_watch(gcs_loop *l, int fd, void (*fn)(void *arg), void *arg);
+
+/* Wait for events at most TIMEOUT_MS (0: do not wait; less when a timer
+ * of the loop is due sooner), then run what they call for: watched fds,
+ * libcurl, tasks whose transfer or pause ended.  Returns the number of
+ * events handled. */
+int gcs_loop_run_once(gcs_loop *l, int timeout_ms);
+
+/* Make a gcs_loop_run_once of L return soon.  Any thread. */
+void gcs_loop_wake(gcs_loop *l);
+
+/* Run FN(ARG) as a task of L now, on the calling thread (L's, outside any
+ * task).  Returns 1 when FN returned before this call did; 0 when it
+ * waits, in which case DONE(ARG) is called on L's thread when FN returns
+ * (from inside a later gcs_loop_run_once); -1 when no task could be made
+ * (out of memory), and FN was not run.  DONE is not called when 1 is
+ * returned. */
+int gcs_loop_spawn(gcs_loop *l, void (*fn)(void *arg), void *arg,
+    void (*done)(void *arg));
+
+/* Tasks of L begun and not yet finished. */
+int gcs_loop_tasks(const gcs_loop *l);
+
+/* Whether the caller runs in a task (and so must not wait for another
+ * thread's progress with a blocking primitive: use gcs_loop_sleep in a
+ * bounded re-check loop instead). */
+bool gcs_loop_in_task(void);
+
+/* Pause the caller MS milliseconds: a task yields its thread meanwhile,
+ * anyone else sleeps. */
+void gcs_loop_sleep(int64_t ms);
+
+/* Run the transfer of H to its end and return its CURLcode: in a task, on
+ * the loop's multi handle while the thread does other work; elsewhere
+ * with curl_easy_perform. */
+CURLcode gcs_loop_perform(CURL *h);
+
+#endif
