@@ -57,7 +57,10 @@ typedef enum gcs_status {
 typedef struct gcs_err {
 	gcs_status status;
 	int http_status; /* last HTTP status seen, 0 when none */
-	int attempts;    /* tries made, >1 when the call was retried */
+	int attempts;    /* times the request may have reached the store,
+			    retries and libcurl's silent resends included
+			    (0 when it never left): >1 means an answer may
+			    be the echo of an earlier send */
 	char msg[GCS_ERRMSG_MAX];
 } gcs_err;
 

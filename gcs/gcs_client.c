@@ -325,7 +325,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_status st;
 	gs_hdrs hl;
 	gcs_http *h;
-	int rc, sent, tries = 0;
+	int rc, sent, tries = 0, reached = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
@@ -343,16 +343,14 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "Cloud Storage %s not sent: lockgate is shutting "
 			    "down", req->op);
-		err->attempts = tries + 1;
+		err->attempts = reached;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
 			memset(&terr, 0, sizeof(terr));
 			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
-			        &terr) != GCS_OK) {
-				err->attempts = tries;
+			        &terr) != GCS_OK)
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
-			}
 			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
 			    tok);
 			gcs_wipe(tok, strlen(tok));
@@ -376,8 +374,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		gcs_wipe(auth, strlen(auth)); /* only the bytes written */
 		/* A possible silent resend by libcurl counts as a try: the
 		 * first send may have been applied. */
-		tries += resp->sends > 1 ? resp->sends : 1;
-		err->attempts = tries;
+		tries++;
+		reached += resp->sends;
+		err->attempts = reached;
 		err->http_status = sent == 0 ? (int)resp->status : 0;
 		if (sent == 0 && resp->status >= 200 && resp->status < 300) {
 			if (resp->too_big) {

@@ -45,7 +45,7 @@ gcs_wipe(void *p, size_t n)
 struct gcs_http {
 	CURL *h;
 	gcs_resp *resp; /* the answer being received, during a transfer */
-	int kept;       /* the last transfer left its connection open */
+	int prereqs;    /* times this transfer was about to send its request */
 	int http_proxy; /* a proxy from the environment may carry http:// */
 	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
 	char cerr[CURL_ERROR_SIZE];
@@ -130,6 +130,23 @@ proxy_env(void)
 	return kind;
 }
 
+/* libcurl is about to send the request: once per transfer, and once more
+ * for each silent resend (a reused connection that died before answering
+ * makes libcurl send again on a new one). */
+static int
+on_prereq(void *ud, char *remote_ip, char *local_ip, int remote_port,
+    int local_port)
+{
+	gcs_http *c = ud;
+
+	(void)remote_ip;
+	(void)local_ip;
+	(void)remote_port;
+	(void)local_port;
+	c->prereqs++;
+	return CURL_PREREQFUNC_OK;
+}
+
 gcs_http *
 gcs_http_new(void)
 {
@@ -162,7 +179,10 @@ gcs_http_new(void)
 	    curl_easy_setopt(h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) !=
 	        CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_HEADERDATA, c) != CURLE_OK)
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, c) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PREREQDATA, c) != CURLE_OK)
 		goto fail;
 	return c;
 fail:
@@ -249,14 +269,11 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
     gcs_resp *resp, char *errbuf, size_t errlen)
 {
 	CURL *h = c->h;
-	long conns = 0;
-	curl_socket_t sock = CURL_SOCKET_BAD;
-	int reuse = c->kept;
 	CURLcode rc;
 
 	memset(resp, 0, sizeof(*resp));
 	c->resp = resp;
-	c->kept = 0;
+	c->prereqs = 0;
 	c->cerr[0] = '\0';
 	if (set_request(c, method, url, hdrs, body, body_len,
 	        timeout_ms < 1 ? 1L : timeout_ms) != 0) {
@@ -269,21 +286,14 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
 	c->resp = NULL;
-	/* A new connection where one was kept: libcurl may have sent the
-	 * request on the dead one first (see gcs_resp.sends). */
-	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &conns);
 	if (rc != CURLE_OK) {
 		snprintf(errbuf, errlen, "%s",
 		    c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
 		gcs_resp_clear(resp);
-		resp->sends = reuse && conns > 0 ? 2 : 1;
+		resp->sends = c->prereqs;
 		return -1;
 	}
-	resp->sends = reuse && conns > 0 ? 2 : 1;
-	resp->kept =
-	    curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &sock) == CURLE_OK &&
-	    sock != CURL_SOCKET_BAD;
-	c->kept = resp->kept;
+	resp->sends = c->prereqs;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	return 0;
 }

@@ -22,13 +22,12 @@ typedef struct gcs_resp {
 	size_t len;
 	int64_t date_ms; /* the Date header in ms since the epoch, 0 if none */
 	int too_big;     /* the body passed GCS_RESP_MAX and was cut */
-	int sends;       /* times the request may have gone out: libcurl
-			     silently resends once when a reused connection
-			     dies before answering, so a write may have been
-			     applied although we tried once.  2 when a
-			     transfer meant to reuse a connection opened a
-			     new one (at worst an over-count: safe) */
-	int kept;        /* the connection stayed open for the next one */
+	int sends;       /* times the request may have gone out, counted by
+			     libcurl's pre-request callback: 0 when it never
+			     left (no connection), 2 when libcurl silently
+			     sent it again on a new connection because a
+			     reused one died before answering (so a write may
+			     have been applied although we tried once) */
 } gcs_resp;
 
 /* A keep-alive HTTP client: one libcurl easy handle whose constant

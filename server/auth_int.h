@@ -32,6 +32,7 @@
 #define AUTH_JWKS_WAIT_MS \
 	2000                         /* a request waits this long for a
 				     re-fetch on an unknown kid */
+#define AUTH_JWKS_WAIT_STEP_MS 5 /* a task waiting for that fetch looks again */
 #define AUTH_JWKS_MIN_INTERVAL 60    /* s between re-fetches on unknown kids */
 #define AUTH_JWKS_AGE_DEFAULT  300   /* s to cache without Cache-Control */
 #define AUTH_JWKS_AGE_MIN      60    /* s: clamp of max-age */

@@ -21,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "gcs/gcs_loop.h"
 #include "server/auth_int.h"
 
 struct auth_jwks {
@@ -294,6 +295,22 @@ auth_jwks_keys(auth_jwks *j)
 	return ks;
 }
 
+/* A request running as an event-loop task waits for the fetch (called
+ * with J->mu held, returns with it held) without holding its thread: it
+ * looks again every AUTH_JWKS_WAIT_STEP_MS, up to AUTH_JWKS_WAIT_MS. */
+static void
+wait_in_task(auth_jwks *j, unsigned long seen)
+{
+	int waited = 0;
+
+	while (j->fetches == seen && !j->stop && waited < AUTH_JWKS_WAIT_MS) {
+		pthread_mutex_unlock(&j->mu);
+		gcs_loop_sleep(AUTH_JWKS_WAIT_STEP_MS);
+		waited += AUTH_JWKS_WAIT_STEP_MS;
+		pthread_mutex_lock(&j->mu);
+	}
+}
+
 auth_keyset *
 auth_jwks_refetch(auth_jwks *j)
 {
@@ -316,9 +333,13 @@ auth_jwks_refetch(auth_jwks *j)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		while (j->fetches == seen && !j->stop &&
-		    pthread_cond_timedwait(&j->cv, &j->mu, &until) != ETIMEDOUT)
-			;
+		if (gcs_loop_in_task())
+			wait_in_task(j, seen);
+		else
+			while (j->fetches == seen && !j->stop &&
+			    pthread_cond_timedwait(&j->cv, &j->mu, &until) !=
+			        ETIMEDOUT)
+				;
 	}
 	ks = auth_keyset_ref(j->keys);
 	pthread_mutex_unlock(&j->mu);

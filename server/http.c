@@ -191,27 +191,32 @@ task_done(void *arg)
 	http_release_hold(r);
 }
 
-/* Run R as a task of this thread's loop.  It is suspended first, as for a
- * worker, so that it ends the same way whether its task finishes at once
- * (an error answered before any storage call) or after waiting. */
+/*
+ * Run R as a task of this thread's loop.  The task starts at once, on
+ * this call: a request that needs no storage wait (mem://, an error, a
+ * cached answer) is answered within it, exactly as if run inline, its
+ * connection never suspended.  Only when the task first waits is the
+ * connection suspended and held for it, as for a storage worker; its
+ * answers from then on are kept and queued after task_done resumes it.
+ */
 static enum MHD_Result
 task_submit(srv_req *r, const char *url)
 {
 	int rc;
 
 	r->url = url;
-	r->in_job = true;
-	r->holds = 1;
-	MHD_suspend_connection(r->conn);
 	rc = gcs_loop_spawn(r->loop->io, task_body, r, task_done);
-	if (rc == 0)
-		return MHD_YES; /* task_done follows */
-	if (rc < 0) {
-		r->job_rc = MHD_YES;
-		http_fail(r, API_UNAVAILABLE, NULL,
+	if (rc == 1)
+		return r->job_rc;
+	if (rc < 0)
+		return http_fail(r, API_UNAVAILABLE, NULL,
 		    "out of memory for this request; retry");
-	}
-	task_done(r);
+	r->in_job = true;
+	/* A waiter that started before the first wait (it cannot: a wait
+	 * ends the handler) would have suspended the connection already. */
+	if (__atomic_add_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) == 1 &&
+	    !r->waiting)
+		MHD_suspend_connection(r->conn);
 	return MHD_YES;
 }
 
@@ -581,7 +586,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->too_large)
 		return http_fail(r, API_TOO_LARGE, NULL,
 		    "the request body is larger than %d bytes", SRV_BODY_MAX);
-	if (s->tasks && blocking_route(url))
+	if (s->tasks && r->loop != NULL && blocking_route(url))
 		return task_submit(r, url);
 	if (s->jobs != NULL && blocking_route(url))
 		return job_submit(s->jobs, r, url);
@@ -867,14 +872,13 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}
-	/* How a request that may call the storage runs: mem:// on the loop
-	 * (nothing waits), gs:// as a loop task (waits without a thread),
-	 * file:// on a storage worker (its calls wait for the disk's group
-	 * commit, which only a thread can). */
-	if (strncmp(cfg->store, "gs://", 5) == 0)
+	/* How a request that may call the storage runs: as a loop task on
+	 * gs:// and mem:// (it waits for the network, or for a JWKS fetch,
+	 * without holding the thread), on a storage worker on file:// (its
+	 * calls wait for the disk's group commit, which only a thread can). */
+	if (strncmp(cfg->store, "file://", 7) != 0)
 		s->tasks = true;
-	else if (strcmp(cfg->store, "mem://") != 0 &&
-	    (s->jobs = jobs_new(cfg->threads)) == NULL) {
+	else if ((s->jobs = jobs_new(cfg->threads)) == NULL) {
 		snprintf(err, errlen, "cannot start the storage worker threads");
 		goto fail;
 	}
