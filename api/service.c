@@ -101,7 +101,7 @@ static void
 new_lease_id(char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char r[16];
+	unsigned char r[API_LEASE_ID_NEW / 2];
 	size_t i;
 	ssize_t got = getrandom(r, sizeof(r), 0);
 
@@ -142,6 +142,45 @@ retry_after_of(const gcs_object *o, const api_lock *held)
 	return (int)s;
 }
 
+/* API_OK when lease metadata META fits the store's cap (see
+ * api_acquire_check), else API_BAD_REQUEST in ERR. */
+static int
+meta_fits(const json_t *meta, api_err *err)
+{
+	size_t n = lease_stored_bytes(meta);
+
+	if (n <= API_META_BYTES_MAX)
+		return API_OK;
+	api_fail(err, API_BAD_REQUEST,
+	    "holder, purpose and labels (with the owner and its claims) "
+	    "take %zu bytes as stored lock metadata, over the store's "
+	    "limit of %d bytes: shorten them",
+	    n, API_META_BYTES_MAX);
+	err->reason = "metadata_too_large";
+	return API_BAD_REQUEST;
+}
+
+int
+api_acquire_check(const api_acquire_req *req, api_err *err)
+{
+	char lease_id[API_LEASE_ID_MAX + 1];
+	json_t *meta;
+	int rc;
+
+	memset(err, 0, sizeof(*err));
+	/* Without a client key, as wide as the one api_acquire makes. */
+	if (req->lease_id[0] != '\0')
+		snprintf(lease_id, sizeof(lease_id), "%s", req->lease_id);
+	else
+		snprintf(lease_id, sizeof(lease_id), "%0*d", API_LEASE_ID_NEW,
+		    0);
+	if ((meta = lease_metadata(req, lease_id)) == NULL)
+		return api_fail(err, API_INTERNAL, "out of memory");
+	rc = meta_fits(meta, err);
+	json_decref(meta);
+	return rc;
+}
+
 int
 api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err)
@@ -160,6 +199,12 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		new_lease_id(lease_id, sizeof(lease_id));
 	if ((meta = lease_metadata(req, lease_id)) == NULL)
 		return api_fail(err, API_INTERNAL, "out of memory");
+	/* Before any store call: a store would refuse it as a bug of ours,
+	 * and mem:// would not refuse it at all. */
+	if (meta_fits(meta, err) != API_OK) {
+		json_decref(meta);
+		return API_BAD_REQUEST;
+	}
 
 	for (i = 0; i < API_ACQUIRE_LOOPS; i++) {
 		rc = gcs_insert(svc->store, req->name, meta, &obj, &ge);
