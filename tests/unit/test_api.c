@@ -64,14 +64,18 @@ teardown(void **state)
 	return 0;
 }
 
+/* A request as the server parses it: prepared, so with its lease_id. */
 static void
 acq_req(api_acquire_req *q, const char *name, const char *owner, int ttl)
 {
+	api_err e;
+
 	memset(q, 0, sizeof(*q));
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", owner);
 	snprintf(q->holder, sizeof(q->holder), "holder-of-%s", owner);
 	q->ttl = ttl;
+	assert_int_equal(api_acquire_prepare(q, &e), API_OK);
 }
 
 static void
@@ -490,6 +494,89 @@ t_store_failures(void **state)
 	api_lock_clear(&l);
 }
 
+/*
+ * One request, two attempts (the first acquire of a waiter and its next
+ * poll): the first attempt's insert was applied but its answer lost and
+ * the retries failed.  The next attempt must find that lease to be its
+ * own (same lease_id, made once when the request was parsed), not wait
+ * behind it until its TTL.
+ */
+static void
+t_attempts_share_lease_id(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q, other;
+	api_lock l, p, x;
+	api_err e;
+	char id[API_LEASE_ID_MAX + 1];
+
+	acq_req(&q, "orphan", "alice", 30);
+	snprintf(id, sizeof(id), "%s", q.lease_id);
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_UNAVAILABLE);
+	api_lock_clear(&l);
+	/* The waiter's read sees its own lease: granted, no write. */
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire_peek(f->svc, &q, &p, &e), API_OK);
+	assert_int_equal(wrap_writes(f->ws), 0);
+	assert_string_equal(p.lease_id, id);
+	/* So does a second attempt. */
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_string_equal(l.lease_id, id);
+	assert_int_equal(l.fencing_token, p.fencing_token);
+	api_lock_clear(&p);
+	/* Anyone else sees it held, and never its lease_id. */
+	acq_req(&other, "orphan", "bob", 30);
+	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e), API_LOCKED);
+	assert_string_equal(x.owner, "alice");
+	assert_string_equal(x.lease_id, "");
+	assert_true(e.retry_after >= 1);
+	api_lock_clear(&x);
+	/* The same lease_id from another owner is not theirs. */
+	snprintf(other.lease_id, sizeof(other.lease_id), "%s", id);
+	assert_int_equal(api_acquire(f->svc, &other, &x, &e), API_LOCKED);
+	assert_string_equal(x.lease_id, "");
+	api_lock_clear(&x);
+	/* Once it expires, peek says free, for an attempt to take over. */
+	clock_ms += 32000;
+	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e),
+	    API_NOT_HELD);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+/* The lease_id is made once, by prepare; a client's key is kept; an
+ * unprepared request is a bug of the caller's code, refused before any
+ * store call. */
+static void
+t_prepare_lease_id(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l;
+	api_err e;
+	char id[API_LEASE_ID_MAX + 1];
+
+	acq_req(&q, "p", "alice", 30);
+	assert_int_equal(strlen(q.lease_id), API_LEASE_ID_NEW);
+	assert_true(api_lease_id_valid(q.lease_id));
+	snprintf(id, sizeof(id), "%s", q.lease_id);
+	assert_int_equal(api_acquire_prepare(&q, &e), API_OK);
+	assert_string_equal(q.lease_id, id); /* once */
+	memset(q.lease_id, 0, sizeof(q.lease_id));
+	snprintf(q.lease_id, sizeof(q.lease_id), "client-key-1");
+	assert_int_equal(api_acquire_prepare(&q, &e), API_OK);
+	assert_string_equal(q.lease_id, "client-key-1");
+	q.lease_id[0] = '\0';
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_INTERNAL);
+	api_lock_clear(&l);
+	assert_int_equal(api_acquire_peek(f->svc, &q, &l, &e), API_INTERNAL);
+	api_lock_clear(&l);
+	assert_int_equal(wrap_writes(f->ws) + f->ws->calls[W_GET], 0);
+}
+
 /* A string of N copies of C, in BUF. */
 static char *
 fill(char *buf, int c, size_t n)
@@ -681,6 +768,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(t_metadata_too_large, setup,
 		    teardown),
 		cmocka_unit_test(t_metadata_limit_exact),
+		cmocka_unit_test_setup_teardown(t_attempts_share_lease_id,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_prepare_lease_id, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
