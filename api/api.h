@@ -28,10 +28,13 @@
 #define API_PURPOSE_MAX       1024
 #define API_LEASE_ID_MIN      8
 #define API_LEASE_ID_MAX      64
+#define API_LEASE_ID_NEW      32 /* hex digits of a lease_id made here */
 #define API_LABELS_MAX        16
 #define API_LABEL_KEY_MAX     63
 #define API_LABEL_VALUE_MAX   128
 #define API_LABELS_BYTES_MAX  2048 /* labels as stored JSON */
+/* A lease as stored metadata (api_acquire_check): the store's cap. */
+#define API_META_BYTES_MAX    GCS_META_BYTES_MAX
 #define API_CLAIMS_BYTES_MAX  1024 /* display claims stored on a lease */
 #define API_TTL_MIN           2
 #define API_TTL_MAX           86400
@@ -97,7 +100,9 @@ typedef struct api_acquire_req {
 	char owner[API_OWNER_MAX + 1];
 	char holder[API_HOLDER_MAX + 1];
 	char purpose[API_PURPOSE_MAX + 1];
-	char lease_id[API_LEASE_ID_MAX + 1]; /* client key, or "" */
+	/* The client's key, or "" until api_acquire_prepare makes one:
+	 * every attempt of one request writes the same lease_id. */
+	char lease_id[API_LEASE_ID_MAX + 1];
 	json_t *labels; /* borrowed, validated; NULL for none */
 	json_t *claims; /* borrowed; NULL for none */
 	int ttl;
@@ -163,14 +168,38 @@ gcs_store *api_store(api_service *svc);
 int api_name_valid(const char *name, char *why, size_t whylen);
 /* 1 when ID is a valid client lease_id / idempotency key. */
 int api_lease_id_valid(const char *id);
-/* 1 when LABELS is an object of at most API_LABELS_MAX short strings. */
+/* 1 when LABELS is an object of at most API_LABELS_MAX short strings of
+ * text without control characters (as holder and purpose). */
 int api_labels_valid(const json_t *labels, char *why, size_t whylen);
 
-/* One attempt to take the lock.  API_OK fills OUT with the lease (and its
- * lease_id); API_LOCKED fills OUT with the current holder (no lease_id)
- * and err->retry_after.  OUT must be cleared with api_lock_clear(). */
+/* Check REQ when it is parsed, before its first attempt (api_acquire
+ * checks again, before any store call): the lease it would write, at the
+ * size its refreshes can grow it to, must fit the store's metadata cap
+ * (API_META_BYTES_MAX, counted as the stores count it).  API_OK, or
+ * API_BAD_REQUEST with reason "metadata_too_large" in ERR: the caller's
+ * input, never the store's fault, and the same answer on every store. */
+int api_acquire_check(const api_acquire_req *req, api_err *err);
+/* Make REQ ready for its attempts, once, when it is parsed: give it a
+ * lease_id of its own when the caller gave none, then api_acquire_check
+ * it.  Every attempt of the request (every waiter poll too) then writes
+ * and looks for that one lease_id, so an attempt whose insert was applied
+ * but whose answer was lost is recognised by the next as its own instead
+ * of waited behind until its TTL.  API_OK, or an error in ERR. */
+int api_acquire_prepare(api_acquire_req *req, api_err *err);
+/* One attempt to take the lock for REQ, prepared by api_acquire_prepare
+ * (an empty lease_id is API_INTERNAL).  API_OK fills OUT with the lease
+ * (and its lease_id); API_LOCKED fills OUT with the current holder (no
+ * lease_id) and err->retry_after.  OUT must be cleared with
+ * api_lock_clear(). */
 int api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err);
+/* One read and no write, for a waiter deciding whether to attempt: the
+ * lock is held by another lease (API_LOCKED, as api_acquire), by REQ's
+ * own lease (API_OK, OUT the lease: an earlier attempt was applied though
+ * its answer was lost), or by nobody live (API_NOT_HELD: worth an
+ * api_acquire).  OUT must be cleared with api_lock_clear(). */
+int api_acquire_peek(api_service *svc, const api_acquire_req *req,
+    api_lock *out, api_err *err);
 /* Extend a lease; req->ttl 0 keeps the ttl. */
 int api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
     api_err *err);

@@ -133,6 +133,52 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	return m;
 }
 
+/* Bytes S takes as a JSON string where the stores write it (store_file.c
+ * put_str, gcs_client.c buf_jstr): quotes included, '"' and '\' in two
+ * bytes, control characters in six (\u00XX), every other byte as it is. */
+static size_t
+stored_str_bytes(const char *s)
+{
+	const unsigned char *p;
+	size_t n = 2;
+
+	for (p = (const unsigned char *)s; *p != '\0'; p++)
+		n += *p == '"' || *p == '\\' ? 2 : *p < 0x20 ? 6 : 1;
+	return n;
+}
+
+/*
+ * A refresh writes LEASE_KEY_REFRESH (the next metageneration, an int64)
+ * and may widen LEASE_KEY_TTL, and the stores count the metadata again
+ * then: both are counted here at their widest, so that a lease that was
+ * granted can always be refreshed.  Lease values are all strings.
+ */
+size_t
+lease_stored_bytes(const json_t *meta)
+{
+	char ttl_widest[24], seq_widest[24];
+	const char *k, *v;
+	json_t *jv;
+	size_t n = 2; /* {} */
+
+	snprintf(ttl_widest, sizeof(ttl_widest), "%d", API_TTL_MAX);
+	snprintf(seq_widest, sizeof(seq_widest), "%" PRId64, INT64_MAX);
+	json_object_foreach((json_t *)meta, k, jv)
+	{
+		if ((v = json_string_value(jv)) == NULL ||
+		    strcmp(k, LEASE_KEY_REFRESH) == 0)
+			continue;
+		if (strcmp(k, LEASE_KEY_TTL) == 0 &&
+		    strlen(v) < strlen(ttl_widest))
+			v = ttl_widest;
+		n += stored_str_bytes(k) + 1 + stored_str_bytes(v) + 1;
+	}
+	/* The refresh_seq member; its comma is the one counted for the
+	 * last member above. */
+	return n + stored_str_bytes(LEASE_KEY_REFRESH) + 1 +
+	    stored_str_bytes(seq_widest);
+}
+
 static const char *
 meta_str(const gcs_object *o, const char *key)
 {

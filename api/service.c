@@ -101,7 +101,7 @@ static void
 new_lease_id(char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char r[16];
+	unsigned char r[API_LEASE_ID_NEW / 2];
 	size_t i;
 	ssize_t got = getrandom(r, sizeof(r), 0);
 
@@ -142,11 +142,109 @@ retry_after_of(const gcs_object *o, const api_lock *held)
 	return (int)s;
 }
 
+/* API_OK when lease metadata META fits the store's cap (see
+ * api_acquire_check), else API_BAD_REQUEST in ERR. */
+static int
+meta_fits(const json_t *meta, api_err *err)
+{
+	size_t n = lease_stored_bytes(meta);
+
+	if (n <= API_META_BYTES_MAX)
+		return API_OK;
+	api_fail(err, API_BAD_REQUEST,
+	    "holder, purpose and labels (with the owner and its claims) "
+	    "take %zu bytes as stored lock metadata, over the store's "
+	    "limit of %d bytes: shorten them",
+	    n, API_META_BYTES_MAX);
+	err->reason = "metadata_too_large";
+	return API_BAD_REQUEST;
+}
+
+int
+api_acquire_check(const api_acquire_req *req, api_err *err)
+{
+	char lease_id[API_LEASE_ID_MAX + 1];
+	json_t *meta;
+	int rc;
+
+	memset(err, 0, sizeof(*err));
+	/* Not prepared yet: as wide as the lease_id prepare makes. */
+	if (req->lease_id[0] != '\0')
+		snprintf(lease_id, sizeof(lease_id), "%s", req->lease_id);
+	else
+		snprintf(lease_id, sizeof(lease_id), "%0*d", API_LEASE_ID_NEW,
+		    0);
+	if ((meta = lease_metadata(req, lease_id)) == NULL)
+		return api_fail(err, API_INTERNAL, "out of memory");
+	rc = meta_fits(meta, err);
+	json_decref(meta);
+	return rc;
+}
+
+int
+api_acquire_prepare(api_acquire_req *req, api_err *err)
+{
+	if (req->lease_id[0] == '\0')
+		new_lease_id(req->lease_id, sizeof(req->lease_id));
+	return api_acquire_check(req, err);
+}
+
+/* 1 when CUR is the live lease of REQ: its lease_id and owner. */
+static int
+is_ours(const gcs_object *cur, const api_acquire_req *req)
+{
+	return strcmp(lease_id_of(cur), req->lease_id) == 0 &&
+	    strcmp(lease_owner_of(cur), req->owner) == 0 && !lease_expired(cur);
+}
+
+/* Fill OUT and ERR with CUR as the holder that refuses REQ. */
+static int
+held_by(const api_acquire_req *req, const gcs_object *cur, api_lock *out,
+    api_err *err)
+{
+	lease_read(req->name, cur, false, out);
+	err->retry_after = retry_after_of(cur, out);
+	return api_fail(err, API_LOCKED, "the lock is held by %.180s until %s",
+	    out->owner, "its lease expires or is released");
+}
+
+int
+api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
+    api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(err, 0, sizeof(*err));
+	if (req->lease_id[0] == '\0')
+		return api_fail(err, API_INTERNAL,
+		    "an acquire without a lease_id (not prepared)");
+	rc = gcs_get(svc->store, req->name, &cur, &ge);
+	if (rc == GCS_NOT_FOUND)
+		return api_fail(err, API_NOT_HELD, "nobody holds this lock");
+	if (rc != GCS_OK)
+		return store_fail(err, &ge);
+	if (is_ours(&cur, req)) {
+		lease_read(req->name, &cur, true, out);
+		remember(svc, req->name, req->lease_id, req->owner, &cur);
+		rc = API_OK;
+	} else if (lease_expired(&cur)) {
+		rc = api_fail(err, API_NOT_HELD,
+		    "nobody holds this lock: its last lease expired");
+	} else {
+		rc = held_by(req, &cur, out, err);
+	}
+	gcs_object_clear(&cur);
+	return rc;
+}
+
 int
 api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err)
 {
-	char lease_id[API_LEASE_ID_MAX + 1];
+	const char *lease_id = req->lease_id;
 	gcs_object obj, cur;
 	gcs_err ge;
 	json_t *meta;
@@ -154,12 +252,19 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 
 	memset(out, 0, sizeof(*out));
 	memset(err, 0, sizeof(*err));
-	if (req->lease_id[0] != '\0')
-		snprintf(lease_id, sizeof(lease_id), "%s", req->lease_id);
-	else
-		new_lease_id(lease_id, sizeof(lease_id));
+	/* A lease_id made here would differ on every attempt: an attempt
+	 * could not know the lease an earlier one left as its own. */
+	if (lease_id[0] == '\0')
+		return api_fail(err, API_INTERNAL,
+		    "an acquire without a lease_id (not prepared)");
 	if ((meta = lease_metadata(req, lease_id)) == NULL)
 		return api_fail(err, API_INTERNAL, "out of memory");
+	/* Before any store call: a store would refuse it as a bug of ours,
+	 * and mem:// would not refuse it at all. */
+	if (meta_fits(meta, err) != API_OK) {
+		json_decref(meta);
+		return API_BAD_REQUEST;
+	}
 
 	for (i = 0; i < API_ACQUIRE_LOOPS; i++) {
 		rc = gcs_insert(svc->store, req->name, meta, &obj, &ge);
@@ -185,11 +290,10 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			json_decref(meta);
 			return store_fail(err, &ge);
 		}
-		if (strcmp(lease_id_of(&cur), lease_id) == 0 &&
-		    strcmp(lease_owner_of(&cur), req->owner) == 0 &&
-		    !lease_expired(&cur)) {
-			/* Ours: a retried insert that had succeeded, or a
-			 * client re-acquiring with its own key. */
+		if (is_ours(&cur, req)) {
+			/* Ours: a retried insert that had succeeded, an
+			 * earlier attempt of this request whose answer was
+			 * lost, or a client re-acquiring with its own key. */
 			lease_read(req->name, &cur, true, out);
 			remember(svc, req->name, lease_id, req->owner, &cur);
 			gcs_object_clear(&cur);
@@ -219,13 +323,10 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			gcs_object_clear(&cur);
 			continue;
 		}
-		lease_read(req->name, &cur, false, out);
-		err->retry_after = retry_after_of(&cur, out);
+		rc = held_by(req, &cur, out, err);
 		gcs_object_clear(&cur);
 		json_decref(meta);
-		return api_fail(err, API_LOCKED,
-		    "the lock is held by %.180s until %s", out->owner,
-		    "its lease expires or is released");
+		return rc;
 	}
 	json_decref(meta);
 	err->retry_after = 1;

@@ -22,6 +22,19 @@ alnum(int c)
 	    (c >= '0' && c <= '9');
 }
 
+/* 1 when the N bytes at S hold no control character (NUL included), as
+ * holder and purpose (server/params.c); jansson has checked the UTF-8. */
+static int
+plain_text(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
 static int
 why_set(char *why, size_t whylen, const char *msg)
 {
@@ -115,9 +128,10 @@ api_labels_valid(const json_t *labels, char *why, size_t whylen)
 		if (json_string_length(v) > API_LABEL_VALUE_MAX)
 			return why_set(why, whylen,
 			    "a label value must be at most 128 bytes");
-		if (strlen(json_string_value(v)) != json_string_length(v))
+		if (!plain_text(json_string_value(v), json_string_length(v)))
 			return why_set(why, whylen,
-			    "a label value may not contain a NUL byte");
+			    "a label value must be text without control "
+			    "characters");
 		bytes += klen + json_string_length(v) * 6 + 6;
 	}
 	if (bytes > API_LABELS_BYTES_MAX * 3)

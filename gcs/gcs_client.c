@@ -56,6 +56,9 @@ typedef struct gs_req {
 	const char *body;
 	size_t body_len;
 	const char *name; /* lock name for messages, or NULL */
+	/* A 404 names no object (insert, list): only the bucket can be
+	 * missing. */
+	int no_object;
 } gs_req;
 
 /* ---- handle pool ---- */
@@ -222,12 +225,19 @@ retryable(long status)
 	return status == 0 || status == 408 || status == 429 || status >= 500;
 }
 
+/*
+ * The outcome of HTTP STATUS (0: no answer) to REQ.  A 404 to a get, patch
+ * or delete is "no such object"; to an insert or a list, which name no
+ * object, it can only mean that the bucket does not exist: the storage is
+ * unusable until --store is corrected (503 + Retry-After to the caller),
+ * never "not held" or a bug of ours.
+ */
 static gcs_status
-classify(long status)
+classify(long status, const gs_req *req)
 {
 	switch (status) {
 	case 404:
-		return GCS_NOT_FOUND;
+		return req->no_object ? GCS_UNAVAILABLE : GCS_NOT_FOUND;
 	case 409: /* FALLTHROUGH */
 	case 412:
 		return GCS_PRECONDITION;
@@ -408,8 +418,12 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		gcs_loop_sleep(pause); /* a task yields its thread */
 		cap = cap * 2 > g->policy.max_ms ? g->policy.max_ms : cap * 2;
 	}
-	st = classify(sent == 0 ? resp->status : 0);
-	if (sent != 0)
+	st = classify(sent == 0 ? resp->status : 0, req);
+	if (sent == 0 && resp->status == 404 && req->no_object)
+		rc = gcs_fail(err, st,
+		    "Cloud Storage bucket '%s' not found (check --store)",
+		    g->bucket);
+	else if (sent != 0)
 		rc = gcs_fail(err, st,
 		    "Cloud Storage %s%s%s unreachable after "
 		    "%d tries: %s",
@@ -730,6 +744,7 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		goto out;
 	}
 	req = (gs_req){ .op = "insert",
+		.no_object = 1,
 		.method = "POST",
 		.url = url,
 		.ctype = ctype,
@@ -867,7 +882,10 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	if (list_url(g, url, sizeof(url), prefix, max, page_token,
 	        LIST_FIELDS) != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
-	req = (gs_req){ .op = "list", .method = "GET", .url = url };
+	req = (gs_req){ .op = "list",
+		.no_object = 1,
+		.method = "GET",
+		.url = url };
 	rc = gs_call(g, &req, &r, err);
 	if (rc != GCS_OK)
 		return rc;
@@ -938,16 +956,12 @@ gs_check(gcs_store *s, gcs_err *err)
 	if (list_url(g, url, sizeof(url), "", 1, NULL, "nextPageToken") != 0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "list (readiness check)",
+		.no_object = 1,
 		.method = "GET",
 		.url = url };
 	rc = gs_call(g, &req, &r, err);
 	gcs_resp_clear(&r);
-	if (rc == GCS_NOT_FOUND)
-		gcs_fail(err, GCS_NOT_FOUND,
-		    "Cloud Storage bucket '%s' not "
-		    "found",
-		    g->bucket);
-	else if (rc == GCS_DENIED)
+	if (rc == GCS_DENIED)
 		gcs_fail(err, GCS_DENIED,
 		    "Cloud Storage refused the "
 		    "credentials for bucket '%s' (HTTP %d)",

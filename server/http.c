@@ -403,6 +403,8 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	body = json_pack("{s:o}", "error", e);
 	if (body == NULL)
 		return MHD_NO;
+	if (status >= 500) /* the log line says why */
+		snprintf(r->error, sizeof(r->error), "%s", err->message);
 	if (r->env_format)
 		return env_answer(r, status, body,
 		    status == 409 || status == 503
@@ -609,7 +611,7 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		r->status = 499; /* the client left before an answer */
 	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
 	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->reason,
-	    r->trace);
+	    r->error, r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
 	if (r->job_resp != NULL)

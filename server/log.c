@@ -99,7 +99,7 @@ line_end(api_jw *jw)
 void
 srv_log_request(const char *severity, const char *method, const char *route,
     int status, double latency_ms, const char *lock, const char *owner,
-    const char *reason, const char *trace)
+    const char *reason, const char *error, const char *trace)
 {
 	char buf[LOG_LINE_MAX], ms[32];
 	int64_t us = (int64_t)(latency_ms * 1000.0);
@@ -121,6 +121,7 @@ srv_log_request(const char *severity, const char *method, const char *route,
 	put_field(&jw, "owner", owner);
 	put_field(&jw, "reason", reason);
 	put_field(&jw, "logging.googleapis.com/trace", trace);
+	put_field(&jw, "error", error);
 	line_end(&jw);
 }
 

@@ -218,6 +218,12 @@ do_acquire(srv_req *r, const char *name)
 	q->expected_duration = (int)expected;
 	if (r->id.display != NULL)
 		q->claims = json_incref(r->id.display);
+	/* Its lease_id, one for every attempt and waiter poll (never
+	 * logged; shown only in the answer that grants it); and before it can
+	 * queue behind waiters, a lease too large to store is the caller's
+	 * 400 now, not a timeout later. */
+	if (api_acquire_prepare(q, &err) != API_OK)
+		return http_error(r, &err, NULL);
 
 	/* First come, first served: behind waiters already queued here. */
 	if (wait > 0 && srv_waits_has(r->srv->waits, name) &&

@@ -81,10 +81,12 @@ void srv_log(const char *severity, const char *message, json_t *fields);
 void srv_logf(const char *severity, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The same shape, for the hot path: the request line and lock events.
- * NULL or "" fields are left out. */
-void srv_log_request(const char *severity, const char *method,
-    const char *route, int status, double latency_ms, const char *lock,
-    const char *owner, const char *reason, const char *trace);
+ * NULL or "" fields are left out.  ERROR is the message of a 5xx answer,
+ * so that the line says why. */
+void
+srv_log_request(const char *severity, const char *method, const char *route,
+    int status, double latency_ms, const char *lock, const char *owner,
+    const char *reason, const char *error, const char *trace);
 void srv_log_event(const char *severity, const char *event, const char *lock,
     const char *owner, const char *holder, const char *actor, int64_t token);
 

@@ -190,11 +190,11 @@ note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
 }
 
 /*
- * One poll of lock L for its head waiter W, made without the mutex.
+ * One poll for the head waiter W of a lock, made without the mutex.
  * Returns the api code: API_OK = W was granted (w->lock is the lease).
  */
 static int
-poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken, int64_t *hint_ms)
+poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 {
 	api_lock seen;
 	api_err err;
@@ -202,12 +202,17 @@ poll_once(srv_waits *ws, wlock *l, srv_waiter *w, bool woken, int64_t *hint_ms)
 
 	*hint_ms = -1;
 	if (!woken) {
-		/* One read tells whether anyone may try at all. */
-		rc = api_inspect(ws->svc, l->name, &seen, &err);
+		/* One read tells whether anyone may try at all, and whether
+		 * the holder is this request's own lease: an earlier attempt
+		 * whose insert was applied though its answer was lost. */
+		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
 		if (rc == API_OK) {
+			note_holder(w, &seen, &err, API_OK);
+			return API_OK;
+		}
+		if (rc == API_LOCKED) {
 			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
 			    seen.now_ms;
-			err.code = API_LOCKED;
 			err.retry_after = (int)(*hint_ms / 1000 + 1);
 			snprintf(err.message, sizeof(err.message),
 			    "the lock is still held by %.180s: the wait ran "
@@ -263,7 +268,7 @@ poller(void *arg)
 			l->woken = false;
 			w = l->head;
 			pthread_mutex_unlock(&ws->mu);
-			rc = poll_once(ws, l, w, woken, &hint);
+			rc = poll_once(ws, w, woken, &hint);
 			pthread_mutex_lock(&ws->mu);
 			l->busy = false;
 			now = srv_mono_ms();

@@ -1,20 +1,31 @@
 #!/bin/sh
 # run.sh [unit|unit-asan|e2e|e2e-file|e2e-gs|browser|all]: run the suites and print one closing line
-# "N passed, N failed".  Exit non-zero if anything failed.
+# "N passed, N failed, N skipped".  Exit non-zero if anything failed.  A
+# test that exits 77 (lg_skip in tests/e2e/lib.sh) cannot run in that
+# combination: it is listed with its reason and counted apart, never as a
+# pass.
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
 pass=0
 fail=0
+skip=0
 failed=""
+skipped=""
 
 run() { # name command...
 	name=$1
 	shift
 	start=$(date +%s)
-	if "$@" >"build/logs/$name.log" 2>&1; then
+	"$@" >"build/logs/$name.log" 2>&1
+	st=$?
+	if [ "$st" -eq 0 ]; then
 		pass=$((pass + 1))
 		echo "PASS $name ($(($(date +%s) - start)) s)"
+	elif [ "$st" -eq 77 ]; then
+		skip=$((skip + 1))
+		skipped="$skipped $name"
+		echo "SKIP $name: $(sed -n 's/^SKIP: //p' "build/logs/$name.log" | head -n 1)"
 	else
 		fail=$((fail + 1))
 		failed="$failed $name"
@@ -65,6 +76,7 @@ if [ "$what" = all ] || [ "$what" = browser ]; then
 		run "browser-$(basename "$t" .mjs)" sh tests/browser/run.sh "$t"
 	done
 fi
+[ -n "$skipped" ] && echo "skipped:$skipped"
 [ -n "$failed" ] && echo "failed:$failed"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

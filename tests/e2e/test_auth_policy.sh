@@ -3,7 +3,9 @@
 # prod/ locks and others only read; 403 names what was missing; SIGHUP
 # reloads the policy without a restart (a broken one is refused and the
 # old one stays); only admin may force-release; `lockgate token` mints a
-# usable token; --check refuses a broken policy with a clear message.
+# usable token; LOCKGATE_PUBLIC_READ opens reads (never a lease_id) and
+# nothing else, and without it reads need a token; --check refuses a
+# broken policy with a clear message.
 . tests/e2e/lib.sh
 out=$LG_TMP/out
 POL=$LG_TMP/policy.json
@@ -90,6 +92,54 @@ lg_eq "$(post "Authorization: Bearer $USR" 'x:forceRelease')" 403 "forceRelease 
 lg_eq "$(post "Authorization: Bearer $ADM" 'x:forceRelease')" 204 "forceRelease by admin"
 build/lockgate token --sub x >/dev/null 2>&1 && lg_fail "token without a secret file"
 lg_stop
+
+# Reads need a token by default; LOCKGATE_PUBLIC_READ=true lets anyone
+# list and inspect, never shows a lease_id, and opens nothing else.
+anon() { # METHOD PATH -> code, body in $out; no Authorization header
+	lg_curl -o "$out" -w '%{http_code}' -X "$1" "$LG_URL/v1/locks$2"
+}
+no_lease_id() { # WHAT: $out holds no lease_id
+	grep -q 'lease_id\|LEASE_ID' "$out" && lg_fail "$1 shows a lease_id: $(cat "$out")"
+	grep -qF "$PUB_LEASE" "$out" && lg_fail "$1 shows the lease's id: $(cat "$out")"
+	return 0
+}
+CAROL="Authorization: Bearer $(lg_token carol)"
+for public in false true; do
+	LG_ENV="LOCKGATE_PUBLIC_READ=$public"
+	lg_start
+	LG_ENV=
+	lg_eq "$(post "$CAROL" 'pub/one:acquire?ttl=60&holder=carol-ci')" 200 "carol acquires (public read $public)"
+	PUB_LEASE=$(lg_json lease_id <"$out")
+	[ -n "$PUB_LEASE" ] || lg_fail "no lease_id in the acquire answer"
+	if [ "$public" = true ]; then
+		lg_eq "$(anon GET '')" 200 "list without a token, public read"
+		lg_eq "$(python3 -c 'import json,sys; print([l["name"] for l in json.load(open(sys.argv[1]))["locks"]])' "$out")" \
+		    "['pub/one']" "the list shows the held lock"
+		no_lease_id "an anonymous list"
+		lg_eq "$(anon GET '/pub/one')" 200 "inspect without a token, public read"
+		lg_eq "$(lg_json owner <"$out")" carol "anonymous inspect shows the owner"
+		lg_eq "$(lg_json holder <"$out")" carol-ci "anonymous inspect shows the holder"
+		no_lease_id "an anonymous inspect"
+		lg_eq "$(anon GET '/pub/one?format=env')" 200 "inspect as env lines, public read"
+		no_lease_id "an anonymous env inspect"
+		lg_eq "$(get "Authorization: Bearer not.a.token" 'pub/one')" 401 \
+		    "public read still checks a token that is sent"
+	else
+		lg_eq "$(anon GET '')" 401 "list without a token, by default"
+		lg_eq "$(lg_json error.code <"$out")" missing_token "list: 401 code"
+		lg_eq "$(anon GET '/pub/one')" 401 "inspect without a token, by default"
+		no_lease_id "a refused inspect"
+	fi
+	lg_eq "$(anon POST '/pub/two:acquire?ttl=60')" 401 "acquire without a token (public read $public)"
+	lg_eq "$(anon POST "/pub/one:refresh?lease_id=$PUB_LEASE")" 401 "refresh without a token (public read $public)"
+	lg_eq "$(anon POST "/pub/one:release?lease_id=$PUB_LEASE")" 401 "release without a token (public read $public)"
+	lg_eq "$(anon POST '/pub/one:forceRelease')" 401 "forceRelease without a token (public read $public)"
+	lg_eq "$(get "$CAROL" 'pub/one')" 200 "still held after the anonymous writes (public read $public)"
+	lg_eq "$(get "$CAROL" 'pub/two')" 404 "no lock taken anonymously (public read $public)"
+	lg_eq "$(post "$CAROL" "pub/one:release?lease_id=$PUB_LEASE")" 204 "carol releases (public read $public)"
+	lg_stop
+	grep -qF "$PUB_LEASE" "$LG_LOG" && lg_fail "a lease_id reached the log"
+done
 
 # --check refuses a broken policy and says why.
 echo '{"rules": [{"locks": ["a"], "actions": ["write"]}]}' >"$POL"

@@ -13,6 +13,24 @@ NONE_P=$(printf '{"sub":"alice","exp":%s}' $((NOW + 3600)) | lg_b64url)
 ALGNONE="$NONE_H.$NONE_P."
 NOEXP=$(lg_jwt '{"sub":"alice"}')
 python3 -c 'print("{\"ttl\": 30, \"holder\": \"" + "x" * 2000000 + "\"}")' >"$LG_TMP/big.json"
+# Lease metadata over the store's 8 KiB (GCS_META_BYTES_MAX) though every
+# value is within its own limit: a '"' takes two bytes as stored, and the
+# labels are JSON text inside a string, escaped twice.  fat.json is about
+# the largest body the limits allow; with an owner of 256 '"' it no longer
+# fits.
+python3 -c '
+import json
+labels = {chr(97 + i) + "k" * 62: "\"" * 52 for i in range(16)}
+print(json.dumps({"ttl": 30, "holder": "\"" * 512, "purpose": "\"" * 1024,
+    "labels": labels}))' >"$LG_TMP/fat.json"
+QUOTES=$(python3 -c 'print("\\\"" * 256)')
+FAT_OWNER="Authorization: Bearer $(lg_token "$QUOTES")"
+# Control characters in label values, refused as in holder and purpose
+# (this body's metadata was also over the limit: a 500 before).
+python3 -c '
+import json
+print(json.dumps({"holder": "\"" * 500, "purpose": "\"" * 1000,
+    "labels": {"k%02d" % i: "\u0001" * 62 for i in range(16)}}))' >"$LG_TMP/ctl.json"
 
 # Hold one lock so that bad requests against it can be checked to change
 # nothing.
@@ -63,6 +81,11 @@ case_ 400 - POST '/v1/locks/x:acquire' -H "$A" -d '{"labels":{"a":1}}'
 case_ 400 - POST '/v1/locks/x:acquire' -H "$A" -d '{"holder":"a\nb"}'
 case_ 400 - POST '/v1/locks/x:acquire?holder=%ff%fe' -H "$A"
 case_ 400 bad_lease_id POST '/v1/locks/x:acquire?lease_id=no' -H "$A"
+case_ 400 metadata_too_large POST '/v1/locks/fat:acquire' -H "$FAT_OWNER" --data-binary "@$LG_TMP/fat.json"
+case_ 400 metadata_too_large POST '/v1/locks/fat:acquire?wait=5' -H "$FAT_OWNER" --data-binary "@$LG_TMP/fat.json"
+case_ 400 - POST '/v1/locks/big:acquire' -H "$A" --data-binary "@$LG_TMP/ctl.json"
+case_ 400 - POST '/v1/locks/x:acquire' -H "$A" -d '{"labels":{"a":"x\ny"}}'
+case_ 400 - POST '/v1/locks/x:acquire' -H "$A" --data-urlencode 'labels={"a":"x\u007fy"}' -G
 case_ 413 - POST '/v1/locks/x:acquire' -H "$A" -H 'Content-Type: application/json' --data-binary "@$LG_TMP/big.json"
 case_ 405 - GET '/v1/locks/x:acquire' -H "$A"
 case_ 405 - DELETE '/v1/locks/x' -H "$A"
@@ -90,6 +113,17 @@ case_ 401 - GET '/v1/locks' -H "Authorization: Bearer $EXPIRED"
 case_ 403 - POST '/v1/locks/keep:forceRelease' -H "$A"
 echo "$n malformed requests, each answered 4xx with a JSON error"
 [ $n -ge 25 ] || lg_fail "too few cases"
+
+# That body fits from a short owner, on every store alike, and its lease
+# can still be refreshed to the widest ttl.
+code=$(lg_curl -o "$LG_TMP/fat" -w '%{http_code}' -X POST -H "$A" --data-binary "@$LG_TMP/fat.json" "$LG_URL/v1/locks/fat:acquire")
+lg_eq "$code" 200 "the largest lease that fits: $(head -c 200 "$LG_TMP/fat")"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/fat:refresh?ttl=86400&lease_id=$(lg_json lease_id <"$LG_TMP/fat")")
+lg_eq "$code" 200 "the largest lease can be refreshed to the largest ttl"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/fat:release?lease_id=$(lg_json lease_id <"$LG_TMP/fat")")
+lg_eq "$code" 204 "release the largest lease"
 
 # Nothing changed, and the server is healthy.
 code=$(lg_curl -o "$LG_TMP/after" -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/keep")

@@ -41,4 +41,25 @@ lg_fake clear-faults >/dev/null
 code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
 lg_eq "$code" 200 "readyz again"
 lg_stop
+
+# Serving on a missing bucket: a 404 to an insert or a list can only mean
+# the bucket, so acquire and list answer 503 storage_unavailable with
+# Retry-After and a message naming the bucket (never a 500, never "not
+# held"), and the request's log line says why.
+LG_STORE_URL=gs://missing-bkt/locks/
+lg_start
+A="Authorization: Bearer $(lg_token alice)"
+for req in "POST /v1/locks/x:acquire?ttl=30" "GET /v1/locks"; do
+	code=$(lg_curl -D "$LG_TMP/h" -o "$LG_TMP/b" -w '%{http_code}' -X "${req% *}" \
+	    -H "$A" "$LG_URL${req#* }")
+	lg_eq "$code" 503 "$req on a missing bucket: $(cat "$LG_TMP/b")"
+	lg_eq "$(lg_json error.code <"$LG_TMP/b")" storage_unavailable "$req: error code"
+	grep -q "bucket 'missing-bkt' not found (check --store)" "$LG_TMP/b" ||
+	    lg_fail "$req: message does not name the bucket: $(cat "$LG_TMP/b")"
+	grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "$req: 503 without Retry-After"
+done
+grep '"message":"request"' "$LG_LOG" | grep '"route":"acquire"' | grep '"status":503' |
+    grep -q "bucket 'missing-bkt' not found" ||
+    lg_fail "the acquire's log line does not say why: $(grep '"route":"acquire"' "$LG_LOG")"
+lg_stop
 echo ok

@@ -8,7 +8,9 @@
 #  - /metrics needs a token unless LOCKGATE_METRICS_PUBLIC is true;
 #  - every log line is JSON with severity, message and time, and a request
 #    with X-Cloud-Trace-Context logs logging.googleapis.com/trace as
-#    projects/PROJECT/traces/TRACE_ID.
+#    projects/PROJECT/traces/TRACE_ID;
+#  - every request has one log line with its method, route, lock, owner,
+#    status and latency (server/log.c).
 set -eu
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
@@ -147,5 +149,44 @@ if n == 0:
     print("no log lines at all"); sys.exit(1)
 if not traced:
     print("no log line carries logging.googleapis.com/trace"); sys.exit(1)
+PY
+
+# The request lines of the first instance: one per request, with method,
+# route, lock, owner, status and latency_ms (milliseconds: bob's wait=1
+# shows about 1000).
+python3 - "$LOG1" "$NAME" <<'PY' || lg_fail "request log lines"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+reqs = [o for o in lines if o.get("message") == "request"]
+name = sys.argv[2]
+def lines_of(method, route, status, owner, n):
+    got = [o for o in reqs if o.get("method") == method and
+           o.get("route") == route and o.get("status") == status and
+           o.get("lock") == name and o.get("owner") == owner]
+    if len(got) != n:
+        print("want %d request lines %s %s %s %s for %s, got %d:\n%s" % (
+            n, method, route, status, owner, name, len(got),
+            "\n".join(json.dumps(o) for o in reqs)))
+        sys.exit(1)
+    for o in got:
+        lat = o.get("latency_ms")
+        if not isinstance(lat, (int, float)) or isinstance(lat, bool) or \
+                not 0 <= lat < 60000:
+            print("latency_ms is not a duration in ms: %r" % (o,))
+            sys.exit(1)
+        if o.get("severity") != "INFO":
+            print("severity of a %d: %r" % (status, o))
+            sys.exit(1)
+    return got
+lines_of("POST", "acquire", 200, "alice", 1)
+refused = lines_of("POST", "acquire", 409, "bob", 2)
+if not any(900 <= o["latency_ms"] < 5000 for o in refused):
+    print("the wait=1 acquire's latency_ms is not about 1000: %r" % (refused,))
+    sys.exit(1)
+lines_of("POST", "release", 204, "alice", 1)
+m = [o for o in reqs if o.get("route") == "metrics" and o.get("method") == "GET"]
+if not m or any("lock" in o for o in m):
+    print("GET /metrics request lines: %r" % (m,))
+    sys.exit(1)
 PY
 echo ok

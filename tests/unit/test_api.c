@@ -3,11 +3,15 @@
  * moves, and a wrapper store that counts calls and injects the ambiguous
  * answers of a retried request.
  */
+#include <ftw.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -60,14 +64,18 @@ teardown(void **state)
 	return 0;
 }
 
+/* A request as the server parses it: prepared, so with its lease_id. */
 static void
 acq_req(api_acquire_req *q, const char *name, const char *owner, int ttl)
 {
+	api_err e;
+
 	memset(q, 0, sizeof(*q));
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	snprintf(q->owner, sizeof(q->owner), "%s", owner);
 	snprintf(q->holder, sizeof(q->holder), "holder-of-%s", owner);
 	q->ttl = ttl;
+	assert_int_equal(api_acquire_prepare(q, &e), API_OK);
 }
 
 static void
@@ -486,6 +494,248 @@ t_store_failures(void **state)
 	api_lock_clear(&l);
 }
 
+/*
+ * One request, two attempts (the first acquire of a waiter and its next
+ * poll): the first attempt's insert was applied but its answer lost and
+ * the retries failed.  The next attempt must find that lease to be its
+ * own (same lease_id, made once when the request was parsed), not wait
+ * behind it until its TTL.
+ */
+static void
+t_attempts_share_lease_id(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q, other;
+	api_lock l, p, x;
+	api_err e;
+	char id[API_LEASE_ID_MAX + 1];
+
+	acq_req(&q, "orphan", "alice", 30);
+	snprintf(id, sizeof(id), "%s", q.lease_id);
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_UNAVAILABLE);
+	api_lock_clear(&l);
+	/* The waiter's read sees its own lease: granted, no write. */
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire_peek(f->svc, &q, &p, &e), API_OK);
+	assert_int_equal(wrap_writes(f->ws), 0);
+	assert_string_equal(p.lease_id, id);
+	/* So does a second attempt. */
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_string_equal(l.lease_id, id);
+	assert_int_equal(l.fencing_token, p.fencing_token);
+	api_lock_clear(&p);
+	/* Anyone else sees it held, and never its lease_id. */
+	acq_req(&other, "orphan", "bob", 30);
+	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e), API_LOCKED);
+	assert_string_equal(x.owner, "alice");
+	assert_string_equal(x.lease_id, "");
+	assert_true(e.retry_after >= 1);
+	api_lock_clear(&x);
+	/* The same lease_id from another owner is not theirs. */
+	snprintf(other.lease_id, sizeof(other.lease_id), "%s", id);
+	assert_int_equal(api_acquire(f->svc, &other, &x, &e), API_LOCKED);
+	assert_string_equal(x.lease_id, "");
+	api_lock_clear(&x);
+	/* Once it expires, peek says free, for an attempt to take over. */
+	clock_ms += 32000;
+	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e),
+	    API_NOT_HELD);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+/* The lease_id is made once, by prepare; a client's key is kept; an
+ * unprepared request is a bug of the caller's code, refused before any
+ * store call. */
+static void
+t_prepare_lease_id(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l;
+	api_err e;
+	char id[API_LEASE_ID_MAX + 1];
+
+	acq_req(&q, "p", "alice", 30);
+	assert_int_equal(strlen(q.lease_id), API_LEASE_ID_NEW);
+	assert_true(api_lease_id_valid(q.lease_id));
+	snprintf(id, sizeof(id), "%s", q.lease_id);
+	assert_int_equal(api_acquire_prepare(&q, &e), API_OK);
+	assert_string_equal(q.lease_id, id); /* once */
+	memset(q.lease_id, 0, sizeof(q.lease_id));
+	snprintf(q.lease_id, sizeof(q.lease_id), "client-key-1");
+	assert_int_equal(api_acquire_prepare(&q, &e), API_OK);
+	assert_string_equal(q.lease_id, "client-key-1");
+	q.lease_id[0] = '\0';
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_INTERNAL);
+	api_lock_clear(&l);
+	assert_int_equal(api_acquire_peek(f->svc, &q, &l, &e), API_INTERNAL);
+	api_lock_clear(&l);
+	assert_int_equal(wrap_writes(f->ws) + f->ws->calls[W_GET], 0);
+}
+
+/* A string of N copies of C, in BUF. */
+static char *
+fill(char *buf, int c, size_t n)
+{
+	memset(buf, c, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* A request whose lease is too large as stored metadata, though each value
+ * is within its own limit: every '"' takes two bytes, and the labels and
+ * the claims are JSON text inside a string, escaped twice.  Free its
+ * labels and claims. */
+static void
+huge_req(api_acquire_req *q, const char *name)
+{
+	char key[API_LABEL_KEY_MAX + 1], val[512];
+	int i;
+
+	acq_req(q, name, "alice", 30);
+	q->claims = json_pack("{s:s}", "team", fill(val, '"', 300));
+	fill(q->holder, '"', API_HOLDER_MAX);
+	fill(q->purpose, '"', API_PURPOSE_MAX);
+	q->labels = json_object();
+	for (i = 0; i < API_LABELS_MAX; i++) {
+		fill(key, 'k', API_LABEL_KEY_MAX);
+		key[0] = (char)('a' + i);
+		json_object_set_new(q->labels, key,
+		    json_string(fill(val, '"', 50)));
+	}
+}
+
+/* design 2: a lease over the store's 8 KiB of metadata is the caller's
+ * 400 metadata_too_large, found before any store call (mem:// would have
+ * granted it; file:// and gs:// refused it as a bug, a 500). */
+static void
+t_metadata_too_large(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l;
+	api_err e;
+	char why[128];
+	json_t *bad;
+
+	huge_req(&q, "big");
+	assert_true(api_labels_valid(q.labels, why, sizeof(why)));
+	assert_int_equal(api_acquire_check(&q, &e), API_BAD_REQUEST);
+	assert_string_equal(e.reason, "metadata_too_large");
+	assert_non_null(strstr(e.message, "8192"));
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_BAD_REQUEST);
+	assert_int_equal(api_code_status(e.code), 400);
+	assert_string_equal(e.reason, "metadata_too_large");
+	api_lock_clear(&l);
+	assert_int_equal(wrap_writes(f->ws) + f->ws->calls[W_GET], 0);
+	assert_int_equal(api_inspect(f->svc, "big", &l, &e), API_NOT_HELD);
+	api_lock_clear(&l);
+	json_decref(q.labels);
+	json_decref(q.claims);
+
+	/* Label values are text, as holder and purpose are. */
+	bad = json_pack("{s:s}", "env", "a\001b");
+	assert_false(api_labels_valid(bad, why, sizeof(why)));
+	assert_non_null(strstr(why, "control"));
+	json_decref(bad);
+	bad = json_pack("{s:s}", "env", "tab\there");
+	assert_false(api_labels_valid(bad, why, sizeof(why)));
+	json_decref(bad);
+	bad = json_pack("{s:s}", "env", "del\177");
+	assert_false(api_labels_valid(bad, why, sizeof(why)));
+	json_decref(bad);
+	bad = json_pack("{s:s%}", "env", "nul\0x", (size_t)5);
+	assert_false(api_labels_valid(bad, why, sizeof(why)));
+	json_decref(bad);
+	bad = json_pack("{s:s}", "env", "caf\303\251 \"q\" \\");
+	assert_true(api_labels_valid(bad, why, sizeof(why)));
+	json_decref(bad);
+}
+
+static char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/*
+ * The check counts exactly what the file store counts: the largest lease
+ * it passes is granted and refreshed there, and that lease's metadata,
+ * grown as far as refreshes can grow it, is exactly at the store's limit
+ * (one byte more is refused by the store itself).
+ */
+static void
+t_metadata_limit_exact(void **state)
+{
+	api_acquire_req q;
+	api_lease_req lq;
+	api_service *svc;
+	gcs_store *st;
+	gcs_object o, o2;
+	api_lock l, r;
+	api_err e;
+	gcs_err ge;
+	json_t *m;
+	char seq[24], more[API_HOLDER_MAX + 2], *h;
+	size_t n;
+
+	(void)state;
+	assert_non_null(mkdtemp(t_dir));
+	st = gcs_file_new(t_dir, &ge);
+	assert_non_null(st);
+	svc = api_new(st, NULL, NULL);
+	huge_req(&q, "edge");
+	/* Shrink until it fits, then grow a byte at a time: the holder ends
+	 * at the largest size that passes. */
+	h = q.holder;
+	n = strlen(h);
+	while (n > 0 && api_acquire_check(&q, &e) != API_OK)
+		h[--n] = '\0';
+	assert_true(n > 0 && n < API_HOLDER_MAX - 1);
+	do {
+		h[n++] = 'x';
+		h[n] = '\0';
+	} while (api_acquire_check(&q, &e) == API_OK);
+	h[--n] = '\0';
+	assert_int_equal(api_acquire_check(&q, &e), API_OK);
+
+	assert_int_equal(api_acquire(svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "alice", API_TTL_MAX);
+	assert_int_equal(api_refresh(svc, &lq, &r, &e), API_OK);
+	api_lock_clear(&r);
+
+	/* Its metadata at the widest a refresh can make it fits exactly. */
+	assert_int_equal(gcs_get(st, "edge", &o, &ge), GCS_OK);
+	m = json_deep_copy(o.metadata);
+	snprintf(seq, sizeof(seq), "%" PRId64, INT64_MAX);
+	json_object_set_new(m, "refresh_seq", json_string(seq));
+	assert_int_equal(gcs_insert(st, "edge-copy", m, &o2, &ge), GCS_OK);
+	gcs_object_clear(&o2);
+	snprintf(more, sizeof(more), "%sx",
+	    json_string_value(json_object_get(o.metadata, "holder")));
+	json_object_set_new(m, "holder", json_string(more));
+	assert_int_equal(gcs_insert(st, "edge-over", m, &o2, &ge), GCS_INVALID);
+	json_decref(m);
+	gcs_object_clear(&o);
+
+	api_lock_clear(&l);
+	json_decref(q.labels);
+	json_decref(q.claims);
+	api_free(svc);
+	gcs_store_free(st);
+	nftw(t_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int
 main(void)
 {
@@ -514,6 +764,13 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_list_paging, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_store_failures, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_metadata_too_large, setup,
+		    teardown),
+		cmocka_unit_test(t_metadata_limit_exact),
+		cmocka_unit_test_setup_teardown(t_attempts_share_lease_id,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_prepare_lease_id, setup,
 		    teardown),
 	};
 

@@ -450,9 +450,48 @@ test_check(void **state)
 	json_decref(r);
 	missing = gcs_gs_new("missing-bkt", "", &err);
 	assert_non_null(missing);
-	assert_int_equal(gcs_check(missing, &err), GCS_NOT_FOUND);
-	assert_non_null(strstr(err.msg, "missing-bkt"));
+	assert_int_equal(gcs_check(missing, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "bucket 'missing-bkt' not found"));
 	gcs_store_free(missing);
+}
+
+/* A 404 to an insert or a list names no object: the bucket is missing.
+ * That is the storage unavailable (503 + Retry-After upstream) with a
+ * message that names the bucket, not "no such object" (which the api
+ * layer would take for a free lock, or answer 500).  To a get, patch or
+ * delete a 404 still means no such object. */
+static void
+test_missing_bucket(void **state)
+{
+	gcs_store *missing;
+	gcs_object o;
+	gcs_page pg;
+	gcs_err err;
+	json_t *m = meta2("lease_id", "L", NULL, NULL);
+	long before;
+
+	(void)state;
+	missing = gcs_gs_new("missing-bkt", PREFIX, &err);
+	assert_non_null(missing);
+	before = fake_gcs_count(&fake, "insert");
+	assert_int_equal(gcs_insert(missing, "a", m, &o, &err),
+	    GCS_UNAVAILABLE);
+	assert_int_equal(err.http_status, 404);
+	assert_int_equal(err.attempts, 1); /* not retried */
+	assert_int_equal(fake_gcs_count(&fake, "insert"), before + 1);
+	assert_string_equal(err.msg,
+	    "Cloud Storage bucket 'missing-bkt' not found (check --store)");
+	assert_int_equal(gcs_list(missing, "", 10, NULL, &pg, &err),
+	    GCS_UNAVAILABLE);
+	assert_int_equal(err.http_status, 404);
+	assert_non_null(strstr(err.msg, "bucket 'missing-bkt' not found"));
+	assert_int_equal(gcs_get(missing, "a", &o, &err), GCS_NOT_FOUND);
+	assert_int_equal(gcs_patch(missing, "a", 1, 1, m, &o, &err),
+	    GCS_NOT_FOUND);
+	assert_int_equal(gcs_remove(missing, "a", 1, 1, &err), GCS_NOT_FOUND);
+	assert_null(strstr(err.msg, "bucket"));
+	gcs_store_free(missing);
+	json_decref(m);
 }
 
 static void
@@ -872,6 +911,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_list_paging_and_prefix,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_check, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_missing_bucket, test_setup,
 		    test_teardown),
 		cmocka_unit_test(test_bad_bucket_and_prefix),
 		cmocka_unit_test_setup_teardown(test_retry_503_then_ok,

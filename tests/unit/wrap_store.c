@@ -25,6 +25,12 @@ w_insert(gcs_store *s, const char *name, const json_t *m, gcs_object *out,
 	if ((rc = injected(w, W_INSERT, err)) != GCS_OK)
 		return rc;
 	rc = gcs_insert(w->inner, name, m, out, err);
+	if (rc == GCS_OK && w->lost_op == W_INSERT) {
+		w->lost_op = -1;
+		gcs_object_clear(out);
+		rc = gcs_fail(err, w->lost_status, "answer lost, then failed");
+		err->attempts = 2;
+	}
 	if (rc == GCS_OK && w->ghost_op == W_INSERT) {
 		w->ghost_op = -1;
 		gcs_object_clear(out);
@@ -127,6 +133,7 @@ wrap_store_new(gcs_store *inner)
 	w->inner = inner;
 	w->ghost_op = -1;
 	w->fail_op = -1;
+	w->lost_op = -1;
 	return w;
 }
 
@@ -142,4 +149,5 @@ wrap_reset(wrap_store *w)
 	memset(w->calls, 0, sizeof(w->calls));
 	w->ghost_op = -1;
 	w->fail_op = -1;
+	w->lost_op = -1;
 }

@@ -29,6 +29,10 @@ typedef struct wrap_store {
 	/* Next call of op `fail_op` fails with `fail_status` unapplied. */
 	int fail_op;
 	gcs_status fail_status;
+	/* Next call of op `lost_op`: apply it, then fail with `lost_status`
+	 * as if its answer was lost and every retry failed (attempts 2). */
+	int lost_op;
+	gcs_status lost_status;
 } wrap_store;
 
 /* Wraps INNER (taking ownership). */
