@@ -128,6 +128,29 @@ remember(api_service *svc, const char *name, const char *lease_id,
 	lease_cache_put(svc->cache, name, &ref);
 }
 
+/*
+ * REQ's own lease, found in the store by a read after its insert was
+ * refused: an earlier attempt of the same request (a retried insert that
+ * had been applied, an attempt whose answer was lost) or the client
+ * re-acquiring with its own lease_id.  Remember it, and announce the grant
+ * unless this instance already knew this lease: for the log, the timeline
+ * and the counters, learning of a grant whose answer was lost is the
+ * grant.
+ */
+static void
+found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
+{
+	lease_ref known;
+	bool announced =
+	    lease_cache_get(svc->cache, req->name, req->lease_id, &known) &&
+	    known.generation == o->generation;
+
+	remember(svc, req->name, req->lease_id, req->owner, o);
+	if (!announced)
+		emit(svc, API_EV_GRANTED, req->name, req->owner, req->holder,
+		    req->owner, o->generation, o->updated_ms);
+}
+
 /* Seconds a refused acquirer should wait before asking again. */
 static int
 retry_after_of(const gcs_object *o, const api_lock *held)
@@ -228,7 +251,7 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return store_fail(err, &ge);
 	if (is_ours(&cur, req)) {
 		lease_read(req->name, &cur, true, out);
-		remember(svc, req->name, req->lease_id, req->owner, &cur);
+		found_ours(svc, req, &cur);
 		rc = API_OK;
 	} else if (lease_expired(&cur)) {
 		rc = api_fail(err, API_NOT_HELD,
@@ -295,7 +318,7 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			 * earlier attempt of this request whose answer was
 			 * lost, or a client re-acquiring with its own key. */
 			lease_read(req->name, &cur, true, out);
-			remember(svc, req->name, lease_id, req->owner, &cur);
+			found_ours(svc, req, &cur);
 			gcs_object_clear(&cur);
 			json_decref(meta);
 			return API_OK;

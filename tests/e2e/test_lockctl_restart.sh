@@ -1,10 +1,12 @@
 #!/bin/sh
-# lockctl run across a lockgate restart (file store), under dash: the lease
-# lives in the store, so refreshes that fail while the server is down are
-# retried, the command runs to its end, nobody else gets the lock meanwhile,
-# and it is released at the end.  And when the server is gone for good, the
-# command is stopped before its lease can expire, with exit 75.
-LG_STORE=file
+# lockctl run across a lockgate restart, under dash: the lease lives in the
+# store, so refreshes that fail while the server is down are retried, the
+# command runs to its end, nobody else gets the lock meanwhile, and it is
+# released at the end.  And when the server is gone for good, the command
+# is stopped before its lease can expire, with exit 75.  On a durable
+# store: gs:// when LG_STORE says so (the fake keeps running across the
+# restart, as a bucket would), file:// otherwise (mem:// keeps nothing).
+[ "${LG_STORE:-}" = gs ] || LG_STORE=file
 set -u
 . tests/e2e/lib.sh
 

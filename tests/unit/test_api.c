@@ -288,8 +288,18 @@ t_retried_insert_is_ours(void **state)
 	assert_int_equal(f->ws->calls[W_GET], 1);
 	assert_string_equal(l.owner, "alice");
 	assert_int_equal(strlen(l.lease_id), 32);
+	/* Learning of the lost grant is the grant: announced once. */
+	assert_int_equal(f->events[API_EV_GRANTED], 1);
 	assert_int_equal(api_inspect(f->svc, "ghost", &x, &e), API_OK);
 	assert_int_equal(x.fencing_token, l.fencing_token);
+	api_lock_clear(&x);
+	/* The same request again (a client re-acquiring with its own key):
+	 * its lease, and no second announcement. */
+	f->ws->ghost_op = -1;
+	assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_OK);
+	assert_string_equal(x.lease_id, l.lease_id);
+	assert_int_equal(x.fencing_token, l.fencing_token);
+	assert_int_equal(f->events[API_EV_GRANTED], 1);
 	api_lock_clear(&x);
 	api_lock_clear(&l);
 }

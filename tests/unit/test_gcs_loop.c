@@ -1,0 +1,401 @@
+/*
+ * test_gcs_loop.c: the event loop and its tasks (gcs/gcs_loop.c): a task
+ * that needs no wait finishes within gcs_loop_spawn; waiting tasks
+ * (sleeps, storage transfers) are all alive at once on one thread; a
+ * wake-up from another thread ends a wait; a task's stack overflow is
+ * fatal, never silent; and the gs:// store, called from tasks, keeps its
+ * semantics (concurrent calls, a dropped answer reported as attempts > 1).
+ *
+ * No timing upper bounds: concurrency is shown by counts (tasks alive at
+ * once, requests the fake held at once), every wait is bounded.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "fake_gcs_proc.h"
+#include "gcs/gcs.h"
+#include "gcs/gcs_client.h"
+#include "gcs/gcs_http.h"
+#include "gcs/gcs_loop.h"
+
+#define BUCKET      "bkt"
+#define PREFIX      "loop/"
+#define RUN_MAX_MS  20000 /* any test's loop gives up after this long */
+#define MANY_TASKS  500
+#define STORE_TASKS 100   /* concurrent store calls, above the old cap of 64 */
+#define HOLD_MS     400   /* the fake holds each insert this long */
+
+static fake_gcs fake;
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Run L until it has no task left, for at most RUN_MAX_MS. */
+static void
+run_until_idle(gcs_loop *l)
+{
+	int64_t end = mono_ms() + RUN_MAX_MS;
+
+	while (gcs_loop_tasks(l) > 0 && mono_ms() < end)
+		gcs_loop_run_once(l, 50);
+	assert_int_equal(gcs_loop_tasks(l), 0);
+}
+
+/* ---- tasks without a network ---- */
+
+typedef struct counter {
+	int ran, done, in_task, sleep_ms;
+	int64_t started, ended;
+} counter;
+
+static void
+count_fn(void *arg)
+{
+	counter *c = arg;
+
+	c->in_task = gcs_loop_in_task();
+	c->started = mono_ms();
+	if (c->sleep_ms > 0)
+		gcs_loop_sleep(c->sleep_ms);
+	c->ended = mono_ms();
+	c->ran++;
+}
+
+static void
+count_done(void *arg)
+{
+	counter *c = arg;
+
+	c->done++;
+}
+
+static void
+test_spawn_without_wait_finishes_inline(void **state)
+{
+	gcs_loop *l = gcs_loop_new();
+	counter c = { 0 };
+
+	(void)state;
+	assert_non_null(l);
+	assert_false(gcs_loop_in_task());
+	assert_int_equal(gcs_loop_spawn(l, count_fn, &c, count_done), 1);
+	assert_int_equal(c.ran, 1);
+	assert_int_equal(c.in_task, 1);
+	assert_int_equal(c.done, 0); /* DONE is only for tasks that waited */
+	assert_int_equal(gcs_loop_tasks(l), 0);
+	assert_false(gcs_loop_in_task());
+	gcs_loop_free(l);
+}
+
+static void
+test_sleeping_tasks_wait_together(void **state)
+{
+	gcs_loop *l = gcs_loop_new();
+	counter c[3];
+	int i;
+
+	(void)state;
+	memset(c, 0, sizeof(c));
+	for (i = 0; i < 3; i++) {
+		c[i].sleep_ms = 100 + 50 * i;
+		assert_int_equal(gcs_loop_spawn(l, count_fn, &c[i],
+		                     count_done),
+		    0);
+	}
+	/* All three are waiting at once, on this one thread. */
+	assert_int_equal(gcs_loop_tasks(l), 3);
+	run_until_idle(l);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(c[i].ran, 1);
+		assert_int_equal(c[i].done, 1);
+		/* A sleep never ends early. */
+		assert_true(c[i].ended - c[i].started >= c[i].sleep_ms);
+	}
+	gcs_loop_free(l);
+}
+
+static void
+test_many_tasks_reuse_stacks(void **state)
+{
+	gcs_loop *l = gcs_loop_new();
+	counter *c = calloc(MANY_TASKS, sizeof(*c));
+	int i, round, waited = 0;
+
+	(void)state;
+	assert_non_null(c);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < MANY_TASKS; i++) {
+			c[i].sleep_ms = 1 + i % 5;
+			if (gcs_loop_spawn(l, count_fn, &c[i], count_done) == 0)
+				waited++;
+		}
+		assert_int_equal(gcs_loop_tasks(l), MANY_TASKS);
+		run_until_idle(l);
+	}
+	assert_int_equal(waited, 2 * MANY_TASKS);
+	for (i = 0; i < MANY_TASKS; i++) {
+		assert_int_equal(c[i].ran, 2);
+		assert_int_equal(c[i].done, 2);
+	}
+	free(c);
+	gcs_loop_free(l);
+}
+
+static void *
+waker(void *arg)
+{
+	usleep(50 * 1000);
+	gcs_loop_wake(arg);
+	return NULL;
+}
+
+/* A wait of the loop ends on a wake-up from another thread: run_once
+ * returns having handled one event (the wake-up), not on its timeout. */
+static void
+test_wake_from_another_thread(void **state)
+{
+	gcs_loop *l = gcs_loop_new();
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, waker, l), 0);
+	assert_int_equal(gcs_loop_run_once(l, RUN_MAX_MS), 1);
+	pthread_join(t, NULL);
+	gcs_loop_free(l);
+}
+
+static int overflow_depth;
+static volatile int overflow_limit = 1 << 30; /* never reached */
+
+static int
+recurse(int n)
+{
+	volatile char pad[1024];
+
+	if (n >= overflow_limit)
+		return 0;
+	pad[0] = (char)n;
+	overflow_depth = n;
+	return pad[0] + recurse(n + 1) + pad[0];
+}
+
+static void
+overflow_fn(void *arg)
+{
+	(void)arg;
+	recurse(0);
+}
+
+/* A task that runs off its stack is stopped (the guard page below it
+ * faults, or the sanitizer's stack-overflow check fires), in a child
+ * process: it does not carry on into whatever lies below. */
+static void
+test_stack_overflow_is_fatal(void **state)
+{
+	pid_t pid;
+	int st = 0;
+
+	(void)state;
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		gcs_loop *l = gcs_loop_new();
+
+		alarm(10);
+		if (l != NULL)
+			gcs_loop_spawn(l, overflow_fn, NULL, NULL);
+		_exit(0); /* reached only if the overflow went unnoticed */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	/* Killed by SIGSEGV/SIGBUS, or stopped by AddressSanitizer (which
+	 * reports the overflow and exits non-zero). */
+	assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	if (WIFSIGNALED(st))
+		assert_true(WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS ||
+		    WTERMSIG(st) == SIGABRT);
+}
+
+/* ---- the gs:// store from tasks ---- */
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (fake_gcs_start(&fake, NULL) != 0) {
+		fprintf(stderr, "cannot start %s (run make first)\n",
+		    FAKE_GCS_BIN);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	fake_gcs_stop(&fake);
+	return 0;
+}
+
+static gcs_store *
+open_store(void)
+{
+	gcs_retry_policy p = { 5000, 5, 40, 2000 };
+	gcs_err err;
+	gcs_store *s;
+
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
+	unsetenv("LOCKGATE_GCS_ENDPOINT");
+	s = gcs_gs_new(BUCKET, PREFIX, &err);
+	assert_non_null(s);
+	gcs_gs_set_retry(s, &p);
+	return s;
+}
+
+typedef struct call {
+	gcs_store *s;
+	char name[32];
+	int insert_rc, get_rc, remove_rc;
+	int insert_attempts, remove_attempts;
+	int64_t gen;
+	char lease[32];
+} call;
+
+/* Insert, read back, delete: three storage round trips in one task. */
+static void
+store_fn(void *arg)
+{
+	call *c = arg;
+	json_t *m = json_object();
+	gcs_object o, g;
+	gcs_err err;
+
+	json_object_set_new(m, "lease_id", json_string(c->name));
+	c->insert_rc = gcs_insert(c->s, c->name, m, &o, &err);
+	c->insert_attempts = err.attempts;
+	json_decref(m);
+	if (c->insert_rc != GCS_OK)
+		return;
+	c->gen = o.generation;
+	c->get_rc = gcs_get(c->s, c->name, &g, &err);
+	if (c->get_rc == GCS_OK) {
+		snprintf(c->lease, sizeof(c->lease), "%s",
+		    json_string_value(json_object_get(g.metadata, "lease_id")));
+		gcs_object_clear(&g);
+	}
+	c->remove_rc = gcs_remove(c->s, c->name, o.generation,
+	    o.metageneration, &err);
+	c->remove_attempts = err.attempts;
+	gcs_object_clear(&o);
+}
+
+/* STORE_TASKS tasks on one thread, each insert held HOLD_MS by the fake:
+ * they are all at the storage together (no thread per call, no cap of a
+ * worker pool), and every call keeps its answer. */
+static void
+test_store_calls_in_tasks_overlap(void **state)
+{
+	gcs_store *s = open_store();
+	gcs_loop *l = gcs_loop_new();
+	call *c = calloc(STORE_TASKS, sizeof(*c));
+	char q[128];
+	int i;
+
+	(void)state;
+	assert_non_null(c);
+	snprintf(q, sizeof(q),
+	    "/_fake/fault?op=insert&kind=latency&count=-1&ms=%d", HOLD_MS);
+	assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+	for (i = 0; i < STORE_TASKS; i++) {
+		c[i].s = s;
+		snprintf(c[i].name, sizeof(c[i].name), "t%d", i);
+		assert_int_equal(gcs_loop_spawn(l, store_fn, &c[i], NULL), 0);
+	}
+	assert_int_equal(gcs_loop_tasks(l), STORE_TASKS);
+	run_until_idle(l);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
+	for (i = 0; i < STORE_TASKS; i++) {
+		assert_int_equal(c[i].insert_rc, GCS_OK);
+		assert_int_equal(c[i].insert_attempts, 1);
+		assert_int_equal(c[i].get_rc, GCS_OK);
+		assert_string_equal(c[i].lease, c[i].name);
+		assert_int_equal(c[i].remove_rc, GCS_OK);
+		assert_int_equal(c[i].remove_attempts, 1);
+	}
+	assert_int_equal(fake_gcs_count(&fake, "latency_peak"), STORE_TASKS);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), STORE_TASKS);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	free(c);
+	gcs_loop_free(l);
+	gcs_store_free(s);
+}
+
+/* A delete applied with its answer dropped, on a connection the loop's
+ * shared cache reused: libcurl or the retry sends it again, the second
+ * send finds it gone, and the store says so with attempts == 2, from
+ * which the api layer concludes "released". */
+static void
+test_dropped_answer_in_task_counts_sends(void **state)
+{
+	gcs_store *s = open_store();
+	gcs_loop *l = gcs_loop_new();
+	call warm = { 0 }, c = { 0 };
+
+	(void)state;
+	/* A first call leaves a kept connection in the loop's cache. */
+	warm.s = s;
+	snprintf(warm.name, sizeof(warm.name), "warm");
+	if (gcs_loop_spawn(l, store_fn, &warm, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(warm.remove_rc, GCS_OK);
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=delete&kind=drop&count=1", NULL),
+	    200);
+	c.s = s;
+	snprintf(c.name, sizeof(c.name), "amb");
+	if (gcs_loop_spawn(l, store_fn, &c, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(c.insert_rc, GCS_OK);
+	assert_int_equal(c.remove_rc, GCS_NOT_FOUND);
+	assert_int_equal(c.remove_attempts, 2);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	gcs_loop_free(l);
+	gcs_store_free(s);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spawn_without_wait_finishes_inline),
+		cmocka_unit_test(test_sleeping_tasks_wait_together),
+		cmocka_unit_test(test_many_tasks_reuse_stacks),
+		cmocka_unit_test(test_wake_from_another_thread),
+		cmocka_unit_test(test_stack_overflow_is_fatal),
+		cmocka_unit_test(test_store_calls_in_tasks_overlap),
+		cmocka_unit_test(test_dropped_answer_in_task_counts_sends),
+	};
+
+	return cmocka_run_group_tests_name("gcs_loop", tests, group_setup,
+	    group_teardown);
+}
