@@ -76,9 +76,8 @@ http_release_hold(srv_req *r)
 	 * in external mode nothing tells the loop that one is due: on the
 	 * loop's own thread, say so; from another thread (a waiter, a
 	 * storage worker), wake it. */
-	if (lp == tl_loop)
-		lp->run_again = true;
-	else
+	__atomic_store_n(&lp->run_again, 1, __ATOMIC_SEQ_CST);
+	if (lp != tl_loop)
 		gcs_loop_wake(lp->io);
 }
 
@@ -672,7 +671,9 @@ fd_budget(unsigned want)
 static void
 mhd_readable(void *arg)
 {
-	(void)arg; /* the loop runs its daemon after every round */
+	srv_loop *lp = arg;
+
+	__atomic_store_n(&lp->run_again, 1, __ATOMIC_SEQ_CST);
 }
 
 static void *
@@ -681,6 +682,7 @@ loop_main(void *arg)
 	srv_loop *lp = arg;
 	MHD_UNSIGNED_LONG_LONG to;
 	MHD_socket ls;
+	int64_t due;
 	int ms;
 
 	tl_loop = lp;
@@ -697,13 +699,20 @@ loop_main(void *arg)
 				close(ls);
 			__atomic_store_n(&lp->quiesced, 1, __ATOMIC_SEQ_CST);
 		}
-		ms = lp->run_again ? 0 : SRV_LOOP_IDLE_MS;
-		lp->run_again = false;
+		/* The daemon runs when its epoll fd is readable, when a
+		 * connection was resumed, or when its own timeout is due;
+		 * rounds that only move storage transfers leave it be. */
+		ms = __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST)
+		    ? 0
+		    : SRV_LOOP_IDLE_MS;
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
+		due = srv_mono_ms() + ms;
 		gcs_loop_run_once(lp->io, ms);
-		MHD_run(lp->daemon);
+		if (__atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
+		    srv_mono_ms() >= due)
+			MHD_run(lp->daemon);
 	}
 	MHD_run(lp->daemon); /* take back what was resumed last */
 	tl_loop = NULL;

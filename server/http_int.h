@@ -56,8 +56,9 @@ typedef struct srv_loop {
 	int quiesce;  /* atomic: srv_stop asks it to stop accepting */
 	int quiesced; /* atomic: it has */
 	int64_t stop_by; /* mono ms: leave even with tasks alive */
-	bool run_again;  /* a connection was resumed on this thread: run the
-			    daemon again without waiting */
+	int run_again;   /* atomic: the daemon has work (its fd fired, a
+			    connection was resumed on any thread): run it
+			    without waiting */
 } srv_loop;
 
 struct srv_server {
