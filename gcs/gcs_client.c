@@ -309,8 +309,9 @@ hdrs_build(gs_hdrs *hl, char *auth, char *ct, int has_body)
 static int64_t
 try_min(const gs_store *g)
 {
-	return g->policy.try_timeout_ms < GCS_TRY_MIN_MS ?
-	    g->policy.try_timeout_ms : GCS_TRY_MIN_MS;
+	return g->policy.try_timeout_ms < GCS_TRY_MIN_MS
+	    ? g->policy.try_timeout_ms
+	    : GCS_TRY_MIN_MS;
 }
 
 /* DEADLINE, or earlier when the process is stopping (gcs_give_up_at). */
@@ -352,7 +353,8 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		if (tries == 0 && deadline <= gcs_mono_ms())
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "Cloud Storage %s not sent: lockgate is shutting "
-			    "down", req->op);
+			    "down",
+			    req->op);
 		err->attempts = reached;
 		auth[0] = '\0';
 		if (g->tok != NULL) {

@@ -54,38 +54,38 @@ void loop_switch(loop_ctx *from, loop_ctx *to);
 /* Where a new task's first switch lands: calls task_start(rbx). */
 void loop_trampoline(void);
 __asm__(".text\n"
-	".globl loop_switch\n"
-	".type loop_switch,@function\n"
-	"loop_switch:\n"
-	"	pushq %rbp\n"
-	"	pushq %rbx\n"
-	"	pushq %r12\n"
-	"	pushq %r13\n"
-	"	pushq %r14\n"
-	"	pushq %r15\n"
-	"	subq $8, %rsp\n"
-	"	stmxcsr (%rsp)\n"
-	"	fnstcw 4(%rsp)\n"
-	"	movq %rsp, (%rdi)\n"
-	"	movq (%rsi), %rsp\n"
-	"	ldmxcsr (%rsp)\n"
-	"	fldcw 4(%rsp)\n"
-	"	addq $8, %rsp\n"
-	"	popq %r15\n"
-	"	popq %r14\n"
-	"	popq %r13\n"
-	"	popq %r12\n"
-	"	popq %rbx\n"
-	"	popq %rbp\n"
-	"	ret\n"
-	".size loop_switch,.-loop_switch\n"
-	".globl loop_trampoline\n"
-	".type loop_trampoline,@function\n"
-	"loop_trampoline:\n"
-	"	movq %rbx, %rdi\n"
-	"	call task_start\n"
-	"	ud2\n"
-	".size loop_trampoline,.-loop_trampoline\n");
+        ".globl loop_switch\n"
+        ".type loop_switch,@function\n"
+        "loop_switch:\n"
+        "	pushq %rbp\n"
+        "	pushq %rbx\n"
+        "	pushq %r12\n"
+        "	pushq %r13\n"
+        "	pushq %r14\n"
+        "	pushq %r15\n"
+        "	subq $8, %rsp\n"
+        "	stmxcsr (%rsp)\n"
+        "	fnstcw 4(%rsp)\n"
+        "	movq %rsp, (%rdi)\n"
+        "	movq (%rsi), %rsp\n"
+        "	ldmxcsr (%rsp)\n"
+        "	fldcw 4(%rsp)\n"
+        "	addq $8, %rsp\n"
+        "	popq %r15\n"
+        "	popq %r14\n"
+        "	popq %r13\n"
+        "	popq %r12\n"
+        "	popq %rbx\n"
+        "	popq %rbp\n"
+        "	ret\n"
+        ".size loop_switch,.-loop_switch\n"
+        ".globl loop_trampoline\n"
+        ".type loop_trampoline,@function\n"
+        "loop_trampoline:\n"
+        "	movq %rbx, %rdi\n"
+        "	call task_start\n"
+        "	ud2\n"
+        ".size loop_trampoline,.-loop_trampoline\n");
 #else
 typedef ucontext_t loop_ctx;
 #endif
@@ -95,7 +95,7 @@ typedef struct gcs_task {
 	loop_ctx *back; /* where a yield returns: the loop thread's stack */
 	char *map;      /* guard page, then the stack */
 	size_t map_len;
-	char *stack;    /* its lowest usable byte */
+	char *stack; /* its lowest usable byte */
 	size_t stack_len;
 	void (*fn)(void *);
 	void *arg;
@@ -122,9 +122,9 @@ typedef struct loop_watch {
 struct gcs_loop {
 	int epfd;
 	int wakefd;
-	CURLM *multi;           /* made on the first transfer */
-	int64_t curl_due;       /* mono ms libcurl wants a timeout call, -1 */
-	gcs_task *sleepers;     /* by wake_ms */
+	CURLM *multi;       /* made on the first transfer */
+	int64_t curl_due;   /* mono ms libcurl wants a timeout call, -1 */
+	gcs_task *sleepers; /* by wake_ms */
 	gcs_task *ready, *ready_tail;
 	gcs_task *spare;
 	int nspare;
@@ -169,12 +169,12 @@ ctx_init(gcs_task *t)
 	__asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
 	__asm__ volatile("fnstcw %0" : "=m"(fpucw));
 	*--sp = (uint64_t)(uintptr_t)loop_trampoline;
-	*--sp = 0;                           /* rbp */
-	*--sp = (uint64_t)(uintptr_t)t;      /* rbx */
-	*--sp = 0;                           /* r12 */
-	*--sp = 0;                           /* r13 */
-	*--sp = 0;                           /* r14 */
-	*--sp = 0;                           /* r15 */
+	*--sp = 0;                      /* rbp */
+	*--sp = (uint64_t)(uintptr_t)t; /* rbx */
+	*--sp = 0;                      /* r12 */
+	*--sp = 0;                      /* r13 */
+	*--sp = 0;                      /* r14 */
+	*--sp = 0;                      /* r15 */
 	*--sp = (uint64_t)mxcsr | ((uint64_t)fpucw << 32);
 	t->ctx.sp = sp;
 	return 0;
@@ -241,6 +241,9 @@ task_enter(gcs_task *t)
 	void *fake = NULL;
 #endif
 
+	/* HERE outlives every use: T switches back to it before this call
+	 * returns, and each entry sets it anew. */
+	// cppcheck-suppress autoVariables
 	t->back = &here;
 	tl_task = t;
 #ifdef LOOP_ASAN

@@ -26,11 +26,12 @@
 
 #include <curl/curl.h>
 
-#define GCS_TASK_STACK     (256 * 1024) /* bytes of a task's stack (touched
+#define GCS_TASK_STACK \
+	(256 * 1024)          /* bytes of a task's stack (touched
 					   pages only are memory) */
-#define GCS_TASKS_SPARE    64           /* finished tasks kept for reuse */
-#define GCS_LOOP_EVENTS    64           /* epoll events taken per wait */
-#define GCS_LOOP_WATCH_MAX 4            /* fds watched besides libcurl's */
+#define GCS_TASKS_SPARE    64 /* finished tasks kept for reuse */
+#define GCS_LOOP_EVENTS    64 /* epoll events taken per wait */
+#define GCS_LOOP_WATCH_MAX 4  /* fds watched besides libcurl's */
 /* Idle storage connections a loop keeps open.  libcurl's default keeps 4
  * per transfer in flight, so a lull closes connections that the next
  * burst must open again. */

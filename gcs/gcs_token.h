@@ -24,12 +24,13 @@
 #define GCS_TOKEN_EARLY_DIV        5 /* ...or 1/5 of the lifetime if shorter */
 #define GCS_TOKEN_FETCH_TIMEOUT_MS 5000 /* one token request */
 #define GCS_TOKEN_FAIL_HOLD_MS     1000 /* after a failed fetch, fail fast */
-#define GCS_TOKEN_WAIT_STEP_MS     5    /* a task waiting on another's fetch looks again this often */
-#define GCS_SA_KEY_FILE_MAX        65536 /* bytes of a service-account key file */
-#define GCS_SA_ASSERTION_TTL_S     3600 /* exp - iat of the assertion (max 1 h) */
-#define GCS_TOKEN_SCOPE            "https://www.googleapis.com/auth/devstorage.read_write"
-#define GCS_DEFAULT_TOKEN_URI      "https://oauth2.googleapis.com/token"
-#define GCS_DEFAULT_METADATA_HOST  "metadata.google.internal"
+#define GCS_TOKEN_WAIT_STEP_MS \
+	5 /* a task waiting on another's fetch looks again this often */
+#define GCS_SA_KEY_FILE_MAX       65536 /* bytes of a service-account key file */
+#define GCS_SA_ASSERTION_TTL_S    3600 /* exp - iat of the assertion (max 1 h) */
+#define GCS_TOKEN_SCOPE           "https://www.googleapis.com/auth/devstorage.read_write"
+#define GCS_DEFAULT_TOKEN_URI     "https://oauth2.googleapis.com/token"
+#define GCS_DEFAULT_METADATA_HOST "metadata.google.internal"
 
 typedef struct gcs_token_src gcs_token_src;
 

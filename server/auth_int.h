@@ -30,7 +30,7 @@
 #define AUTH_JWKS_BODY_MAX    262144 /* bytes of a JWKS document */
 #define AUTH_JWKS_TIMEOUT_MS  5000   /* one JWKS fetch, all included */
 #define AUTH_JWKS_WAIT_MS \
-	2000                         /* a request waits this long for a
+	2000                     /* a request waits this long for a
 				     re-fetch on an unknown kid */
 #define AUTH_JWKS_WAIT_STEP_MS 5 /* a task waiting for that fetch looks again */
 #define AUTH_JWKS_MIN_INTERVAL 60    /* s between re-fetches on unknown kids */

@@ -805,8 +805,7 @@ loops_join(srv_server *s, int64_t stop_by)
 
 /* Set up loop LP: its gcs_loop, its daemon on FD (taken) and its thread. */
 static int
-loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags,
-    unsigned conns)
+loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 {
 	const srv_config *cfg = s->cfg;
 	const union MHD_DaemonInfo *info;
@@ -890,7 +889,8 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 	if (strncmp(cfg->store, "file://", 7) != 0)
 		s->tasks = true;
 	else if ((s->jobs = jobs_new(cfg->threads)) == NULL) {
-		snprintf(err, errlen, "cannot start the storage worker threads");
+		snprintf(err, errlen,
+		    "cannot start the storage worker threads");
 		goto fail;
 	}
 	s->nloops = loop_count();
@@ -918,8 +918,9 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 				    cfg->listen, strerror(errno));
 				goto fail;
 			}
-			s->port = ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port
-			                                         : v4->sin_port);
+			s->port =
+			    ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port
+			                                   : v4->sin_port);
 		}
 		if (loop_start(s, &s->loops[i], fd, flags, conns) != 0) {
 			if (s->loops[i].listen_fd >= 0) {

@@ -29,15 +29,16 @@
 #define SRV_THREADS_BLOCKING \
 	64 /* file://: storage workers (a storage call holds one until
 	      its group commit; more workers, bigger commits) */
-#define SRV_THREADS_MAX    256
-#define SRV_LOOPS_MAX      8    /* HTTP event loops: one per CPU up to this */
-#define SRV_LOOP_IDLE_MS   1000 /* a loop with nothing due looks around */
-#define SRV_LISTEN_BACKLOG 1024
+#define SRV_THREADS_MAX     256
+#define SRV_LOOPS_MAX       8    /* HTTP event loops: one per CPU up to this */
+#define SRV_LOOP_IDLE_MS    1000 /* a loop with nothing due looks around */
+#define SRV_LISTEN_BACKLOG  1024
 #define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
 #define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */
-#define SRV_STORE_GIVE_UP_MARGIN_MS 1000 /* store calls end this long before
+#define SRV_STORE_GIVE_UP_MARGIN_MS \
+	1000                          /* store calls end this long before
 					    the drain budget does */
-#define SRV_DEV_TOKEN_TTL   (12 * 3600) /* s, the dev mode's token */
+#define SRV_DEV_TOKEN_TTL (12 * 3600) /* s, the dev mode's token */
 
 /* Limits of waiting (design section 3). */
 #define SRV_WAIT_THREADS    4    /* store pollers for waiters */

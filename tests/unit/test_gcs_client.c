@@ -711,9 +711,9 @@ test_no_retry_without_time_for_it(void **state)
 	json_t *m = meta2("lease_id", "L", NULL, NULL);
 
 	gcs_gs_set_retry(s, &p);
-	assert_int_equal(fake_gcs_ctl(&fake,
-	                     "/_fake/fault?op=insert&kind=429&count=-1&delay=100",
-	                     NULL),
+	assert_int_equal(
+	    fake_gcs_ctl(&fake,
+	        "/_fake/fault?op=insert&kind=429&count=-1&delay=100", NULL),
 	    200);
 	assert_int_equal(gcs_insert(s, "slow429", m, &o, &err), GCS_BUSY);
 	assert_int_equal(err.http_status, 429);
@@ -783,8 +783,8 @@ test_unreachable(void **state)
 	{
 		const char *p = strstr(err.msg, "unreachable after ");
 		assert_non_null(p);
-		assert_true(strtol(p + strlen("unreachable after "), NULL, 10) >
-		    1);
+		assert_true(
+		    strtol(p + strlen("unreachable after "), NULL, 10) > 1);
 	}
 	assert_int_equal(err.attempts, 0);
 	assert_int_equal(err.http_status, 0);

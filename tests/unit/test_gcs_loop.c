@@ -34,8 +34,8 @@
 #define PREFIX      "loop/"
 #define RUN_MAX_MS  20000 /* any test's loop gives up after this long */
 #define MANY_TASKS  500
-#define STORE_TASKS 100   /* concurrent store calls, above the old cap of 64 */
-#define HOLD_MS     400   /* the fake holds each insert this long */
+#define STORE_TASKS 100 /* concurrent store calls, above the old cap of 64 */
+#define HOLD_MS     400 /* the fake holds each insert this long */
 
 static fake_gcs fake;
 
@@ -116,8 +116,7 @@ test_sleeping_tasks_wait_together(void **state)
 	memset(c, 0, sizeof(c));
 	for (i = 0; i < 3; i++) {
 		c[i].sleep_ms = 100 + 50 * i;
-		assert_int_equal(gcs_loop_spawn(l, count_fn, &c[i],
-		                     count_done),
+		assert_int_equal(gcs_loop_spawn(l, count_fn, &c[i], count_done),
 		    0);
 	}
 	/* All three are waiting at once, on this one thread. */
@@ -303,8 +302,8 @@ store_fn(void *arg)
 		    json_string_value(json_object_get(g.metadata, "lease_id")));
 		gcs_object_clear(&g);
 	}
-	c->remove_rc = gcs_remove(c->s, c->name, o.generation,
-	    o.metageneration, &err);
+	c->remove_rc =
+	    gcs_remove(c->s, c->name, o.generation, o.metageneration, &err);
 	c->remove_attempts = err.attempts;
 	gcs_object_clear(&o);
 }
