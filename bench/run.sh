@@ -2,8 +2,9 @@
 # bench/run.sh: the benchmark of `make bench` (issues 2 and 3).  Builds
 # nothing (make does).  Starts, one after another, on 127.0.0.1 and a port
 # the kernel picks:
-#   floor  build/bench/floor: libmicrohttpd set up like lockgate, no auth,
-#          no store, no log (the HTTP floor)
+#   floor  build/bench/floor: libmicrohttpd set up like lockgate (one
+#          external-epoll daemon per CPU on SO_REUSEPORT sockets), no
+#          auth, no store, no log (the HTTP floor)
 #   mem    build/lockgate --store mem://
 #   file   build/lockgate --store file://TMPDIR (durable: on disk before a
 #          grant is answered)
