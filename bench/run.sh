@@ -20,6 +20,13 @@
 # The targets are informational: the exit status is 0 unless something
 # broke (a server that did not start, a loadgen error or non-2xx answer).
 #
+# The 1-client runs are pinned: before them the server (every thread,
+# and the fake for gs targets) is moved to CPU BENCH_CPU, and the loadgen
+# runs there too, for every target alike.  A cross-CPU wake-up costs this
+# VM about 35 us, and unpinned serial runs land on one CPU or two at
+# random; pinned, they measure the CPU path of a request.  The 64-client
+# runs are not pinned.
+#
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
 # BENCH_TARGETS (default "floor mem file gs gs20") picks targets.
@@ -30,7 +37,9 @@ BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
 BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gs20}
-GS_SLOW_MS=20 # gs20: latency the fake adds to each write
+BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
+GS_SLOW_MS=20             # gs20: latency the fake adds to each write
+# In this order: a server is pinned before its 1-client runs and stays so.
 BENCH_CLIENTS="64 1"
 
 LOCKGATE=build/lockgate
@@ -86,6 +95,10 @@ for f in "$LOCKGATE" "$FLOOR" "$LOADGEN" "$FAKE_GCS"; do
 	[ -x "$f" ] || die "$f is missing (run: make bench)"
 done
 command -v ss >/dev/null 2>&1 || die "ss (iproute2) is needed to find ports"
+command -v taskset >/dev/null 2>&1 ||
+    die "taskset (util-linux) is needed to pin the 1-client runs"
+taskset -c "$BENCH_CPU" true 2>/dev/null ||
+    die "cannot run on CPU $BENCH_CPU (BENCH_CPU)"
 
 # load: what else this machine is doing (the numbers are only comparable
 # on a quiet machine): load average and, where the kernel has PSI, the
@@ -152,17 +165,50 @@ export TOKEN
 RESULTS=$TMP/results
 : >"$RESULTS"
 
-# run_target NAME PID PORT: the loadgen runs; each output line is stored in
-# RESULTS prefixed with "NAME".
+# pin_all PID...: every thread of each PID (threads they start later
+# inherit it) onto BENCH_CPU.
+pin_all() {
+	for q in "$@"; do
+		taskset -a -p -c "$BENCH_CPU" "$q" >/dev/null || return 1
+	done
+}
+
+# loadgen CLIENTS ARG...: the load generator, on BENCH_CPU for 1 client.
+loadgen() {
+	if [ "$1" = 1 ]; then
+		shift
+		taskset -c "$BENCH_CPU" "$LOADGEN" "$@"
+	else
+		shift
+		"$LOADGEN" "$@"
+	fi
+}
+
+# run_target NAME PID PORT [PID...]: the loadgen runs; each output line is
+# stored in RESULTS.  For the 1-client runs the server PID, the other PIDs
+# (the fake of a gs target) and the loadgen are pinned to BENCH_CPU.
 run_target() {
+	name=$1
+	spid=$2
+	sport=$3
+	shift 3
 	for c in $BENCH_CLIENTS; do
+		if [ "$c" = 1 ]; then
+			if ! pin_all "$spid" "$@"; then
+				echo "bench: $name: cannot pin to CPU $BENCH_CPU" >&2
+				BROKEN=1
+				return 1
+			fi
+			echo "bench: $name: 1 client: server${1:+, fake_gcs}" \
+			    "and loadgen pinned to CPU $BENCH_CPU" >&2
+		fi
 		r=1
 		while [ $r -le "$BENCH_RUNS" ]; do
-			if ! out=$("$LOADGEN" --port "$3" --clients "$c" \
-			    --seconds "$BENCH_SECONDS" \
-			    --warmup "$BENCH_WARMUP_MS" --pid "$2" \
-			    --label "$1"); then
-				echo "bench: $1, $c clients, run $r: loadgen" \
+			if ! out=$(loadgen "$c" --port "$sport" \
+			    --clients "$c" --seconds "$BENCH_SECONDS" \
+			    --warmup "$BENCH_WARMUP_MS" --pid "$spid" \
+			    --label "$name"); then
+				echo "bench: $name, $c clients, run $r: loadgen" \
 				    "failed (see above)" >&2
 				BROKEN=1
 				return 1
@@ -174,11 +220,13 @@ run_target() {
 	done
 }
 
-# bench_lockgate NAME STORE [VAR=value...]: start, measure, stop.
+# bench_lockgate NAME STORE ALSO [VAR=value...]: start, measure, stop.
+# ALSO: the PID of a helper (the fake) pinned with lockgate, or "".
 bench_lockgate() {
 	name=$1
 	store=$2
-	shift 2
+	also=$3
+	shift 3
 	env "$@" LOCKGATE_JWT_SECRET_FILE="$SECRET_FILE" "$LOCKGATE" \
 	    --listen 127.0.0.1:0 --store "$store" \
 	    >/dev/null 2>"$TMP/$name.err" &
@@ -192,7 +240,8 @@ bench_lockgate() {
 		return 1
 	fi
 	echo "bench: $name: lockgate --store $store (pid $pid, port $port)" >&2
-	run_target "$name" "$pid" "$port"
+	# shellcheck disable=SC2086 # $also: no word or one PID
+	run_target "$name" "$pid" "$port" $also
 	stop_pid "$pid"
 }
 
@@ -212,7 +261,9 @@ bench_floor() {
 	stop_pid "$pid"
 }
 
-# bench_gs NAME LATENCY_MS
+# bench_gs NAME LATENCY_MS.  For the 1-client runs the fake is pinned
+# with lockgate: it is half of every storage round trip, and a cross-CPU
+# wake-up each way would show the VM's latency, not lockgate's.
 bench_gs() {
 	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
 	fpid=$!
@@ -232,7 +283,7 @@ bench_gs() {
 		stop_pid "$fpid"
 		return 1
 	fi
-	bench_lockgate "$1" gs://bench-bucket/p/ \
+	bench_lockgate "$1" gs://bench-bucket/p/ "$fpid" \
 	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport"
 	stop_pid "$fpid"
 }
@@ -240,10 +291,10 @@ bench_gs() {
 for t in $BENCH_TARGETS; do
 	case "$t" in
 	floor) bench_floor ;;
-	mem) bench_lockgate mem mem:// ;;
+	mem) bench_lockgate mem mem:// "" ;;
 	file)
 		mkdir -p "$TMP/data"
-		bench_lockgate file "file://$TMP/data"
+		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
@@ -262,7 +313,8 @@ echo "machine before: $LOAD_BEFORE"
 echo "machine after:  $LOAD_AFTER"
 echo "CPU time taken by the VM's host (steal) during the runs: ${STEAL}%"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
-    -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" '
+    -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" \
+    -v cpu="$BENCH_CPU" '
 function median(key, col,    n, i, j, t, v) {
 	n = cnt[key]
 	if (n == 0)
@@ -299,6 +351,9 @@ function verdict(ok) { return ok ? "PASS" : "MISS" }
 }
 END {
 	printf "lockgate bench: medians of %d runs of %d s (cycle = acquire + release)\n", runs, secs
+	printf "1 client: server (and fake_gcs) and loadgen pinned to CPU %d: the CPU\n", cpu
+	print "  path of a request without cross-CPU wake-ups; 64 clients: not pinned"
+	print "CPU us/cycle: the server alone (lockgate, not the fake)"
 	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
 	for (k = 1; k <= nkeys; k++) {
 		key = order[k]
