@@ -10,9 +10,12 @@
 #          grant is answered)
 #   gs     build/lockgate --store gs://bench-bucket/p/ against
 #          build/tools/fake_gcs (STORAGE_EMULATOR_HOST)
-#   gs20   the same with 20 ms added to every write by the fake, as a
-#          real bucket answers in tens of ms (no target: it shows what
-#          the storage workers are for)
+#   gsfloor build/bench/storage_floor against a fresh fake_gcs: the
+#          insert+delete of one gs cycle made by a bare libcurl client,
+#          no lockgate (the storage floor; 64 clients only)
+#   gs20   the same as gs with 20 ms added to every write by the fake, as
+#          a real bucket answers in tens of ms (no target: it shows that
+#          requests waiting on the storage do not hold the server up)
 # and drives each with build/bench/loadgen: 64 keep-alive clients on
 # distinct lock names, then 1 client, BENCH_RUNS runs of BENCH_SECONDS each
 # (after a BENCH_WARMUP_MS warm-up), and prints the medians in one table
@@ -29,22 +32,24 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs gs20") picks targets.
+# BENCH_TARGETS (default "floor mem file gs gsfloor gs20") picks targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gs20}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor gs20}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 GS_SLOW_MS=20             # gs20: latency the fake adds to each write
 # In this order: a server is pinned before its 1-client runs and stays so.
 BENCH_CLIENTS="64 1"
+GSFLOOR_CLIENTS=64
 
 LOCKGATE=build/lockgate
 FLOOR=build/bench/floor
 LOADGEN=build/bench/loadgen
+STORAGE_FLOOR=build/bench/storage_floor
 FAKE_GCS=build/tools/fake_gcs
 START_TRIES=200       # x 0.05 s: a server gets 10 s to listen
 STOP_TRIES=100        # x 0.05 s: then SIGKILL
@@ -91,7 +96,7 @@ die() {
 	exit 1
 }
 
-for f in "$LOCKGATE" "$FLOOR" "$LOADGEN" "$FAKE_GCS"; do
+for f in "$LOCKGATE" "$FLOOR" "$LOADGEN" "$STORAGE_FLOOR" "$FAKE_GCS"; do
 	[ -x "$f" ] || die "$f is missing (run: make bench)"
 done
 command -v ss >/dev/null 2>&1 || die "ss (iproute2) is needed to find ports"
@@ -261,10 +266,8 @@ bench_floor() {
 	stop_pid "$pid"
 }
 
-# bench_gs NAME LATENCY_MS.  For the 1-client runs the fake is pinned
-# with lockgate: it is half of every storage round trip, and a cross-CPU
-# wake-up each way would show the VM's latency, not lockgate's.
-bench_gs() {
+# start_fake NAME: a fresh fake_gcs; sets fpid and fport.
+start_fake() {
 	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
 	fpid=$!
 	PIDS="$PIDS $fpid"
@@ -276,6 +279,13 @@ bench_gs() {
 		return 1
 	fi
 	echo "bench: $1: fake_gcs (pid $fpid, port $fport)" >&2
+}
+
+# bench_gs NAME LATENCY_MS.  For the 1-client runs the fake is pinned
+# with lockgate: it is half of every storage round trip, and a cross-CPU
+# wake-up each way would show the VM's latency, not lockgate's.
+bench_gs() {
+	start_fake "$1" || return 1
 	if [ "$2" -gt 0 ] && ! curl -sf -o /dev/null \
 	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$2"; then
 		echo "bench: cannot set the fake's latency" >&2
@@ -288,6 +298,28 @@ bench_gs() {
 	stop_pid "$fpid"
 }
 
+# bench_gsfloor: the storage floor, 64 clients, against a fresh fake.  Its
+# CPU per cycle is its own (the client's side of the two requests).
+bench_gsfloor() {
+	start_fake gsfloor || return 1
+	r=1
+	while [ $r -le "$BENCH_RUNS" ]; do
+		if ! out=$("$STORAGE_FLOOR" --port "$fport" \
+		    --clients "$GSFLOOR_CLIENTS" --seconds "$BENCH_SECONDS" \
+		    --warmup "$BENCH_WARMUP_MS" --label gsfloor); then
+			echo "bench: gsfloor, run $r: storage_floor failed" \
+			    "(see above)" >&2
+			BROKEN=1
+			stop_pid "$fpid"
+			return 1
+		fi
+		echo "  $out" >&2
+		echo "$out" >>"$RESULTS"
+		r=$((r + 1))
+	done
+	stop_pid "$fpid"
+}
+
 for t in $BENCH_TARGETS; do
 	case "$t" in
 	floor) bench_floor ;;
@@ -297,8 +329,9 @@ for t in $BENCH_TARGETS; do
 		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
+	gsfloor) bench_gsfloor ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
-	*) die "unknown target '$t' (floor mem file gs gs20)" ;;
+	*) die "unknown target '$t' (floor mem file gs gsfloor gs20)" ;;
 	esac
 done
 
@@ -353,7 +386,7 @@ END {
 	printf "lockgate bench: medians of %d runs of %d s (cycle = acquire + release)\n", runs, secs
 	printf "1 client: server (and fake_gcs) and loadgen pinned to CPU %d: the CPU\n", cpu
 	print "  path of a request without cross-CPU wake-ups; 64 clients: not pinned"
-	print "CPU us/cycle: the server alone (lockgate, not the fake)"
+	print "CPU us/cycle: the server alone (lockgate, not the fake); gsfloor: its own"
 	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
 	for (k = 1; k <= nkeys; k++) {
 		key = order[k]
@@ -381,9 +414,21 @@ END {
 		r = m_ops[fi64]
 		printf "%-40s %10.0f %10s  %s\n", "file cycles/s, 64 clients", r, ">= " tf, verdict(r >= tf)
 	}
+	gs_mem = ""
 	if ((g64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[g64] != "-" && m_cpu[m64] > 0) {
-		r = m_cpu[g64] / m_cpu[m64]
+		r = gs_mem = m_cpu[g64] / m_cpu[m64]
 		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
+	}
+	# Informational: a gs cycle does the work of a mem cycle plus two
+	# storage requests, which cost at least what the storage floor spends.
+	sf64 = "gsfloor" SUBSEP 64
+	if ((sf64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[sf64] != "-" && m_cpu[m64] > 0) {
+		print ""
+		print "gs/mem lower bound from the storage floor: (mem CPU + gsfloor CPU) / mem CPU"
+		printf "  (%.1f + %.1f) / %.1f = %.2f at 64 clients", m_cpu[m64], m_cpu[sf64], m_cpu[m64], (m_cpu[m64] + m_cpu[sf64]) / m_cpu[m64]
+		if (gs_mem != "")
+			printf ", against %.2f measured", gs_mem
+		print ""
 	}
 }' "$RESULTS"
 

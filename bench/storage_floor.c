@@ -1,0 +1,764 @@
+/*
+ * storage_floor.c: the storage floor of the benchmark.  The CPU cost of
+ * the storage work of one gs:// lock cycle alone, with no lockgate around
+ * it: what any client built on libcurl over HTTP/1.1 spends to make the
+ * two Cloud Storage requests of an acquire+release against the fake.
+ *
+ * One thread drives a libcurl multi handle with curl_multi_socket_action
+ * on epoll, as lockgate's loops do (gcs/gcs_loop.c: a socket callback, a
+ * timer callback, GCS_LOOP_CONNS kept connections).  C clients, each with
+ * its own easy handle (kept, so its connection is reused) and its own
+ * object p/bench/c<i> in bucket bench-bucket, each looping
+ *
+ *   POST /upload/storage/v1/b/bench-bucket/o?uploadType=multipart
+ *        &ifGenerationMatch=0&fields=generation,metageneration,timeCreated,
+ *        updated                                  -> 200, generation read
+ *   DELETE /storage/v1/b/bench-bucket/o/p%2Fbench%2Fc<i>
+ *        ?ifGenerationMatch=G&ifMetagenerationMatch=M     -> 204
+ *
+ * with the request shapes lockgate sends (gs_insert and gs_remove in
+ * gcs/gcs_client.c): the same multipart/related body, of the same size
+ * (a fresh boundary and lease_id each time), `Expect:` removed, no proxy
+ * lookup, the path sent as the request target.  A *cycle* is insert sent
+ * to delete answered.  After a warm-up it measures for D seconds.
+ *
+ * Any answer other than 200 (insert) or 204 (delete), a malformed insert
+ * answer or a transport error is an error: the first few are printed on
+ * stderr, no new cycle starts, the cycles in flight end, and the run exits
+ * 1 after its line.
+ *
+ * Output, one line on stdout, in bench/loadgen's format:
+ *   label=L clients=C threads=1 seconds=D cycles=N cycles_per_s=X
+ *   p50_us=P p99_us=Q errors=E cpu_us_per_cycle=U
+ * where cpu_us_per_cycle is this process's own utime+stime (getrusage)
+ * over the measured window divided by the cycles: the client side only,
+ * not the fake's.
+ *
+ * Usage: storage_floor --port P [--clients C] [--seconds D] [--warmup W]
+ *            [--label L]     (the fake listens on 127.0.0.1:P)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "gcs/gcs_loop.h"
+
+#define SF_CLIENTS_MAX      1024
+#define SF_SECONDS_MAX      600
+#define SF_LABEL_MAX        64
+#define SF_BUCKET           "bench-bucket" /* bench/run.sh's gs:// bucket */
+#define SF_PREFIX           "p/"           /* and its prefix */
+#define SF_NAME_PREFIX      "bench/c"      /* loadgen's lock names */
+#define SF_NAME_MAX         64             /* bytes of p/bench/c<i> */
+#define SF_ORIGIN_MAX       64             /* bytes of http://127.0.0.1:PORT */
+#define SF_TARGET_MAX       256            /* bytes of a request target */
+#define SF_BODY_MAX         1024           /* bytes of an insert body */
+#define SF_CTYPE_MAX        96     /* bytes of the Content-Type header */
+#define SF_RESP_MAX         4096   /* bytes of an answer kept */
+#define SF_NUM_MAX          24     /* bytes of a generation in an answer */
+#define SF_BOUNDARY_HEX     16     /* random bytes of a boundary (lockgate's) */
+#define SF_LEASE_HEX        16     /* random bytes of a lease_id (lockgate's) */
+#define SF_TRANSFER_MS      10000L /* a transfer that takes longer fails */
+#define SF_CONNECT_MS       3000L  /* GCS_CONNECT_TIMEOUT_MS */
+#define SF_TICK_MS          10     /* epoll wait cap: the clock is checked */
+#define SF_DRAIN_MS         10000  /* after the window: cycles in flight end */
+#define SF_ERRORS_SHOWN     5      /* errors printed on stderr */
+#define SF_ERROR_BODY_SHOWN 300    /* bytes of such an answer printed */
+#define SF_LAT_INIT         65536  /* latency slots first allocated */
+#define SF_LAT_MAX          (64u << 20) /* latency slots at most */
+
+/* No 100-continue round trip for a small body (libcurl's slist wants a
+ * writable string). */
+static char sf_expect[] = "Expect:";
+
+enum sf_phase { SF_INSERT, SF_DELETE, SF_IDLE };
+
+/* One client: an easy handle, its object and its request in flight. */
+typedef struct sf_client {
+	CURL *h;
+	int idx;
+	enum sf_phase phase;
+	char name[SF_NAME_MAX];     /* p/bench/c<i> */
+	char target[SF_TARGET_MAX]; /* path and query of the request */
+	char body[SF_BODY_MAX];     /* the insert's */
+	size_t body_len;
+	char ctype[SF_CTYPE_MAX];   /* "Content-Type: multipart/..." */
+	struct curl_slist hdr[2];   /* Expect:, Content-Type */
+	char resp[SF_RESP_MAX + 1]; /* the answer's body, NUL-terminated */
+	size_t resp_len;
+	bool resp_too_big;
+	int64_t gen, metagen; /* of the object inserted */
+	int64_t cycle_start_ns;
+	char cerr[CURL_ERROR_SIZE];
+} sf_client;
+
+static struct {
+	int port;
+	int clients;
+	int seconds;
+	int warmup_ms;
+	char label[SF_LABEL_MAX];
+	char origin[SF_ORIGIN_MAX];
+} cfg;
+
+/* The run: the loop, its clients and what it measured. */
+typedef struct sf_run {
+	CURLM *multi;
+	int ep;
+	int64_t curl_due_ms; /* when libcurl wants its timeout action; -1 */
+	sf_client *clients;
+	int busy; /* clients not IDLE */
+	int64_t start_ns, end_ns, drain_ns;
+	bool stopping; /* no new cycle: the window ended, or an error */
+	uint32_t *lat; /* us of each measured cycle */
+	size_t nlat, caplat;
+	uint64_t errors;
+	uint64_t rng;
+} sf_run;
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This process's utime+stime in microseconds, or -1. */
+static int64_t
+cpu_us(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+	    ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+static uint64_t
+rand64(sf_run *r)
+{
+	r->rng ^= r->rng << 13;
+	r->rng ^= r->rng >> 7;
+	r->rng ^= r->rng << 17;
+	return r->rng;
+}
+
+/* N random bytes as 2N lowercase hex digits and a NUL at OUT. */
+static void
+rand_hex(sf_run *r, char *out, int n)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t x = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (i % 8 == 0)
+			x = rand64(r);
+		out[2 * i] = hex[(x >> 4) & 15];
+		out[2 * i + 1] = hex[x & 15];
+		x >>= 8;
+	}
+	out[2 * n] = '\0';
+}
+
+static void
+record(sf_run *r, int64_t end_ns, int64_t start_ns)
+{
+	uint32_t *grown;
+	size_t cap;
+	int64_t us;
+
+	if (end_ns < r->start_ns || end_ns >= r->end_ns)
+		return;
+	if (r->nlat == r->caplat) {
+		if (r->caplat >= SF_LAT_MAX)
+			return;
+		cap = r->caplat ? r->caplat * 2 : SF_LAT_INIT;
+		if ((grown = realloc(r->lat, cap * sizeof(*grown))) == NULL)
+			return;
+		r->lat = grown;
+		r->caplat = cap;
+	}
+	us = (end_ns - start_ns) / 1000;
+	r->lat[r->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* An error of client C: counted, the first few shown, and the run stops
+ * starting cycles.  WHAT says what went wrong; NULL for an answer of the
+ * wrong status, which is shown with its body. */
+static void
+fail(sf_run *r, const sf_client *c, const char *what)
+{
+	const char *op = c->phase == SF_INSERT ? "insert" : "delete";
+	long status = 0;
+	int shown;
+
+	if (r->errors++ < SF_ERRORS_SHOWN) {
+		if (what != NULL)
+			fprintf(stderr, "storage_floor: %s of %s: %s\n", op,
+			    c->name, what);
+		else {
+			if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE,
+			        &status) != CURLE_OK)
+				status = 0;
+			shown = c->resp_len > SF_ERROR_BODY_SHOWN
+			    ? SF_ERROR_BODY_SHOWN
+			    : (int)c->resp_len;
+			fprintf(stderr,
+			    "storage_floor: %s of %s answered %ld: "
+			    "%.*s\n",
+			    op, c->name, status, shown, c->resp);
+		}
+	}
+	r->stopping = true;
+}
+
+/* ---- libcurl's callbacks ---- */
+
+static size_t
+on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	sf_client *c = ud;
+	size_t n = size * nmemb;
+
+	if (c->resp_too_big || c->resp_len + n > SF_RESP_MAX) {
+		c->resp_too_big = true;
+		return n; /* drained; the answer is an error */
+	}
+	memcpy(c->resp + c->resp_len, ptr, n);
+	c->resp_len += n;
+	c->resp[c->resp_len] = '\0';
+	return n;
+}
+
+/* As gcs_loop.c's on_socket: the fd in the epoll set, with the events
+ * libcurl asks for. */
+static int
+on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	sf_run *r = userp;
+	struct epoll_event ev;
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		/* libcurl may have closed it already: ENOENT/EBADF are fine */
+		epoll_ctl(r->ep, EPOLL_CTL_DEL, s, NULL);
+		return curl_multi_assign(r->multi, s, NULL) == CURLM_OK ? 0
+		                                                        : -1;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.data.fd = s;
+	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) |
+	    ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+	if (socketp != NULL)
+		return epoll_ctl(r->ep, EPOLL_CTL_MOD, s, &ev) == 0 ? 0 : -1;
+	if (epoll_ctl(r->ep, EPOLL_CTL_ADD, s, &ev) != 0 &&
+	    (errno != EEXIST || epoll_ctl(r->ep, EPOLL_CTL_MOD, s, &ev) != 0))
+		return -1;
+	return curl_multi_assign(r->multi, s, r) == CURLM_OK ? 0 : -1;
+}
+
+static int
+on_timer(CURLM *m, long ms, void *userp)
+{
+	sf_run *r = userp;
+
+	(void)m;
+	r->curl_due_ms = ms < 0 ? -1 : now_ns() / 1000000 + ms;
+	return 0;
+}
+
+/* ---- the two requests ---- */
+
+/* The options every transfer of C shares, set once (gcs_http_new). */
+static int
+client_init(sf_client *c, int idx)
+{
+	c->idx = idx;
+	c->phase = SF_IDLE;
+	if ((size_t)snprintf(c->name, sizeof(c->name), "%s%s%d", SF_PREFIX,
+	        SF_NAME_PREFIX, idx) >= sizeof(c->name) ||
+	    (c->h = curl_easy_init()) == NULL)
+		return -1;
+	if (curl_easy_setopt(c->h, CURLOPT_PROXY, "") != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_NOPROXY, "") != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http") != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->cerr) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_PRIVATE, (char *)c) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_URL, cfg.origin) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, SF_TRANSFER_MS) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT_MS, SF_CONNECT_MS) !=
+	        CURLE_OK)
+		return -1;
+	return 0;
+}
+
+/* Hand C's easy handle, its request set, to the multi handle. */
+static int
+client_go(sf_run *r, sf_client *c)
+{
+	c->resp_len = 0;
+	c->resp[0] = '\0';
+	c->resp_too_big = false;
+	c->cerr[0] = '\0';
+	return curl_multi_add_handle(r->multi, c->h) == CURLM_OK ? 0 : -1;
+}
+
+/* gs_insert's request: a new object with lockgate's resource JSON for a
+ * fresh lease, ifGenerationMatch=0. */
+static int
+start_insert(sf_run *r, sf_client *c)
+{
+	char boundary[2 * SF_BOUNDARY_HEX + 1], lease[2 * SF_LEASE_HEX + 1];
+	int n;
+
+	rand_hex(r, boundary, SF_BOUNDARY_HEX);
+	rand_hex(r, lease, SF_LEASE_HEX);
+	n = snprintf(c->body, sizeof(c->body),
+	    "--%s\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
+	    "{\"name\":\"%s\",\"cacheControl\":\"no-store\",\"contentType\":"
+	    "\"application/octet-stream\",\"metadata\":{\"lease_id\":\"%s\","
+	    "\"owner\":\"bench\",\"holder\":\"\",\"purpose\":\"\",\"ttl\":"
+	    "\"300\",\"expected_duration\":\"0\",\"labels\":\"\",\"claims\":"
+	    "\"\"}}\r\n--%s\r\nContent-Type: application/octet-stream\r\n\r\n"
+	    "\r\n--%s--\r\n",
+	    boundary, c->name, lease, boundary, boundary);
+	if (n < 0 || (size_t)n >= sizeof(c->body))
+		return -1;
+	c->body_len = (size_t)n;
+	n = snprintf(c->ctype, sizeof(c->ctype),
+	    "Content-Type: multipart/related; boundary=%s", boundary);
+	if (n < 0 || (size_t)n >= sizeof(c->ctype))
+		return -1;
+	n = snprintf(c->target, sizeof(c->target),
+	    "/upload/storage/v1/b/%s/o?uploadType=multipart"
+	    "&ifGenerationMatch=0"
+	    "&fields=generation,metageneration,timeCreated,updated",
+	    SF_BUCKET);
+	if (n < 0 || (size_t)n >= sizeof(c->target))
+		return -1;
+	c->hdr[0].data = sf_expect;
+	c->hdr[0].next = &c->hdr[1];
+	c->hdr[1].data = c->ctype;
+	c->hdr[1].next = NULL;
+	if (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, &c->hdr[0]) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, NULL) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->body) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE,
+	        (curl_off_t)c->body_len) != CURLE_OK)
+		return -1;
+	c->phase = SF_INSERT;
+	c->cycle_start_ns = now_ns();
+	return client_go(r, c);
+}
+
+/* gs_remove's request: the object deleted under both preconditions. */
+static int
+start_delete(sf_run *r, sf_client *c)
+{
+	int n;
+
+	/* p/bench/c<i> percent-encoded: only the slashes need it. */
+	n = snprintf(c->target, sizeof(c->target),
+	    "/storage/v1/b/%s/o/p%%2Fbench%%2Fc%d?ifGenerationMatch=%" PRId64
+	    "&ifMetagenerationMatch=%" PRId64,
+	    SF_BUCKET, c->idx, c->gen, c->metagen);
+	if (n < 0 || (size_t)n >= sizeof(c->target))
+		return -1;
+	if (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, NULL) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_HTTPGET, 1L) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, "DELETE") != CURLE_OK)
+		return -1;
+	c->phase = SF_DELETE;
+	return client_go(r, c);
+}
+
+/* The value of the top-level member KEY (given with its quotes) of the
+ * JSON object in BODY, a positive integer written as a string of digits
+ * (as GCS writes generations) or as a number; -1 when absent or odd. */
+static int64_t
+member_i64(const char *body, const char *key)
+{
+	const char *p = strstr(body, key);
+	char num[SF_NUM_MAX];
+	size_t n = 0;
+	long long v;
+	char *end;
+
+	if (p == NULL)
+		return -1;
+	p += strlen(key);
+	while (*p == ' ')
+		p++;
+	if (*p++ != ':')
+		return -1;
+	while (*p == ' ')
+		p++;
+	if (*p == '"')
+		p++;
+	while (*p >= '0' && *p <= '9') {
+		if (n + 1 >= sizeof(num))
+			return -1;
+		num[n++] = *p++;
+	}
+	if (n == 0)
+		return -1;
+	num[n] = '\0';
+	errno = 0;
+	v = strtoll(num, &end, 10);
+	return errno != 0 || *end != '\0' || v <= 0 ? -1 : (int64_t)v;
+}
+
+/* C's transfer ended with RC: check the answer, go on with the cycle. */
+static void
+client_done(sf_run *r, sf_client *c, CURLcode rc)
+{
+	long status = 0;
+	int64_t t;
+
+	if (curl_multi_remove_handle(r->multi, c->h) != CURLM_OK) {
+		fail(r, c, "curl_multi_remove_handle failed");
+		goto idle;
+	}
+	if (rc != CURLE_OK) {
+		fail(r, c, c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
+		goto idle;
+	}
+	if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status) !=
+	    CURLE_OK)
+		status = 0;
+	if (c->phase == SF_INSERT) {
+		if (status != 200) {
+			fail(r, c, NULL);
+			goto idle;
+		}
+		if (c->resp_too_big) {
+			fail(r, c, "an answer too large");
+			goto idle;
+		}
+		c->gen = member_i64(c->resp, "\"generation\"");
+		c->metagen = member_i64(c->resp, "\"metageneration\"");
+		if (c->gen < 0 || c->metagen < 0) {
+			fail(r, c, "no generation in the answer");
+			goto idle;
+		}
+		/* The object exists: delete it even when stopping. */
+		if (start_delete(r, c) != 0) {
+			fail(r, c, "cannot set up the delete");
+			goto idle;
+		}
+		return;
+	}
+	if (status != 204) {
+		fail(r, c, NULL);
+		goto idle;
+	}
+	t = now_ns();
+	record(r, t, c->cycle_start_ns);
+	if (t >= r->end_ns)
+		r->stopping = true;
+	if (r->stopping)
+		goto idle;
+	if (start_insert(r, c) != 0) {
+		fail(r, c, "cannot set up the insert");
+		goto idle;
+	}
+	return;
+idle:
+	c->phase = SF_IDLE;
+	r->busy--;
+}
+
+/* Transfers that ended. */
+static void
+collect_done(sf_run *r)
+{
+	CURLMsg *m;
+	char *p;
+	int left;
+
+	while ((m = curl_multi_info_read(r->multi, &left)) != NULL) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		p = NULL;
+		if (curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &p) !=
+		        CURLE_OK ||
+		    p == NULL)
+			continue;
+		client_done(r, (sf_client *)(void *)p, m->data.result);
+	}
+}
+
+/* Run every client until the window and the drain after it end.  Fills
+ * *CPU0 and *CPU1 at the window's edges.  0, or -1 when the loop itself
+ * broke (its clients' errors are in r->errors). */
+static int
+run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
+{
+	struct epoll_event evs[GCS_LOOP_EVENTS];
+	int64_t now, now_ms;
+	int i, n, running, flags, timeout;
+
+	for (i = 0; i < cfg.clients; i++) {
+		if (start_insert(r, &r->clients[i]) != 0) {
+			fprintf(stderr,
+			    "storage_floor: cannot start client %d\n", i);
+			return -1;
+		}
+		r->busy++;
+	}
+	while (r->busy > 0) {
+		now = now_ns();
+		if (*cpu0 < 0 && now >= r->start_ns)
+			*cpu0 = cpu_us();
+		if (*cpu1 < 0 && now >= r->end_ns) {
+			*cpu1 = cpu_us();
+			r->stopping = true;
+		}
+		if (now >= r->drain_ns) {
+			fprintf(stderr,
+			    "storage_floor: %d clients still busy %d ms after "
+			    "the run\n",
+			    r->busy, SF_DRAIN_MS);
+			return -1;
+		}
+		now_ms = now / 1000000;
+		timeout = SF_TICK_MS;
+		if (r->curl_due_ms >= 0 && r->curl_due_ms - now_ms < timeout)
+			timeout = r->curl_due_ms <= now_ms
+			    ? 0
+			    : (int)(r->curl_due_ms - now_ms);
+		n = epoll_wait(r->ep, evs, GCS_LOOP_EVENTS, timeout);
+		if (n < 0 && errno != EINTR) {
+			fprintf(stderr, "storage_floor: epoll_wait: %s\n",
+			    strerror(errno));
+			return -1;
+		}
+		for (i = 0; i < n; i++) {
+			flags = 0;
+			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
+				flags |= CURL_CSELECT_IN;
+			if (evs[i].events & EPOLLOUT)
+				flags |= CURL_CSELECT_OUT;
+			if (evs[i].events & EPOLLERR)
+				flags |= CURL_CSELECT_ERR;
+			if (curl_multi_socket_action(r->multi, evs[i].data.fd,
+			        flags, &running) != CURLM_OK) {
+				fprintf(stderr,
+				    "storage_floor: "
+				    "curl_multi_socket_action failed\n");
+				return -1;
+			}
+		}
+		if (r->curl_due_ms >= 0 &&
+		    r->curl_due_ms <= now_ns() / 1000000) {
+			r->curl_due_ms = -1;
+			if (curl_multi_socket_action(r->multi,
+			        CURL_SOCKET_TIMEOUT, 0, &running) != CURLM_OK) {
+				fprintf(stderr,
+				    "storage_floor: "
+				    "curl_multi_socket_action failed\n");
+				return -1;
+			}
+		}
+		collect_done(r);
+	}
+	if (*cpu1 < 0) /* the clients stopped early, on errors */
+		*cpu1 = cpu_us();
+	return 0;
+}
+
+static int
+parse_int(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_args(int argc, char **argv)
+{
+	long v;
+	int i;
+
+	cfg.clients = 64;
+	cfg.seconds = 5;
+	cfg.warmup_ms = 1000;
+	snprintf(cfg.label, sizeof(cfg.label), "gsfloor");
+	for (i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *a = argv[i + 1];
+
+		if (strcmp(k, "--port") == 0 && parse_int(a, 1, 65535, &v) == 0)
+			cfg.port = (int)v;
+		else if (strcmp(k, "--clients") == 0 &&
+		    parse_int(a, 1, SF_CLIENTS_MAX, &v) == 0)
+			cfg.clients = (int)v;
+		else if (strcmp(k, "--seconds") == 0 &&
+		    parse_int(a, 1, SF_SECONDS_MAX, &v) == 0)
+			cfg.seconds = (int)v;
+		else if (strcmp(k, "--warmup") == 0 &&
+		    parse_int(a, 0, SF_SECONDS_MAX * 1000, &v) == 0)
+			cfg.warmup_ms = (int)v;
+		else if (strcmp(k, "--label") == 0 &&
+		    strlen(a) < sizeof(cfg.label) && strchr(a, ' ') == NULL)
+			snprintf(cfg.label, sizeof(cfg.label), "%s", a);
+		else
+			return -1;
+	}
+	if (i != argc || cfg.port == 0)
+		return -1;
+	snprintf(cfg.origin, sizeof(cfg.origin), "http://127.0.0.1:%d",
+	    cfg.port);
+	return 0;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int
+main(int argc, char **argv)
+{
+	sf_run r;
+	int64_t cpu0 = -1, cpu1 = -1;
+	double secs;
+	int i, rc = 1;
+	bool curl_up = false;
+
+	memset(&r, 0, sizeof(r));
+	r.ep = -1;
+	r.curl_due_ms = -1;
+	if (parse_args(argc, argv) != 0) {
+		fprintf(stderr,
+		    "usage: storage_floor --port P [--clients 1..%d] "
+		    "[--seconds 1..%d] [--warmup MS] [--label L]\n",
+		    SF_CLIENTS_MAX, SF_SECONDS_MAX);
+		return 2;
+	}
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR ||
+	    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "storage_floor: cannot set up libcurl\n");
+		return 1;
+	}
+	curl_up = true;
+	r.rng = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+	if (r.rng == 0)
+		r.rng = UINT64_C(0x9e3779b97f4a7c15);
+	if ((r.ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (r.multi = curl_multi_init()) == NULL ||
+	    (r.clients = calloc((size_t)cfg.clients, sizeof(*r.clients))) ==
+	        NULL) {
+		fprintf(stderr, "storage_floor: out of memory or fds\n");
+		goto out;
+	}
+	if (curl_multi_setopt(r.multi, CURLMOPT_SOCKETFUNCTION, on_socket) !=
+	        CURLM_OK ||
+	    curl_multi_setopt(r.multi, CURLMOPT_SOCKETDATA, &r) != CURLM_OK ||
+	    curl_multi_setopt(r.multi, CURLMOPT_TIMERFUNCTION, on_timer) !=
+	        CURLM_OK ||
+	    curl_multi_setopt(r.multi, CURLMOPT_TIMERDATA, &r) != CURLM_OK ||
+	    curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS,
+	        (long)GCS_LOOP_CONNS) != CURLM_OK) {
+		fprintf(stderr,
+		    "storage_floor: cannot set up the multi "
+		    "handle\n");
+		goto out;
+	}
+	for (i = 0; i < cfg.clients; i++)
+		if (client_init(&r.clients[i], i) != 0) {
+			fprintf(stderr,
+			    "storage_floor: cannot set up client "
+			    "%d\n",
+			    i);
+			goto out;
+		}
+	r.start_ns = now_ns() + (int64_t)cfg.warmup_ms * 1000000;
+	r.end_ns = r.start_ns + (int64_t)cfg.seconds * 1000000000;
+	r.drain_ns = r.end_ns + (int64_t)SF_DRAIN_MS * 1000000;
+	if (run(&r, &cpu0, &cpu1) != 0)
+		goto out;
+	if (r.nlat == 0) {
+		fprintf(stderr,
+		    "storage_floor: FAILED: no cycle completed (%" PRIu64
+		    " errors)\n",
+		    r.errors);
+		goto out;
+	}
+	if (cpu0 < 0 || cpu1 < cpu0) {
+		fprintf(stderr, "storage_floor: FAILED: no CPU time reading\n");
+		goto out;
+	}
+	qsort(r.lat, r.nlat, sizeof(*r.lat), cmp_u32);
+	secs = (double)(r.end_ns - r.start_ns) / 1e9;
+	printf("label=%s clients=%d threads=1 seconds=%.2f cycles=%zu "
+	       "cycles_per_s=%.0f p50_us=%u p99_us=%u errors=%" PRIu64
+	       " cpu_us_per_cycle=%.1f\n",
+	    cfg.label, cfg.clients, secs, r.nlat, (double)r.nlat / secs,
+	    r.lat[(r.nlat - 1) * 50 / 100], r.lat[(r.nlat - 1) * 99 / 100],
+	    r.errors, (double)(cpu1 - cpu0) / (double)r.nlat);
+	if (fflush(stdout) != 0)
+		goto out;
+	if (r.errors > 0) {
+		fprintf(stderr, "storage_floor: FAILED: %" PRIu64 " errors\n",
+		    r.errors);
+		goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; r.clients != NULL && i < cfg.clients; i++) {
+		sf_client *c = &r.clients[i];
+
+		if (c->h == NULL)
+			continue;
+		if (c->phase != SF_IDLE && r.multi != NULL)
+			curl_multi_remove_handle(r.multi, c->h);
+		curl_easy_cleanup(c->h);
+	}
+	if (r.multi != NULL)
+		curl_multi_cleanup(r.multi);
+	if (r.ep >= 0)
+		close(r.ep);
+	free(r.clients);
+	free(r.lat);
+	if (curl_up)
+		curl_global_cleanup();
+	return rc;
+}
