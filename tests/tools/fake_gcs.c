@@ -24,9 +24,11 @@
  *       OP: insert get patch delete list write(any of the 3 writes)
  *           any(any GCS op) token metadata
  *       KIND: an HTTP status (503, 429, 500, 408, 401, ...) answered
- *           without applying (after DELAY ms when given: a slow error); reset (close the connection before applying);
- *           drop (apply, then close without an answer); latency (sleep MS,
- *           then serve).  COUNT requests (default 1; -1 = until cleared).
+ *           without applying (after DELAY ms when given: a slow error);
+ *           reset (close the connection before applying); drop (apply,
+ *           then close without an answer); latency (hold MS, then serve).
+ *           COUNT requests (default 1; -1 = until cleared).  MS and DELAY
+ *           are at most 60000.
  *   /_fake/clear-faults
  *   /_fake/config?rate_limit=0|1&clock_offset_ms=MS&token_expires=S
  *                &require_auth=0|1
@@ -45,6 +47,16 @@
  * with --oauth-pubkey the RS256 signature is verified).  With
  * --require-auth every GCS request needs a Bearer token the fake issued
  * and that has not expired (401 otherwise).
+ *
+ * Threads: one libmicrohttpd epoll thread serves every connection.  With
+ * a thread per connection, each request of a client holding many
+ * keep-alive connections woke another fake thread, which preempted the
+ * client on its own CPUs (a real bucket does not run there at all); now
+ * one wake-up serves every connection that is ready.  A request held by a
+ * latency or delay fault is suspended, never slept on: the hold thread
+ * resumes it at its deadline and the request goes on where it stopped.
+ * Held requests overlap, as a bucket's slow answers do, and never stall
+ * the other connections; the control endpoint answers meanwhile.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -74,6 +86,9 @@
 #define CONN_TIMEOUT_S 60
 #define LATENCY_MAX_MS 60000
 #define PUBKEY_MAX     16384
+/* Requests held at once: a connection holds at most one request, and
+ * libmicrohttpd keeps at most CONN_LIMIT connections. */
+#define HOLDS_MAX      CONN_LIMIT
 
 enum op {
 	OP_INSERT,
@@ -147,13 +162,23 @@ static struct {
 	size_t pubkey_len;
 } G = { .mu = PTHREAD_MUTEX_INITIALIZER, .token_expires_s = 3600 };
 
+/* Where a request is in a hold (a latency fault, a slow error). */
+enum hold_state {
+	HOLD_NONE,    /* not held: the fault, if any, is still to be taken */
+	HOLD_WAITING, /* suspended until the hold thread resumes it */
+	HOLD_DONE     /* resumed: serve it with the fault it took */
+};
+
 /* Per-request state, made by the URI log callback. */
 typedef struct req {
 	char *uri; /* raw request target, percent-encoding intact */
 	char *body;
 	size_t len;
 	int too_big;
-	int started; /* the first (headers-only) call was seen */
+	int started;          /* the first (headers-only) call was seen */
+	enum hold_state hold; /* counted in G.sleeping while HOLD_WAITING */
+	int faulted;          /* flt was taken for this request */
+	fault flt;
 } req;
 
 /* ---- time ---- */
@@ -300,8 +325,10 @@ form_param(const char *body, const char *key)
 
 /* Set while serving a request whose answer is to be dropped (the "drop"
  * fault): the operation is applied, nothing is queued, the connection is
- * closed. */
-static __thread int tl_drop;
+ * closed.  Only the one libmicrohttpd thread reads or writes it, and only
+ * serve() sets it, which clears it again on its way out: it covers one
+ * call of serve(), never another request. */
+static int drop_answer;
 
 static enum MHD_Result
 send_raw(struct MHD_Connection *c, int status, const char *ctype,
@@ -311,7 +338,7 @@ send_raw(struct MHD_Connection *c, int status, const char *ctype,
 	enum MHD_Result ret;
 	char date[64];
 
-	if (tl_drop)
+	if (drop_answer)
 		return MHD_NO;
 
 	r = MHD_create_response_from_buffer(body ? strlen(body) : 0,
@@ -530,22 +557,6 @@ op_matches(const char *pat, int op)
 	return 0;
 }
 
-/* Hold the request MS milliseconds (counted in the sleeping stats). */
-static void
-fault_sleep(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	pthread_mutex_lock(&G.mu);
-	if (++G.sleeping > G.sleeping_peak)
-		G.sleeping_peak = G.sleeping;
-	pthread_mutex_unlock(&G.mu);
-	nanosleep(&ts, NULL);
-	pthread_mutex_lock(&G.mu);
-	G.sleeping--;
-	pthread_mutex_unlock(&G.mu);
-}
-
 /* Take the first fault queued for OP into *out; 0 when none. */
 static int
 take_fault(int op, fault *out)
@@ -567,6 +578,226 @@ take_fault(int op, fault *out)
 	}
 	pthread_mutex_unlock(&G.mu);
 	return got;
+}
+
+/* How long fault F holds its request before it goes on: the latency, or
+ * the delay of a slow error; -1 when it does not hold. */
+static int
+fault_hold_ms(const fault *f)
+{
+	if (strcmp(f->kind, "latency") == 0)
+		return f->ms;
+	if (strcmp(f->kind, "reset") == 0 || strcmp(f->kind, "drop") == 0)
+		return -1;
+	return f->delay > 0 ? f->delay : -1;
+}
+
+/* ---- holds ---- */
+
+/*
+ * A held request is suspended (MHD_suspend_connection) by the handler and
+ * queued here with its deadline; the hold thread resumes it then, and
+ * libmicrohttpd calls the handler again.  The queue is a binary heap
+ * ordered by deadline, then by arrival.  The hold thread calls into
+ * libmicrohttpd with no lock held (neither H.mu nor G.mu); the
+ * libmicrohttpd thread takes H.mu only to queue.
+ */
+typedef struct hold_ent {
+	int64_t due_ns; /* CLOCK_MONOTONIC */
+	uint64_t seq;
+	struct MHD_Connection *c; /* suspended until popped and resumed */
+} hold_ent;
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* on CLOCK_MONOTONIC: a new earliest, or stop */
+	hold_ent heap[HOLDS_MAX];
+	size_t n;
+	struct MHD_Connection *due[HOLDS_MAX]; /* the hold thread's batch */
+	uint64_t seq;
+	int stopping; /* queue nothing more; resume everything queued */
+	pthread_t thread;
+} H = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static int64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+hold_before(const hold_ent *a, const hold_ent *b)
+{
+	return a->due_ns < b->due_ns ||
+	    (a->due_ns == b->due_ns && a->seq < b->seq);
+}
+
+static void
+hold_swap(size_t i, size_t j)
+{
+	hold_ent t = H.heap[i];
+
+	H.heap[i] = H.heap[j];
+	H.heap[j] = t;
+}
+
+/* Queue C to be resumed in MS ms (H.mu held). */
+static void
+hold_push(struct MHD_Connection *c, int ms)
+{
+	size_t i = H.n++, up;
+
+	H.heap[i].due_ns = mono_ns() + (int64_t)ms * 1000000;
+	H.heap[i].seq = H.seq++;
+	H.heap[i].c = c;
+	for (; i > 0; i = up) {
+		up = (i - 1) / 2;
+		if (!hold_before(&H.heap[i], &H.heap[up]))
+			break;
+		hold_swap(i, up);
+	}
+}
+
+/* Remove the earliest entry and return its connection (H.mu held, n>0). */
+static struct MHD_Connection *
+hold_pop(void)
+{
+	struct MHD_Connection *c = H.heap[0].c;
+	size_t i = 0, l, m;
+
+	H.heap[0] = H.heap[--H.n];
+	for (;;) {
+		l = 2 * i + 1;
+		m = i;
+		if (l < H.n && hold_before(&H.heap[l], &H.heap[m]))
+			m = l;
+		if (l + 1 < H.n && hold_before(&H.heap[l + 1], &H.heap[m]))
+			m = l + 1;
+		if (m == i)
+			break;
+		hold_swap(i, m);
+		i = m;
+	}
+	return c;
+}
+
+/* The hold thread: resume the queued connections at their deadlines, all
+ * those due at once in one batch (fewer wake-ups of the libmicrohttpd
+ * thread); once stopping, resume what is left at once and return. */
+static void *
+hold_main(void *arg)
+{
+	struct MHD_Connection **due = H.due;
+	struct timespec ts;
+	int64_t now;
+	size_t n, i;
+
+	(void)arg;
+	pthread_mutex_lock(&H.mu);
+	for (;;) {
+		now = mono_ns();
+		for (n = 0; H.n > 0 && (H.stopping || H.heap[0].due_ns <= now);)
+			due[n++] = hold_pop();
+		if (n > 0) {
+			pthread_mutex_unlock(&H.mu);
+			for (i = 0; i < n; i++)
+				MHD_resume_connection(due[i]);
+			pthread_mutex_lock(&H.mu);
+			continue;
+		}
+		if (H.stopping)
+			break;
+		if (H.n == 0) {
+			pthread_cond_wait(&H.cv, &H.mu);
+			continue;
+		}
+		ts.tv_sec = (time_t)(H.heap[0].due_ns / 1000000000);
+		ts.tv_nsec = (long)(H.heap[0].due_ns % 1000000000);
+		pthread_cond_timedwait(&H.cv, &H.mu, &ts);
+	}
+	pthread_mutex_unlock(&H.mu);
+	return NULL;
+}
+
+/* Start the hold thread; 0 or -1. */
+static int
+hold_start(void)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return -1;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+	        pthread_cond_init(&H.cv, &ca) == 0
+	    ? 0
+	    : -1;
+	pthread_condattr_destroy(&ca);
+	if (rc == 0 && pthread_create(&H.thread, NULL, hold_main, NULL) != 0) {
+		pthread_cond_destroy(&H.cv);
+		rc = -1;
+	}
+	return rc;
+}
+
+/* Resume every held request and join the hold thread.  Requests held
+ * after this are resumed at once (hold_begin), so that libmicrohttpd is
+ * never stopped with a suspended connection. */
+static void
+hold_stop(void)
+{
+	pthread_mutex_lock(&H.mu);
+	H.stopping = 1;
+	pthread_cond_signal(&H.cv);
+	pthread_mutex_unlock(&H.mu);
+	pthread_join(H.thread, NULL);
+	pthread_cond_destroy(&H.cv);
+}
+
+/* Hold RQ on C for MS ms: count it, suspend C, queue its resumption.
+ * The caller returns MHD_YES with no answer queued; when C is resumed,
+ * libmicrohttpd calls the handler again and serve() goes on (rq->hold).
+ * Resuming before the handler has returned is fine: libmicrohttpd's own
+ * thread, the one in the handler, acts on it only afterwards. */
+static enum MHD_Result
+hold_begin(struct MHD_Connection *c, req *rq, int ms)
+{
+	int now;
+
+	pthread_mutex_lock(&G.mu);
+	if (++G.sleeping > G.sleeping_peak)
+		G.sleeping_peak = G.sleeping;
+	pthread_mutex_unlock(&G.mu);
+	rq->hold = HOLD_WAITING;
+	MHD_suspend_connection(c);
+	pthread_mutex_lock(&H.mu);
+	/* Full cannot happen (HOLDS_MAX); stopping: no hold thread to wait
+	 * for.  Either way the request goes on at once. */
+	now = H.stopping || H.n == HOLDS_MAX;
+	if (!now) {
+		hold_push(c, ms);
+		if (H.heap[0].c == c)
+			pthread_cond_signal(&H.cv);
+	}
+	pthread_mutex_unlock(&H.mu);
+	if (now)
+		MHD_resume_connection(c);
+	return MHD_YES;
+}
+
+/* RQ's hold is over (it was resumed, or its connection is finished). */
+static void
+hold_end(req *rq)
+{
+	if (rq->hold != HOLD_WAITING)
+		return;
+	pthread_mutex_lock(&G.mu);
+	G.sleeping--;
+	pthread_mutex_unlock(&G.mu);
+	rq->hold = HOLD_DONE;
 }
 
 /* ---- GCS operations ---- */
@@ -1265,9 +1496,9 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	char path[2048], bucket[256], *key = NULL;
 	const char *p, *slash;
 	size_t plen = strcspn(rq->uri, "?");
-	int op = OP_OTHER, status = 0, is_upload = 0;
+	int op = OP_OTHER, status = 0, is_upload = 0, hold_ms;
 	enum MHD_Result ret;
-	fault f;
+	const fault *f;
 
 	if (plen >= sizeof(path))
 		return send_err(c, 400, "global", "invalid", "URI too long.");
@@ -1323,39 +1554,47 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 				op = OP_DELETE;
 		}
 	}
-	pthread_mutex_lock(&G.mu);
-	G.ops[op]++;
-	pthread_mutex_unlock(&G.mu);
-	if (op == OP_OTHER) {
-		status = 404;
-		ret = send_err(c, 404, "global", "notFound", "Not Found");
-		goto done;
-	}
-
-	/* Faults. */
-	if (take_fault(op, &f)) {
-		if (strcmp(f.kind, "latency") == 0) {
-			fault_sleep(f.ms);
-		} else if (strcmp(f.kind, "reset") == 0) {
-			status = -1;
-			ret = MHD_NO;
-			goto done;
-		} else if (strcmp(f.kind, "drop") == 0) {
-			tl_drop = 1;
-		} else {
-			status = (int)strtol(f.kind, NULL, 10);
-			if (status < 300 || status > 599)
-				status = 503;
-			if (f.delay > 0)
-				fault_sleep(f.delay);
-			ret = send_err(c, status,
-			    status == 429 ? "usageLimits" : "global",
-			    status == 429       ? "rateLimitExceeded"
-			        : status == 401 ? "required"
-			                        : "backendError",
-			    "Injected fault.");
+	/* Faults.  A request a fault holds comes here twice: once to count
+	 * it, take the fault and be suspended (the op is not applied yet),
+	 * and once more when resumed, to go on with the fault it took. */
+	if (rq->hold == HOLD_NONE) {
+		pthread_mutex_lock(&G.mu);
+		G.ops[op]++;
+		pthread_mutex_unlock(&G.mu);
+		if (op == OP_OTHER) {
+			status = 404;
+			ret =
+			    send_err(c, 404, "global", "notFound", "Not Found");
 			goto done;
 		}
+		rq->faulted = take_fault(op, &rq->flt);
+		if (rq->faulted && (hold_ms = fault_hold_ms(&rq->flt)) >= 0) {
+			free(key);
+			return hold_begin(c, rq, hold_ms);
+		}
+	} else {
+		hold_end(rq);
+	}
+	f = &rq->flt;
+	if (!rq->faulted || strcmp(f->kind, "latency") == 0) {
+		/* served as usual */
+	} else if (strcmp(f->kind, "reset") == 0) {
+		status = -1;
+		ret = MHD_NO;
+		goto done;
+	} else if (strcmp(f->kind, "drop") == 0) {
+		drop_answer = 1;
+	} else {
+		status = (int)strtol(f->kind, NULL, 10);
+		if (status < 300 || status > 599)
+			status = 503;
+		ret = send_err(c, status,
+		    status == 429 ? "usageLimits" : "global",
+		    status == 429       ? "rateLimitExceeded"
+		        : status == 401 ? "required"
+		                        : "backendError",
+		    "Injected fault.");
+		goto done;
 	}
 	if (op <= OP_LIST && G.require_auth &&
 	    !token_valid(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -1396,18 +1635,20 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		break;
 	default: {
 		char *full = NULL;
-		if (asprintf(&full, "%s/%s", bucket, key) < 0)
-			return MHD_NO;
+		if (asprintf(&full, "%s/%s", bucket, key) < 0) {
+			ret = MHD_NO;
+			break;
+		}
 		ret = do_object(c, rq, op, full, &status);
 		free(full);
 		break;
 	}
 	}
-	if (tl_drop) {
-		tl_drop = 0;
+done:
+	if (drop_answer) {
+		drop_answer = 0;
 		ret = MHD_NO;
 	}
-done:
 	log_req(c, method, rq, op, status);
 	free(key);
 	return ret;
@@ -1438,6 +1679,7 @@ on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (rq == NULL)
 		return;
+	hold_end(rq); /* resumed at shutdown, then closed unserved */
 	free(rq->uri);
 	free(rq->body);
 	free(rq);
@@ -1575,9 +1817,14 @@ main(int argc, char **argv)
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-	        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_SUPPRESS_DATE_NO_CLOCK |
-	        0,
+	if (hold_start() != 0) {
+		fprintf(stderr, "fake_gcs: cannot start the hold thread\n");
+		return 1;
+	}
+	/* One epoll thread for every connection, no thread pool: see the
+	 * comment at the top. */
+	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD |
+	        MHD_ALLOW_SUSPEND_RESUME | MHD_USE_SUPPRESS_DATE_NO_CLOCK,
 	    0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
@@ -1588,6 +1835,7 @@ main(int argc, char **argv)
 	if (d == NULL) {
 		fprintf(stderr, "fake_gcs: cannot listen on 127.0.0.1:%ld\n",
 		    port);
+		hold_stop();
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -1597,6 +1845,10 @@ main(int argc, char **argv)
 		if (sigwait(&set, &sig) != 0)
 			break;
 	} while (sig != SIGTERM && sig != SIGINT);
+	/* libmicrohttpd must not be stopped with a suspended connection:
+	 * resume every held request first (a request held from now on is
+	 * resumed at once). */
+	hold_stop();
 	MHD_stop_daemon(d);
 	reset_all();
 	free(G.objs);

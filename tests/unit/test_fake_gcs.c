@@ -3,13 +3,17 @@
  * subset lockgate uses (facts.md §1), checked with raw HTTP requests, so
  * that the client tests against it mean something.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -17,6 +21,10 @@
 
 #define UPLOAD  "/upload/storage/v1/b/bkt/o?uploadType=multipart"
 #define MP_TYPE "Content-Type: multipart/related; boundary=XyZ"
+#define HOLD_MS 500 /* a latency fault in the overlap tests */
+#define PAR_MAX 4   /* concurrent requests in one test */
+#define POLL_MS 10  /* between two looks at the fake's stats */
+#define POLL_N  200 /* looks at most (2 s) */
 
 static fake_gcs fake;
 
@@ -343,6 +351,238 @@ test_token_endpoints(void **state)
 	    400);
 }
 
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* One request of a batch sent at once, each on its own connection. */
+typedef struct par_req {
+	const fake_gcs *f;
+	const char *pathq;
+	int status;
+	int started; /* the thread runs and is to be joined */
+	pthread_t t;
+} par_req;
+
+static void *
+par_main(void *arg)
+{
+	par_req *r = arg;
+
+	r->status =
+	    fake_gcs_http(r->f, "GET", r->pathq, NULL, NULL, NULL, NULL);
+	return NULL;
+}
+
+/* Send PATHQ N times at once; par_join must follow, before any assert
+ * (each request ends within fake_gcs_http's own timeout). */
+static void
+par_start(par_req *r, int n, const fake_gcs *f, const char *pathq)
+{
+	int i;
+
+	for (i = 0; i < n && i < PAR_MAX; i++) {
+		r[i].f = f;
+		r[i].pathq = pathq;
+		r[i].status = 0;
+		r[i].started =
+		    pthread_create(&r[i].t, NULL, par_main, &r[i]) == 0;
+	}
+}
+
+/* Join the batch; 1 when every request was sent. */
+static int
+par_join(par_req *r, int n)
+{
+	int i, all = 1;
+
+	for (i = 0; i < n && i < PAR_MAX; i++) {
+		if (r[i].started)
+			pthread_join(r[i].t, NULL);
+		all = all && r[i].started;
+	}
+	return all;
+}
+
+/* Wait (bounded) until the fake's latency_peak reaches N.  1 when it did
+ * and every look at the stats was answered promptly, as it must be while
+ * requests are held. */
+static int
+peak_reached(const fake_gcs *f, long n)
+{
+	long long t0;
+	long peak = -1;
+	int i;
+
+	for (i = 0; i < POLL_N; i++) {
+		t0 = now_ms();
+		peak = fake_gcs_count(f, "latency_peak");
+		if (now_ms() - t0 >= HOLD_MS / 2)
+			return 0;
+		if (peak >= n)
+			break;
+		sleep_ms(POLL_MS);
+	}
+	return peak == n;
+}
+
+/* Requests held by latency on distinct connections are held together,
+ * not one after the other, and the fake answers others meanwhile. */
+static void
+test_latency_overlaps(void **state)
+{
+	par_req r[2];
+	char q[128];
+	long long t0, unheld_ms, took;
+	int peak_ok, unheld;
+
+	(void)state;
+	assert_int_equal(insert("slow", "", NULL), 200);
+	snprintf(q, sizeof(q), "/_fake/fault?op=get&kind=latency&ms=%d&count=2",
+	    HOLD_MS);
+	assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+	t0 = now_ms();
+	par_start(r, 2, &fake, "/storage/v1/b/bkt/o/slow");
+	peak_ok = peak_reached(&fake, 2);
+	/* An unheld request is not stuck behind the held ones. */
+	unheld = fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/slow", NULL,
+	    NULL, NULL, NULL);
+	unheld_ms = now_ms() - t0;
+	assert_true(par_join(r, 2));
+	took = now_ms() - t0;
+	assert_true(peak_ok);
+	assert_int_equal(unheld, 200);
+	assert_true(unheld_ms < HOLD_MS);
+	assert_int_equal(r[0].status, 200);
+	assert_int_equal(r[1].status, 200);
+	assert_true(took >= HOLD_MS);
+	assert_true(took < 2 * HOLD_MS - HOLD_MS / 5);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 3);
+}
+
+/* Slow errors (delay) overlap too, and answer the injected status. */
+static void
+test_slow_errors_overlap(void **state)
+{
+	par_req r[2];
+	char q[128];
+	long long t0, took;
+
+	(void)state;
+	snprintf(q, sizeof(q), "/_fake/fault?op=get&kind=503&delay=%d&count=2",
+	    HOLD_MS);
+	assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+	t0 = now_ms();
+	par_start(r, 2, &fake, "/storage/v1/b/bkt/o/none");
+	assert_true(par_join(r, 2));
+	took = now_ms() - t0;
+	assert_int_equal(r[0].status, 503);
+	assert_int_equal(r[1].status, 503);
+	assert_true(took >= HOLD_MS);
+	assert_true(took < 2 * HOLD_MS - HOLD_MS / 5);
+	assert_int_equal(fake_gcs_count(&fake, "latency_peak"), 2);
+	/* The faults are used up: the next get is served (404). */
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/none",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+}
+
+/* reset: no answer, not applied.  drop: applied, no answer, and only
+ * that request's answer is dropped (the next one, on the same server
+ * thread, is answered), even when the dropped one ended early (401). */
+static void
+test_reset_and_drop(void **state)
+{
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=insert&kind=reset", NULL),
+	    200);
+	assert_int_equal(insert("r", "", NULL), -1);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/r",
+	                     NULL, NULL, NULL, NULL),
+	    404);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=insert&kind=drop",
+	                     NULL),
+	    200);
+	assert_int_equal(insert("d", "", NULL), -1);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/d",
+	                     NULL, NULL, NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?require_auth=1",
+	                     NULL),
+	    200);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=get&kind=drop",
+	                     NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/d",
+	                     NULL, NULL, NULL, NULL),
+	    -1);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/d",
+	                     NULL, NULL, NULL, NULL),
+	    401);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?require_auth=0",
+	                     NULL),
+	    200);
+}
+
+/* SIGTERM while a request is held: the fake resumes it and exits 0 at
+ * once, not after the hold, nor by SIGKILL.  Its own fake, stopped by PID
+ * before anything is asserted. */
+static void
+test_stop_while_held(void **state)
+{
+	fake_gcs g;
+	par_req r[1];
+	long long t0, took;
+	int st = -1, i, held = 0, sent;
+	pid_t w = 0;
+
+	(void)state;
+	assert_int_equal(fake_gcs_start(&g, NULL), 0);
+	if (fake_gcs_ctl(&g, "/_fake/fault?op=get&kind=latency&ms=10000",
+	        NULL) == 200) {
+		par_start(r, 1, &g, "/storage/v1/b/bkt/o/x");
+		held = peak_reached(&g, 1);
+	} else {
+		r[0].started = 0;
+	}
+	t0 = now_ms();
+	kill(g.pid, SIGTERM);
+	for (i = 0; i < POLL_N && w == 0; i++) {
+		w = waitpid(g.pid, &st, WNOHANG);
+		if (w == 0)
+			sleep_ms(POLL_MS);
+	}
+	took = now_ms() - t0;
+	if (w == 0) {
+		kill(g.pid, SIGKILL);
+		waitpid(g.pid, &st, 0);
+	}
+	g.pid = -1;
+	sent = par_join(r, 1);
+	assert_true(sent);
+	assert_true(held);
+	assert_true(w > 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(took < 1000);
+	/* Its client got the answer (404) or a closed connection. */
+	assert_true(r[0].status == 404 || r[0].status == -1);
+}
+
 int
 main(void)
 {
@@ -354,6 +594,10 @@ main(void)
 		cmocka_unit_test_setup(test_bad_uploads, reset),
 		cmocka_unit_test_setup(test_rate_limit, reset),
 		cmocka_unit_test_setup(test_token_endpoints, reset),
+		cmocka_unit_test_setup(test_latency_overlaps, reset),
+		cmocka_unit_test_setup(test_slow_errors_overlap, reset),
+		cmocka_unit_test_setup(test_reset_and_drop, reset),
+		cmocka_unit_test_setup(test_stop_while_held, reset),
 	};
 
 	return cmocka_run_group_tests_name("fake_gcs", tests, group_setup,
