@@ -374,6 +374,7 @@ typedef struct par_req {
 	const char *pathq;
 	int status;
 	int started; /* the thread runs and is to be joined */
+	int done;    /* atomic: the answer (or the failure) is in */
 	pthread_t t;
 } par_req;
 
@@ -384,6 +385,7 @@ par_main(void *arg)
 
 	r->status =
 	    fake_gcs_http(r->f, "GET", r->pathq, NULL, NULL, NULL, NULL);
+	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
@@ -398,6 +400,7 @@ par_start(par_req *r, int n, const fake_gcs *f, const char *pathq)
 		r[i].f = f;
 		r[i].pathq = pathq;
 		r[i].status = 0;
+		r[i].done = 0;
 		r[i].started =
 		    pthread_create(&r[i].t, NULL, par_main, &r[i]) == 0;
 	}
@@ -417,21 +420,15 @@ par_join(par_req *r, int n)
 	return all;
 }
 
-/* Wait (bounded) until the fake's latency_peak reaches N.  1 when it did
- * and every look at the stats was answered promptly, as it must be while
- * requests are held. */
+/* Wait (bounded) until the fake's latency_peak reaches N: 1 when it did. */
 static int
 peak_reached(const fake_gcs *f, long n)
 {
-	long long t0;
 	long peak = -1;
 	int i;
 
 	for (i = 0; i < POLL_N; i++) {
-		t0 = now_ms();
 		peak = fake_gcs_count(f, "latency_peak");
-		if (now_ms() - t0 >= HOLD_MS / 2)
-			return 0;
 		if (peak >= n)
 			break;
 		sleep_ms(POLL_MS);
@@ -440,14 +437,16 @@ peak_reached(const fake_gcs *f, long n)
 }
 
 /* Requests held by latency on distinct connections are held together,
- * not one after the other, and the fake answers others meanwhile. */
+ * not one after the other (the fake's count of requests held at once),
+ * and the fake answers others meanwhile: an unheld request is answered
+ * while neither held one has returned.  A hold never ends early. */
 static void
 test_latency_overlaps(void **state)
 {
 	par_req r[2];
 	char q[128];
-	long long t0, unheld_ms, took;
-	int peak_ok, unheld;
+	long long t0, took;
+	int peak_ok, unheld, held_back;
 
 	(void)state;
 	assert_int_equal(insert("slow", "", NULL), 200);
@@ -460,20 +459,21 @@ test_latency_overlaps(void **state)
 	/* An unheld request is not stuck behind the held ones. */
 	unheld = fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/slow", NULL,
 	    NULL, NULL, NULL);
-	unheld_ms = now_ms() - t0;
+	held_back = !__atomic_load_n(&r[0].done, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&r[1].done, __ATOMIC_SEQ_CST);
 	assert_true(par_join(r, 2));
 	took = now_ms() - t0;
 	assert_true(peak_ok);
 	assert_int_equal(unheld, 200);
-	assert_true(unheld_ms < HOLD_MS);
+	assert_true(held_back);
 	assert_int_equal(r[0].status, 200);
 	assert_int_equal(r[1].status, 200);
 	assert_true(took >= HOLD_MS);
-	assert_true(took < 2 * HOLD_MS - HOLD_MS / 5);
 	assert_int_equal(fake_gcs_count(&fake, "get"), 3);
 }
 
-/* Slow errors (delay) overlap too, and answer the injected status. */
+/* Slow errors (delay) overlap too (held at once), answer the injected
+ * status, and are never answered early. */
 static void
 test_slow_errors_overlap(void **state)
 {
@@ -492,7 +492,6 @@ test_slow_errors_overlap(void **state)
 	assert_int_equal(r[0].status, 503);
 	assert_int_equal(r[1].status, 503);
 	assert_true(took >= HOLD_MS);
-	assert_true(took < 2 * HOLD_MS - HOLD_MS / 5);
 	assert_int_equal(fake_gcs_count(&fake, "latency_peak"), 2);
 	/* The faults are used up: the next get is served (404). */
 	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/none",
@@ -538,15 +537,15 @@ test_reset_and_drop(void **state)
 	    200);
 }
 
-/* SIGTERM while a request is held: the fake resumes it and exits 0 at
- * once, not after the hold, nor by SIGKILL.  Its own fake, stopped by PID
- * before anything is asserted. */
+/* SIGTERM while a request is held: the fake resumes it and exits 0
+ * within the bounded wait below (2 s), well before the 10 s hold would
+ * end, and not by SIGKILL.  Its own fake, stopped by PID before anything
+ * is asserted. */
 static void
 test_stop_while_held(void **state)
 {
 	fake_gcs g;
 	par_req r[1];
-	long long t0, took;
 	int st = -1, i, held = 0, sent;
 	pid_t w = 0;
 
@@ -559,14 +558,12 @@ test_stop_while_held(void **state)
 	} else {
 		r[0].started = 0;
 	}
-	t0 = now_ms();
 	kill(g.pid, SIGTERM);
 	for (i = 0; i < POLL_N && w == 0; i++) {
 		w = waitpid(g.pid, &st, WNOHANG);
 		if (w == 0)
 			sleep_ms(POLL_MS);
 	}
-	took = now_ms() - t0;
 	if (w == 0) {
 		kill(g.pid, SIGKILL);
 		waitpid(g.pid, &st, 0);
@@ -578,7 +575,6 @@ test_stop_while_held(void **state)
 	assert_true(w > 0);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_true(took < 1000);
 	/* Its client got the answer (404) or a closed connection. */
 	assert_true(r[0].status == 404 || r[0].status == -1);
 }
