@@ -41,6 +41,11 @@ BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
 BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor gs20}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
+# The informational two-CPU serial runs (floor and mem only): server on
+# BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
+# one-CPU machine).
+BENCH_CPU2=${BENCH_CPU2:-}
+XCPU_TARGETS="floor mem"
 GS_SLOW_MS=20             # gs20: latency the fake adds to each write
 # In this order: a server is pinned before its 1-client runs and stays so.
 BENCH_CLIENTS="64 1"
@@ -178,15 +183,45 @@ pin_all() {
 	done
 }
 
-# loadgen CLIENTS ARG...: the load generator, on BENCH_CPU for 1 client.
+# loadgen CLIENTS ARG...: the load generator, on BENCH_CPU for 1 client
+# (on LOADGEN_CPU when set: the two-CPU runs).
 loadgen() {
 	if [ "$1" = 1 ]; then
 		shift
-		taskset -c "$BENCH_CPU" "$LOADGEN" "$@"
+		taskset -c "${LOADGEN_CPU:-$BENCH_CPU}" "$LOADGEN" "$@"
 	else
 		shift
 		"$LOADGEN" "$@"
 	fi
+}
+
+# The second CPU of the two-CPU serial runs, or "" when there is none.
+if [ -z "$BENCH_CPU2" ]; then
+	for c in $(seq 0 $((NPROC - 1)) 2>/dev/null); do
+		if [ "$c" != "$BENCH_CPU" ] && taskset -c "$c" true 2>/dev/null; then
+			BENCH_CPU2=$c
+			break
+		fi
+	done
+fi
+
+# run_series NAME PID PORT CLIENTS: BENCH_RUNS loadgen runs, each line
+# stored in RESULTS.
+run_series() {
+	r=1
+	while [ $r -le "$BENCH_RUNS" ]; do
+		if ! out=$(loadgen "$4" --port "$3" --clients "$4" \
+		    --seconds "$BENCH_SECONDS" --warmup "$BENCH_WARMUP_MS" \
+		    --pid "$2" --label "$1"); then
+			echo "bench: $1, $4 clients, run $r: loadgen failed" \
+			    "(see above)" >&2
+			BROKEN=1
+			return 1
+		fi
+		echo "  $out" >&2
+		echo "$out" >>"$RESULTS"
+		r=$((r + 1))
+	done
 }
 
 # run_target NAME PID PORT [PID...]: the loadgen runs; each output line is
@@ -207,22 +242,23 @@ run_target() {
 			echo "bench: $name: 1 client: server${1:+, fake_gcs}" \
 			    "and loadgen pinned to CPU $BENCH_CPU" >&2
 		fi
-		r=1
-		while [ $r -le "$BENCH_RUNS" ]; do
-			if ! out=$(loadgen "$c" --port "$sport" \
-			    --clients "$c" --seconds "$BENCH_SECONDS" \
-			    --warmup "$BENCH_WARMUP_MS" --pid "$spid" \
-			    --label "$name"); then
-				echo "bench: $name, $c clients, run $r: loadgen" \
-				    "failed (see above)" >&2
-				BROKEN=1
-				return 1
-			fi
-			echo "  $out" >&2
-			echo "$out" >>"$RESULTS"
-			r=$((r + 1))
-		done
+		run_series "$name" "$spid" "$sport" "$c" || return 1
 	done
+	# Informational: the same serial runs with the loadgen on another CPU
+	# than the server, as a client on another machine would be; every
+	# request then pays the VM's cross-CPU wake-ups.
+	case " $XCPU_TARGETS " in
+	*" $name "*) ;;
+	*) return 0 ;;
+	esac
+	[ -n "$BENCH_CPU2" ] || return 0
+	echo "bench: $name: 1 client: server on CPU $BENCH_CPU, loadgen on" \
+	    "CPU $BENCH_CPU2" >&2
+	LOADGEN_CPU=$BENCH_CPU2
+	run_series "$name-2cpu" "$spid" "$sport" 1
+	rc=$?
+	LOADGEN_CPU=
+	return $rc
 }
 
 # bench_lockgate NAME STORE ALSO [VAR=value...]: start, measure, stop.
@@ -386,6 +422,7 @@ END {
 	printf "lockgate bench: medians of %d runs of %d s (cycle = acquire + release)\n", runs, secs
 	printf "1 client: server (and fake_gcs) and loadgen pinned to CPU %d: the CPU\n", cpu
 	print "  path of a request without cross-CPU wake-ups; 64 clients: not pinned"
+	print "-2cpu: 1 client, server and loadgen pinned to two different CPUs"
 	print "CPU us/cycle: the server alone (lockgate, not the fake); gsfloor: its own"
 	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
 	for (k = 1; k <= nkeys; k++) {
@@ -409,6 +446,11 @@ END {
 	if ((f1 in m_p50) && (m1 in m_p50) && m_p50[f1] > 0) {
 		r = m_p50[m1] / m_p50[f1]
 		printf "%-40s %10.2f %10s  %s\n", "mem/floor p50, 1 client (serial)", r, "<= " ts, verdict(r <= ts)
+	}
+	f1x = "floor-2cpu" SUBSEP 1; m1x = "mem-2cpu" SUBSEP 1
+	if ((f1x in m_p50) && (m1x in m_p50) && m_p50[f1x] > 0) {
+		r = m_p50[m1x] / m_p50[f1x]
+		printf "%-40s %10.2f %10s  %s\n", "  the same on two CPUs (informational)", r, "", ""
 	}
 	if (fi64 in m_ops) {
 		r = m_ops[fi64]
