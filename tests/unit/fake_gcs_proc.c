@@ -206,3 +206,27 @@ fake_gcs_count(const fake_gcs *f, const char *op)
 	json_decref(j);
 	return n;
 }
+
+int
+fake_gcs_start_group(fake_gcs *f, const char *const *args)
+{
+	if (fake_gcs_start(f, args) == 0)
+		return 0;
+	fprintf(stderr, "cannot start %s (run make first)\n", FAKE_GCS_BIN);
+	return -1;
+}
+
+gcs_store *
+fake_gcs_store(const fake_gcs *f, const char *bucket, const char *prefix,
+    const gcs_retry_policy *p)
+{
+	gcs_err err;
+	gcs_store *s;
+
+	setenv("STORAGE_EMULATOR_HOST", f->hostport, 1);
+	unsetenv("LOCKGATE_GCS_ENDPOINT");
+	s = gcs_gs_new(bucket, prefix, &err);
+	if (s != NULL && p != NULL)
+		gcs_gs_set_retry(s, p);
+	return s;
+}

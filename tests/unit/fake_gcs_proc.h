@@ -9,6 +9,9 @@
 
 #include <jansson.h>
 
+#include "gcs/gcs.h"
+#include "gcs/gcs_client.h"
+
 #define FAKE_GCS_BIN      "build/tools/fake_gcs"
 #define FAKE_GCS_START_MS 5000 /* wait for the port line at most this long */
 #define FAKE_GCS_STOP_MS  3000 /* then SIGKILL */
@@ -40,5 +43,13 @@ json_t *fake_gcs_json(const fake_gcs *f, const char *path);
 /* Request count of operation OP ("insert", "get", ...) from /_fake/stats,
  * or a top-level counter ("writes", "connections", ...); -1 on failure. */
 long fake_gcs_count(const fake_gcs *f, const char *op);
+/* fake_gcs_start for a test group: on failure it also says on stderr
+ * how to get the fake (make builds it).  0 or -1. */
+int fake_gcs_start_group(fake_gcs *f, const char *const *args);
+/* A gs:// store on F in emulator mode (STORAGE_EMULATOR_HOST set to F,
+ * LOCKGATE_GCS_ENDPOINT unset) with retry policy P (NULL: the default).
+ * NULL on failure; free with gcs_store_free. */
+gcs_store *fake_gcs_store(const fake_gcs *f, const char *bucket,
+    const char *prefix, const gcs_retry_policy *p);
 
 #endif

@@ -3,7 +3,6 @@
  * moves, and a wrapper store that counts calls and injects the ambiguous
  * answers of a retried request.
  */
-#include <ftw.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +16,7 @@
 
 #include "api/api.h"
 #include "wrap_store.h"
+#include "tmpdir.h"
 
 static int64_t clock_ms;
 
@@ -669,15 +669,6 @@ t_metadata_too_large(void **state)
 
 static char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
 
-static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 /*
  * The check counts exactly what the file store counts: the largest lease
  * it passes is granted and refreshed there, and that lease's metadata,
@@ -743,7 +734,7 @@ t_metadata_limit_exact(void **state)
 	json_decref(q.claims);
 	api_free(svc);
 	gcs_store_free(st);
-	nftw(t_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(t_dir);
 }
 
 int

@@ -28,12 +28,7 @@ static int
 group_setup(void **state)
 {
 	(void)state;
-	if (fake_gcs_start(&fake, NULL) != 0) {
-		fprintf(stderr, "cannot start %s (run make first)\n",
-		    FAKE_GCS_BIN);
-		return -1;
-	}
-	return 0;
+	return fake_gcs_start_group(&fake, NULL);
 }
 
 static int
@@ -49,15 +44,10 @@ group_teardown(void **state)
 static gcs_store *
 open_store(const char *prefix)
 {
-	gcs_retry_policy p = { 1500, 5, 40, 1000 };
-	gcs_err err;
-	gcs_store *s;
+	static const gcs_retry_policy p = { 1500, 5, 40, 1000 };
+	gcs_store *s = fake_gcs_store(&fake, BUCKET, prefix, &p);
 
-	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
-	unsetenv("LOCKGATE_GCS_ENDPOINT");
-	s = gcs_gs_new(BUCKET, prefix, &err);
 	assert_non_null(s);
-	gcs_gs_set_retry(s, &p);
 	return s;
 }
 

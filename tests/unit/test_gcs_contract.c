@@ -44,11 +44,8 @@ main(void)
 	gcs_stats st0, st1;
 	int failed;
 
-	if (fake_gcs_start(&fake, NULL) != 0) {
-		fprintf(stderr, "cannot start %s (run make first)\n",
-		    FAKE_GCS_BIN);
+	if (fake_gcs_start_group(&fake, NULL) != 0)
 		return 1;
-	}
 	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
 	failed = store_contract_run("gcs_contract", open_gs, close_gs, NULL);
 	/* Again with transient faults queued on every operation: a 5xx,

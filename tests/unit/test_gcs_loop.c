@@ -239,12 +239,7 @@ static int
 group_setup(void **state)
 {
 	(void)state;
-	if (fake_gcs_start(&fake, NULL) != 0) {
-		fprintf(stderr, "cannot start %s (run make first)\n",
-		    FAKE_GCS_BIN);
-		return -1;
-	}
-	return 0;
+	return fake_gcs_start_group(&fake, NULL);
 }
 
 static int
@@ -258,16 +253,12 @@ group_teardown(void **state)
 static gcs_store *
 open_store(void)
 {
-	gcs_retry_policy p = { 5000, 5, 40, 2000 };
-	gcs_err err;
+	static const gcs_retry_policy p = { 5000, 5, 40, 2000 };
 	gcs_store *s;
 
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
-	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
-	unsetenv("LOCKGATE_GCS_ENDPOINT");
-	s = gcs_gs_new(BUCKET, PREFIX, &err);
+	s = fake_gcs_store(&fake, BUCKET, PREFIX, &p);
 	assert_non_null(s);
-	gcs_gs_set_retry(s, &p);
 	return s;
 }
 

@@ -6,7 +6,6 @@
  * with the public half of a key made here).  Caching, refresh, one fetch at
  * a time, failures that give GCS_UNAVAILABLE with a clear message.
  */
-#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +25,7 @@
 #include "fake_gcs_proc.h"
 #include "gcs/gcs.h"
 #include "gcs/gcs_client.h"
+#include "tmpdir.h"
 
 #define THREADS 8
 
@@ -78,21 +78,7 @@ group_setup(void **state)
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/lg-token-XXXXXX");
 	if (mkdtemp(tmpdir) == NULL || make_keys() != 0)
 		return -1;
-	if (fake_gcs_start(&fake, args) != 0) {
-		fprintf(stderr, "cannot start %s (run make first)\n",
-		    FAKE_GCS_BIN);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
+	return fake_gcs_start_group(&fake, args);
 }
 
 static int
@@ -100,7 +86,7 @@ group_teardown(void **state)
 {
 	(void)state;
 	fake_gcs_stop(&fake);
-	nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(tmpdir);
 	return 0;
 }
 

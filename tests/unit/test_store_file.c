@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -30,6 +29,7 @@
 
 #include "gcs/store_file.h"
 #include "store_contract.h"
+#include "tmpdir.h"
 
 #define T_PATH          1024
 #define T_BASE          256
@@ -60,19 +60,11 @@ reap_child(void **state)
 	return 0;
 }
 
-static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
+/* Everything under PATH, gone. */
 static void
 rm_rf(const char *path)
 {
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(path);
 }
 
 /* A fresh empty directory under base, in BUF. */
