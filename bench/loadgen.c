@@ -43,15 +43,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
+
 #define LG_CLIENTS_MAX      1024
 #define LG_THREADS_MAX      2
 #define LG_SECONDS_MAX      600
 #define LG_TOKEN_MAX        8192 /* bytes of the bearer token */
 #define LG_REQ_MAX          (LG_TOKEN_MAX + 1024)
-#define LG_RESP_MAX         16384 /* bytes of one answer, head and body */
-#define LG_LEASE_MAX        128   /* bytes of a lease_id */
-#define LG_NAME_MAX         64    /* bytes of bench/c<i> */
-#define LG_LABEL_MAX        64
+#define LG_RESP_MAX         16384    /* bytes of one answer, head and body */
+#define LG_LEASE_MAX        128      /* bytes of a lease_id */
+#define LG_NAME_MAX         64       /* bytes of bench/c<i> */
 #define LG_STAT_MAX         4096     /* bytes of /proc/PID/stat read */
 #define LG_ERRORS_SHOWN     5        /* error answers printed on stderr */
 #define LG_ERROR_BODY_SHOWN 300      /* bytes of such an answer printed */
@@ -85,20 +86,15 @@ typedef struct worker {
 	conn *conns;
 	int nconns;
 	int busy;      /* connections not IDLE */
-	uint32_t *lat; /* µs of each measured cycle */
-	size_t nlat, caplat;
+	bench_lat lat; /* µs of each measured cycle */
 	uint64_t errors;
 	char fatal[256]; /* set when the run must stop */
 } worker;
 
 static struct {
-	int port;
-	int clients;
+	bench_opts opt; /* --port --clients --seconds --warmup --label */
 	int threads;
-	int seconds;
-	int warmup_ms;
 	long pid;
-	char label[LG_LABEL_MAX];
 	const char *token;
 	int64_t measure_start_ns; /* set before the workers start */
 	int64_t measure_end_ns;
@@ -106,29 +102,6 @@ static struct {
 
 static atomic_int lg_stop;
 static atomic_uint lg_errors_shown;
-
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int
-parse_int(const char *s, long min, long max, long *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
 
 /* utime+stime of PID in clock ticks (all threads), or -1. */
 static long long
@@ -232,7 +205,7 @@ send_request(worker *w, conn *c, bool acquire)
 	int n;
 
 	if (acquire) {
-		c->cycle_start_ns = now_ns();
+		c->cycle_start_ns = bench_now_ns();
 		n = snprintf(c->out, sizeof(c->out),
 		    "POST /v1/locks/%s:acquire HTTP/1.1\r\n"
 		    "Host: 127.0.0.1:%d\r\n"
@@ -240,7 +213,7 @@ send_request(worker *w, conn *c, bool acquire)
 		    "Accept: */*\r\n"
 		    "Authorization: Bearer %s\r\n"
 		    "Content-Length: 0\r\n\r\n",
-		    c->name, cfg.port, cfg.token);
+		    c->name, cfg.opt.port, cfg.token);
 	} else {
 		n = snprintf(c->out, sizeof(c->out),
 		    "POST /v1/locks/%s:release?lease_id=%s HTTP/1.1\r\n"
@@ -249,7 +222,7 @@ send_request(worker *w, conn *c, bool acquire)
 		    "Accept: */*\r\n"
 		    "Authorization: Bearer %s\r\n"
 		    "Content-Length: 0\r\n\r\n",
-		    c->name, c->lease, cfg.port, cfg.token);
+		    c->name, c->lease, cfg.opt.port, cfg.token);
 	}
 	if (n < 0 || (size_t)n >= sizeof(c->out)) {
 		fatal(w, c, "request too long");
@@ -301,35 +274,13 @@ parse_lease(const char *body, size_t len, char *out, size_t outlen)
 	return 0;
 }
 
-static void
-record(worker *w, int64_t end_ns, int64_t start_ns)
-{
-	uint32_t *grown;
-	size_t cap;
-	int64_t us;
-
-	if (end_ns < cfg.measure_start_ns || end_ns >= cfg.measure_end_ns)
-		return;
-	if (w->nlat == w->caplat) {
-		if (w->caplat >= LG_LAT_MAX)
-			return;
-		cap = w->caplat ? w->caplat * 2 : LG_LAT_INIT;
-		if ((grown = realloc(w->lat, cap * sizeof(*grown))) == NULL)
-			return;
-		w->lat = grown;
-		w->caplat = cap;
-	}
-	us = (end_ns - start_ns) / 1000;
-	w->lat[w->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-}
-
 /* After a cycle (or a refused acquire): the next one, or IDLE once the
  * measured window is over, so that no lease stays held when the run ends
  * and the next run on the same server starts from free locks. */
 static void
 next_cycle(worker *w, conn *c)
 {
-	if (now_ns() >= cfg.measure_end_ns) {
+	if (bench_now_ns() >= cfg.measure_end_ns) {
 		c->phase = IDLE;
 		w->busy--;
 		return;
@@ -409,7 +360,8 @@ handle_answer(worker *w, conn *c)
 	if (status != 204)
 		error_answer(w, c, "release", status, body, bodylen);
 	else
-		record(w, now_ns(), c->cycle_start_ns);
+		bench_record(&w->lat, cfg.measure_start_ns, cfg.measure_end_ns,
+		    c->cycle_start_ns, bench_now_ns());
 	next_cycle(w, c);
 	return 0;
 }
@@ -458,7 +410,7 @@ worker_main(void *arg)
 	for (i = 0; i < w->nconns; i++)
 		send_request(w, &w->conns[i], true);
 	while (!atomic_load(&lg_stop) && w->busy > 0) {
-		if (now_ns() > drain_end) {
+		if (bench_now_ns() > drain_end) {
 			snprintf(w->fatal, sizeof(w->fatal),
 			    "%d connections "
 			    "still waiting %d ms after the run",
@@ -496,7 +448,7 @@ connect_one(conn *c)
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sin.sin_port = htons((uint16_t)cfg.port);
+	sin.sin_port = htons((uint16_t)cfg.opt.port);
 	if (connect(c->fd, (struct sockaddr *)&sin, sizeof(sin)) != 0)
 		return -1;
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -504,14 +456,6 @@ connect_one(conn *c)
 	    fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
 		return -1;
 	return 0;
-}
-
-static int
-cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 static void
@@ -524,48 +468,37 @@ usage(void)
 	    LG_CLIENTS_MAX, LG_SECONDS_MAX, LG_THREADS_MAX);
 }
 
+/* loadgen's own options, for bench_parse_args: 0 when it took the pair. */
+static int
+own_option(const char *k, const char *a)
+{
+	long v;
+
+	if (strcmp(k, "--threads") == 0 &&
+	    bench_parse_int(a, 1, LG_THREADS_MAX, &v) == 0)
+		cfg.threads = (int)v;
+	else if (strcmp(k, "--pid") == 0 &&
+	    bench_parse_int(a, 1, 1L << 30, &v) == 0)
+		cfg.pid = v;
+	else
+		return -1;
+	return 0;
+}
+
 static int
 parse_args(int argc, char **argv)
 {
-	long v;
-	int i;
-
-	cfg.clients = 64;
+	cfg.opt.clients = 64;
 	cfg.threads = 1;
-	cfg.seconds = 5;
-	cfg.warmup_ms = 1000;
+	cfg.opt.seconds = 5;
+	cfg.opt.warmup_ms = 1000;
 	cfg.pid = -1;
-	snprintf(cfg.label, sizeof(cfg.label), "-");
-	for (i = 1; i + 1 < argc; i += 2) {
-		const char *k = argv[i], *a = argv[i + 1];
-
-		if (strcmp(k, "--port") == 0 && parse_int(a, 1, 65535, &v) == 0)
-			cfg.port = (int)v;
-		else if (strcmp(k, "--clients") == 0 &&
-		    parse_int(a, 1, LG_CLIENTS_MAX, &v) == 0)
-			cfg.clients = (int)v;
-		else if (strcmp(k, "--seconds") == 0 &&
-		    parse_int(a, 1, LG_SECONDS_MAX, &v) == 0)
-			cfg.seconds = (int)v;
-		else if (strcmp(k, "--warmup") == 0 &&
-		    parse_int(a, 0, LG_SECONDS_MAX * 1000, &v) == 0)
-			cfg.warmup_ms = (int)v;
-		else if (strcmp(k, "--threads") == 0 &&
-		    parse_int(a, 1, LG_THREADS_MAX, &v) == 0)
-			cfg.threads = (int)v;
-		else if (strcmp(k, "--pid") == 0 &&
-		    parse_int(a, 1, 1L << 30, &v) == 0)
-			cfg.pid = v;
-		else if (strcmp(k, "--label") == 0 &&
-		    strlen(a) < sizeof(cfg.label) && strchr(a, ' ') == NULL)
-			snprintf(cfg.label, sizeof(cfg.label), "%s", a);
-		else
-			return -1;
-	}
-	if (i != argc || cfg.port == 0)
+	snprintf(cfg.opt.label, sizeof(cfg.opt.label), "-");
+	if (bench_parse_args(argc, argv, &cfg.opt, LG_CLIENTS_MAX,
+	        LG_SECONDS_MAX, own_option) != 0)
 		return -1;
-	if (cfg.threads > cfg.clients)
-		cfg.threads = cfg.clients;
+	if (cfg.threads > cfg.opt.clients)
+		cfg.threads = cfg.opt.clients;
 	cfg.token = getenv("TOKEN");
 	if (cfg.token == NULL || cfg.token[0] == '\0' ||
 	    strlen(cfg.token) >= LG_TOKEN_MAX ||
@@ -582,7 +515,7 @@ sleep_until(int64_t t_ns)
 	struct timespec ts;
 	int64_t d;
 
-	while (!atomic_load(&lg_stop) && (d = t_ns - now_ns()) > 0) {
+	while (!atomic_load(&lg_stop) && (d = t_ns - bench_now_ns()) > 0) {
 		if (d > LG_SLEEP_SLICE_NS)
 			d = LG_SLEEP_SLICE_NS;
 		ts.tv_sec = d / 1000000000;
@@ -600,26 +533,27 @@ main(int argc, char **argv)
 	long long cpu0 = -1, cpu1 = -1;
 	uint64_t errors = 0;
 	size_t total = 0, k;
-	double secs, cps;
-	char cpu_text[32];
+	double cpu_us = -1;
 	int i, t, rc = 1, started = 0;
 
 	memset(ws, 0, sizeof(ws));
-	for (t = 0; t < LG_THREADS_MAX; t++)
+	for (t = 0; t < LG_THREADS_MAX; t++) {
 		ws[t].ep = -1;
+		bench_lat_init(&ws[t].lat, LG_LAT_INIT, LG_LAT_MAX);
+	}
 	if (parse_args(argc, argv) != 0) {
 		usage();
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if ((conns = calloc((size_t)cfg.clients, sizeof(*conns))) == NULL)
+	if ((conns = calloc((size_t)cfg.opt.clients, sizeof(*conns))) == NULL)
 		goto fail;
-	for (i = 0; i < cfg.clients; i++)
+	for (i = 0; i < cfg.opt.clients; i++)
 		conns[i].fd = -1;
 	for (t = 0; t < cfg.threads; t++) {
-		ws[t].conns = conns + (size_t)cfg.clients * t / cfg.threads;
-		ws[t].nconns = cfg.clients * (t + 1) / cfg.threads -
-		    cfg.clients * t / cfg.threads;
+		ws[t].conns = conns + (size_t)cfg.opt.clients * t / cfg.threads;
+		ws[t].nconns = cfg.opt.clients * (t + 1) / cfg.threads -
+		    cfg.opt.clients * t / cfg.threads;
 		if ((ws[t].ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
 			goto fail;
 	}
@@ -635,7 +569,7 @@ main(int argc, char **argv)
 				fprintf(stderr,
 				    "loadgen: cannot connect to "
 				    "127.0.0.1:%d: %s\n",
-				    cfg.port, strerror(errno));
+				    cfg.opt.port, strerror(errno));
 				goto fail;
 			}
 			memset(&ev, 0, sizeof(ev));
@@ -645,9 +579,10 @@ main(int argc, char **argv)
 				goto fail;
 		}
 	}
-	cfg.measure_start_ns = now_ns() + (int64_t)cfg.warmup_ms * 1000000;
+	cfg.measure_start_ns =
+	    bench_now_ns() + (int64_t)cfg.opt.warmup_ms * 1000000;
 	cfg.measure_end_ns =
-	    cfg.measure_start_ns + (int64_t)cfg.seconds * 1000000000;
+	    cfg.measure_start_ns + (int64_t)cfg.opt.seconds * 1000000000;
 	for (t = 0; t < cfg.threads; t++) {
 		if (pthread_create(&ws[t].tid, NULL, worker_main, &ws[t]) != 0)
 			goto fail_join;
@@ -673,7 +608,7 @@ fail_join:
 			fprintf(stderr, "loadgen: FAILED: %s\n", ws[t].fatal);
 			goto fail;
 		}
-		total += ws[t].nlat;
+		total += ws[t].lat.n;
 		errors += ws[t].errors;
 	}
 	if (total == 0) {
@@ -686,24 +621,23 @@ fail_join:
 	if ((all = malloc(total * sizeof(*all))) == NULL)
 		goto fail;
 	for (t = 0, k = 0; t < cfg.threads; t++) {
-		memcpy(all + k, ws[t].lat, ws[t].nlat * sizeof(*all));
-		k += ws[t].nlat;
+		memcpy(all + k, ws[t].lat.us, ws[t].lat.n * sizeof(*all));
+		k += ws[t].lat.n;
 	}
-	qsort(all, total, sizeof(*all), cmp_u32);
-	secs = (double)(cfg.measure_end_ns - cfg.measure_start_ns) / 1e9;
-	cps = (double)total / secs;
+	qsort(all, total, sizeof(*all), bench_cmp_u32);
 	if (cpu0 >= 0 && cpu1 >= cpu0)
-		snprintf(cpu_text, sizeof(cpu_text), "%.1f",
-		    (double)(cpu1 - cpu0) * 1e6 / (double)sysconf(_SC_CLK_TCK) /
-		        (double)total);
-	else
-		snprintf(cpu_text, sizeof(cpu_text), "-");
-	printf("label=%s clients=%d threads=%d seconds=%.2f cycles=%zu "
-	       "cycles_per_s=%.0f p50_us=%u p99_us=%u errors=%" PRIu64
-	       " cpu_us_per_cycle=%s\n",
-	    cfg.label, cfg.clients, cfg.threads, secs, total, cps,
-	    all[(total - 1) * 50 / 100], all[(total - 1) * 99 / 100], errors,
-	    cpu_text);
+		cpu_us =
+		    (double)(cpu1 - cpu0) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+	bench_print_result(&(bench_result){
+	    .label = cfg.opt.label,
+	    .clients = cfg.opt.clients,
+	    .threads = cfg.threads,
+	    .window_ns = cfg.measure_end_ns - cfg.measure_start_ns,
+	    .lat = all,
+	    .cycles = total,
+	    .errors = errors,
+	    .cpu_us = cpu_us,
+	});
 	fflush(stdout);
 	if (errors > 0) {
 		fprintf(stderr, "loadgen: FAILED: %" PRIu64 " error answers\n",
@@ -720,9 +654,9 @@ fail:
 	for (t = 0; t < cfg.threads; t++) {
 		if (ws[t].ep >= 0)
 			close(ws[t].ep);
-		free(ws[t].lat);
+		free(ws[t].lat.us);
 	}
-	for (i = 0; conns != NULL && i < cfg.clients; i++)
+	for (i = 0; conns != NULL && i < cfg.opt.clients; i++)
 		if (conns[i].fd >= 0)
 			close(conns[i].fd);
 	free(conns);

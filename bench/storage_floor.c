@@ -47,16 +47,15 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 
+#include "bench/bench.h"
 #include "gcs/gcs_loop.h"
 
 #define SF_CLIENTS_MAX      1024
 #define SF_SECONDS_MAX      600
-#define SF_LABEL_MAX        64
 #define SF_BUCKET           "bench-bucket" /* bench/run.sh's gs:// bucket */
 #define SF_PREFIX           "p/"           /* and its prefix */
 #define SF_NAME_PREFIX      "bench/c"      /* loadgen's lock names */
@@ -104,11 +103,7 @@ typedef struct sf_client {
 } sf_client;
 
 static struct {
-	int port;
-	int clients;
-	int seconds;
-	int warmup_ms;
-	char label[SF_LABEL_MAX];
+	bench_opts opt; /* --port --clients --seconds --warmup --label */
 	char origin[SF_ORIGIN_MAX];
 } cfg;
 
@@ -121,20 +116,10 @@ typedef struct sf_run {
 	int busy; /* clients not IDLE */
 	int64_t start_ns, end_ns, drain_ns;
 	bool stopping; /* no new cycle: the window ended, or an error */
-	uint32_t *lat; /* us of each measured cycle */
-	size_t nlat, caplat;
+	bench_lat lat; /* us of each measured cycle */
 	uint64_t errors;
 	uint64_t rng;
 } sf_run;
-
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* This process's utime+stime in microseconds, or -1. */
 static int64_t
@@ -173,28 +158,6 @@ rand_hex(sf_run *r, char *out, int n)
 		x >>= 8;
 	}
 	out[2 * n] = '\0';
-}
-
-static void
-record(sf_run *r, int64_t end_ns, int64_t start_ns)
-{
-	uint32_t *grown;
-	size_t cap;
-	int64_t us;
-
-	if (end_ns < r->start_ns || end_ns >= r->end_ns)
-		return;
-	if (r->nlat == r->caplat) {
-		if (r->caplat >= SF_LAT_MAX)
-			return;
-		cap = r->caplat ? r->caplat * 2 : SF_LAT_INIT;
-		if ((grown = realloc(r->lat, cap * sizeof(*grown))) == NULL)
-			return;
-		r->lat = grown;
-		r->caplat = cap;
-	}
-	us = (end_ns - start_ns) / 1000;
-	r->lat[r->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
 /* An error of client C: counted, the first few shown, and the run stops
@@ -278,7 +241,7 @@ on_timer(CURLM *m, long ms, void *userp)
 	sf_run *r = userp;
 
 	(void)m;
-	r->curl_due_ms = ms < 0 ? -1 : now_ns() / 1000000 + ms;
+	r->curl_due_ms = ms < 0 ? -1 : bench_now_ns() / 1000000 + ms;
 	return 0;
 }
 
@@ -372,7 +335,7 @@ start_insert(sf_run *r, sf_client *c)
 	        (curl_off_t)c->body_len) != CURLE_OK)
 		return -1;
 	c->phase = SF_INSERT;
-	c->cycle_start_ns = now_ns();
+	c->cycle_start_ns = bench_now_ns();
 	return client_go(r, c);
 }
 
@@ -480,8 +443,8 @@ client_done(sf_run *r, sf_client *c, CURLcode rc)
 		fail(r, c, NULL);
 		goto idle;
 	}
-	t = now_ns();
-	record(r, t, c->cycle_start_ns);
+	t = bench_now_ns();
+	bench_record(&r->lat, r->start_ns, r->end_ns, c->cycle_start_ns, t);
 	if (t >= r->end_ns)
 		r->stopping = true;
 	if (r->stopping)
@@ -526,7 +489,7 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 	int64_t now, now_ms;
 	int i, n, running, flags, timeout;
 
-	for (i = 0; i < cfg.clients; i++) {
+	for (i = 0; i < cfg.opt.clients; i++) {
 		if (start_insert(r, &r->clients[i]) != 0) {
 			fprintf(stderr,
 			    "storage_floor: cannot start client %d\n", i);
@@ -535,7 +498,7 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 		r->busy++;
 	}
 	while (r->busy > 0) {
-		now = now_ns();
+		now = bench_now_ns();
 		if (*cpu0 < 0 && now >= r->start_ns)
 			*cpu0 = cpu_us();
 		if (*cpu1 < 0 && now >= r->end_ns) {
@@ -578,7 +541,7 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 			}
 		}
 		if (r->curl_due_ms >= 0 &&
-		    r->curl_due_ms <= now_ns() / 1000000) {
+		    r->curl_due_ms <= bench_now_ns() / 1000000) {
 			r->curl_due_ms = -1;
 			if (curl_multi_socket_action(r->multi,
 			        CURL_SOCKET_TIMEOUT, 0, &running) != CURLM_OK) {
@@ -596,62 +559,18 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 }
 
 static int
-parse_int(const char *s, long min, long max, long *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int
 parse_args(int argc, char **argv)
 {
-	long v;
-	int i;
-
-	cfg.clients = 64;
-	cfg.seconds = 5;
-	cfg.warmup_ms = 1000;
-	snprintf(cfg.label, sizeof(cfg.label), "gsfloor");
-	for (i = 1; i + 1 < argc; i += 2) {
-		const char *k = argv[i], *a = argv[i + 1];
-
-		if (strcmp(k, "--port") == 0 && parse_int(a, 1, 65535, &v) == 0)
-			cfg.port = (int)v;
-		else if (strcmp(k, "--clients") == 0 &&
-		    parse_int(a, 1, SF_CLIENTS_MAX, &v) == 0)
-			cfg.clients = (int)v;
-		else if (strcmp(k, "--seconds") == 0 &&
-		    parse_int(a, 1, SF_SECONDS_MAX, &v) == 0)
-			cfg.seconds = (int)v;
-		else if (strcmp(k, "--warmup") == 0 &&
-		    parse_int(a, 0, SF_SECONDS_MAX * 1000, &v) == 0)
-			cfg.warmup_ms = (int)v;
-		else if (strcmp(k, "--label") == 0 &&
-		    strlen(a) < sizeof(cfg.label) && strchr(a, ' ') == NULL)
-			snprintf(cfg.label, sizeof(cfg.label), "%s", a);
-		else
-			return -1;
-	}
-	if (i != argc || cfg.port == 0)
+	cfg.opt.clients = 64;
+	cfg.opt.seconds = 5;
+	cfg.opt.warmup_ms = 1000;
+	snprintf(cfg.opt.label, sizeof(cfg.opt.label), "gsfloor");
+	if (bench_parse_args(argc, argv, &cfg.opt, SF_CLIENTS_MAX,
+	        SF_SECONDS_MAX, NULL) != 0)
 		return -1;
 	snprintf(cfg.origin, sizeof(cfg.origin), "http://127.0.0.1:%d",
-	    cfg.port);
+	    cfg.opt.port);
 	return 0;
-}
-
-static int
-cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 int
@@ -659,13 +578,13 @@ main(int argc, char **argv)
 {
 	sf_run r;
 	int64_t cpu0 = -1, cpu1 = -1;
-	double secs;
 	int i, rc = 1;
 	bool curl_up = false;
 
 	memset(&r, 0, sizeof(r));
 	r.ep = -1;
 	r.curl_due_ms = -1;
+	bench_lat_init(&r.lat, SF_LAT_INIT, SF_LAT_MAX);
 	if (parse_args(argc, argv) != 0) {
 		fprintf(stderr,
 		    "usage: storage_floor --port P [--clients 1..%d] "
@@ -679,12 +598,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 	curl_up = true;
-	r.rng = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+	r.rng = (uint64_t)bench_now_ns() ^ ((uint64_t)getpid() << 32);
 	if (r.rng == 0)
 		r.rng = UINT64_C(0x9e3779b97f4a7c15);
 	if ((r.ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    (r.multi = curl_multi_init()) == NULL ||
-	    (r.clients = calloc((size_t)cfg.clients, sizeof(*r.clients))) ==
+	    (r.clients = calloc((size_t)cfg.opt.clients, sizeof(*r.clients))) ==
 	        NULL) {
 		fprintf(stderr, "storage_floor: out of memory or fds\n");
 		goto out;
@@ -702,7 +621,7 @@ main(int argc, char **argv)
 		    "handle\n");
 		goto out;
 	}
-	for (i = 0; i < cfg.clients; i++)
+	for (i = 0; i < cfg.opt.clients; i++)
 		if (client_init(&r.clients[i], i) != 0) {
 			fprintf(stderr,
 			    "storage_floor: cannot set up client "
@@ -710,12 +629,12 @@ main(int argc, char **argv)
 			    i);
 			goto out;
 		}
-	r.start_ns = now_ns() + (int64_t)cfg.warmup_ms * 1000000;
-	r.end_ns = r.start_ns + (int64_t)cfg.seconds * 1000000000;
+	r.start_ns = bench_now_ns() + (int64_t)cfg.opt.warmup_ms * 1000000;
+	r.end_ns = r.start_ns + (int64_t)cfg.opt.seconds * 1000000000;
 	r.drain_ns = r.end_ns + (int64_t)SF_DRAIN_MS * 1000000;
 	if (run(&r, &cpu0, &cpu1) != 0)
 		goto out;
-	if (r.nlat == 0) {
+	if (r.lat.n == 0) {
 		fprintf(stderr,
 		    "storage_floor: FAILED: no cycle completed (%" PRIu64
 		    " errors)\n",
@@ -726,14 +645,17 @@ main(int argc, char **argv)
 		fprintf(stderr, "storage_floor: FAILED: no CPU time reading\n");
 		goto out;
 	}
-	qsort(r.lat, r.nlat, sizeof(*r.lat), cmp_u32);
-	secs = (double)(r.end_ns - r.start_ns) / 1e9;
-	printf("label=%s clients=%d threads=1 seconds=%.2f cycles=%zu "
-	       "cycles_per_s=%.0f p50_us=%u p99_us=%u errors=%" PRIu64
-	       " cpu_us_per_cycle=%.1f\n",
-	    cfg.label, cfg.clients, secs, r.nlat, (double)r.nlat / secs,
-	    r.lat[(r.nlat - 1) * 50 / 100], r.lat[(r.nlat - 1) * 99 / 100],
-	    r.errors, (double)(cpu1 - cpu0) / (double)r.nlat);
+	qsort(r.lat.us, r.lat.n, sizeof(*r.lat.us), bench_cmp_u32);
+	bench_print_result(&(bench_result){
+	    .label = cfg.opt.label,
+	    .clients = cfg.opt.clients,
+	    .threads = 1,
+	    .window_ns = r.end_ns - r.start_ns,
+	    .lat = r.lat.us,
+	    .cycles = r.lat.n,
+	    .errors = r.errors,
+	    .cpu_us = (double)(cpu1 - cpu0),
+	});
 	if (fflush(stdout) != 0)
 		goto out;
 	if (r.errors > 0) {
@@ -743,7 +665,7 @@ main(int argc, char **argv)
 	}
 	rc = 0;
 out:
-	for (i = 0; r.clients != NULL && i < cfg.clients; i++) {
+	for (i = 0; r.clients != NULL && i < cfg.opt.clients; i++) {
 		sf_client *c = &r.clients[i];
 
 		if (c->h == NULL)
@@ -757,7 +679,7 @@ out:
 	if (r.ep >= 0)
 		close(r.ep);
 	free(r.clients);
-	free(r.lat);
+	free(r.lat.us);
 	if (curl_up)
 		curl_global_cleanup();
 	return rc;
