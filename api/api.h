@@ -172,20 +172,21 @@ int api_lease_id_valid(const char *id);
  * text without control characters (as holder and purpose). */
 int api_labels_valid(const json_t *labels, char *why, size_t whylen);
 
-/* Check REQ when it is parsed, before its first attempt (api_acquire
- * checks again, before any store call): the lease it would write, at the
- * size its refreshes can grow it to, must fit the store's metadata cap
- * (API_META_BYTES_MAX, counted as the stores count it).  API_OK, or
- * API_BAD_REQUEST with reason "metadata_too_large" in ERR: the caller's
- * input, never the store's fault, and the same answer on every store. */
+/* The lease REQ would write, at the size its refreshes can grow it to,
+ * must fit the store's metadata cap (API_META_BYTES_MAX, counted as the
+ * stores count it).  API_OK, or API_BAD_REQUEST with reason
+ * "metadata_too_large" in ERR: the caller's input, never the store's
+ * fault, and the same answer on every store.  api_acquire checks this
+ * itself before any store call; call it for a request that is to wait
+ * before its first attempt. */
 int api_acquire_check(const api_acquire_req *req, api_err *err);
 /* Make REQ ready for its attempts, once, when it is parsed: give it a
- * lease_id of its own when the caller gave none, then api_acquire_check
- * it.  Every attempt of the request (every waiter poll too) then writes
- * and looks for that one lease_id, so an attempt whose insert was applied
- * but whose answer was lost is recognised by the next as its own instead
- * of waited behind until its TTL.  API_OK, or an error in ERR. */
-int api_acquire_prepare(api_acquire_req *req, api_err *err);
+ * lease_id of its own when the caller gave none.  Every attempt of the
+ * request (every waiter poll too) then writes and looks for that one
+ * lease_id, so an attempt whose insert was applied but whose answer was
+ * lost is recognised by the next as its own instead of waited behind
+ * until its TTL. */
+void api_acquire_prepare(api_acquire_req *req);
 /* One attempt to take the lock for REQ, prepared by api_acquire_prepare
  * (an empty lease_id is API_INTERNAL).  API_OK fills OUT with the lease
  * (and its lease_id); API_LOCKED fills OUT with the current holder (no

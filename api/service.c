@@ -204,12 +204,11 @@ api_acquire_check(const api_acquire_req *req, api_err *err)
 	return rc;
 }
 
-int
-api_acquire_prepare(api_acquire_req *req, api_err *err)
+void
+api_acquire_prepare(api_acquire_req *req)
 {
 	if (req->lease_id[0] == '\0')
 		new_lease_id(req->lease_id, sizeof(req->lease_id));
-	return api_acquire_check(req, err);
 }
 
 /* 1 when CUR is the live lease of REQ: its lease_id and owner. */

@@ -210,12 +210,12 @@ task_submit(srv_req *r, const char *url)
 	if (rc < 0)
 		return http_fail(r, API_UNAVAILABLE, NULL,
 		    "out of memory for this request; retry");
+	/* Not waiting yet (a wait ends the handler, so the task cannot have
+	 * started one before its first yield): the task holds the
+	 * connection alone. */
 	r->in_job = true;
-	/* A waiter that started before the first wait (it cannot: a wait
-	 * ends the handler) would have suspended the connection already. */
-	if (__atomic_add_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) == 1 &&
-	    !r->waiting)
-		MHD_suspend_connection(r->conn);
+	r->holds = 1;
+	MHD_suspend_connection(r->conn);
 	return MHD_YES;
 }
 

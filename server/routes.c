@@ -219,15 +219,16 @@ do_acquire(srv_req *r, const char *name)
 	if (r->id.display != NULL)
 		q->claims = json_incref(r->id.display);
 	/* Its lease_id, one for every attempt and waiter poll (never
-	 * logged; shown only in the answer that grants it); and before it can
-	 * queue behind waiters, a lease too large to store is the caller's
-	 * 400 now, not a timeout later. */
-	if (api_acquire_prepare(q, &err) != API_OK)
-		return http_error(r, &err, NULL);
+	 * logged; shown only in the answer that grants it). */
+	api_acquire_prepare(q);
 
-	/* First come, first served: behind waiters already queued here. */
+	/* First come, first served: behind waiters already queued here.  A
+	 * lease too large to store is the caller's 400 now, not a timeout
+	 * later (api_acquire checks it on every attempt). */
 	if (wait > 0 && srv_waits_has(r->srv->waits, name) &&
 	    !srv_draining(r->srv)) {
+		if (api_acquire_check(q, &err) != API_OK)
+			return http_error(r, &err, NULL);
 		err.code = API_LOCKED;
 		snprintf(err.message, sizeof(err.message),
 		    "the lock is still held: the wait ran out");

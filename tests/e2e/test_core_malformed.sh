@@ -125,6 +125,20 @@ code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/fat:release?lease_id=$(lg_json lease_id <"$LG_TMP/fat")")
 lg_eq "$code" 204 "release the largest lease"
 
+# A request that would queue behind a waiter already queued here (it waits
+# without an attempt of its own): a lease too large to store is the 400
+# now, while that waiter is still waiting, not a timeout later.
+(
+	lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+	    "$LG_URL/v1/locks/keep:acquire?wait=3" >"$LG_TMP/queued.code"
+) &
+qpid=$!
+sleep 0.5
+case_ 400 metadata_too_large POST '/v1/locks/keep:acquire?wait=5' -H "$FAT_OWNER" --data-binary "@$LG_TMP/fat.json"
+[ -s "$LG_TMP/queued.code" ] && lg_fail "the waiter it queued behind was done already"
+wait "$qpid"
+lg_eq "$(cat "$LG_TMP/queued.code")" 409 "the waiter ran out its wait untouched"
+
 # Nothing changed, and the server is healthy.
 code=$(lg_curl -o "$LG_TMP/after" -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/keep")
 lg_eq "$code" 200 "held lock still held"

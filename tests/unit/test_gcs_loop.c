@@ -39,22 +39,13 @@
 
 static fake_gcs fake;
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Run L until it has no task left, for at most RUN_MAX_MS. */
 static void
 run_until_idle(gcs_loop *l)
 {
-	int64_t end = mono_ms() + RUN_MAX_MS;
+	int64_t end = gcs_mono_ms() + RUN_MAX_MS;
 
-	while (gcs_loop_tasks(l) > 0 && mono_ms() < end)
+	while (gcs_loop_tasks(l) > 0 && gcs_mono_ms() < end)
 		gcs_loop_run_once(l, 50);
 	assert_int_equal(gcs_loop_tasks(l), 0);
 }
@@ -72,10 +63,10 @@ count_fn(void *arg)
 	counter *c = arg;
 
 	c->in_task = gcs_loop_in_task();
-	c->started = mono_ms();
+	c->started = gcs_mono_ms();
 	if (c->sleep_ms > 0)
 		gcs_loop_sleep(c->sleep_ms);
-	c->ended = mono_ms();
+	c->ended = gcs_mono_ms();
 	c->ran++;
 }
 
