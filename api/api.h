@@ -232,6 +232,12 @@ char *api_lock_text(const api_lock *lock, bool with_lease, size_t *len);
  * BUF of at least 25 bytes. */
 void api_time_str(int64_t ms, char *buf, size_t len);
 
+/* SRC into DST of LEN bytes, cut short to fit, always NUL-terminated
+ * (the hot paths' snprintf "%s", without printf's cost). */
+void api_copy(char *dst, size_t len, const char *src);
+/* V in decimal into BUF of LEN bytes (at least 21); the length written. */
+size_t api_fmt_int(char *buf, size_t len, int64_t v);
+
 /* The HTTP status and default reason of a code. */
 int api_code_status(api_code code);
 const char *api_code_reason(api_code code);

@@ -5,7 +5,7 @@
 #include "api.h"
 #include "jsonw.h"
 
-#define JW_INITIAL 1024
+#define JW_INITIAL 512 /* a lease answer fits; past 1 KiB, malloc gets slower */
 
 void
 api_jw_init(api_jw *jw)
@@ -23,32 +23,54 @@ api_jw_init_fixed(api_jw *jw, char *buf, size_t cap, size_t keep)
 	jw->keep = keep;
 }
 
-void
-api_jw_raw(api_jw *jw, const char *s, size_t n)
+/*
+ * Room for N more bytes (and the NUL after them): a pointer to where they
+ * go, or NULL when a fixed buffer is out of room or growing failed (the
+ * writer is then full and ignores everything after).
+ */
+static char *
+jw_reserve(api_jw *jw, size_t n)
 {
 	size_t ncap;
 	char *nb;
 
 	if (jw->full)
-		return;
+		return NULL;
 	if (jw->len + n + jw->keep + 1 > jw->cap) {
 		if (jw->fixed) {
 			jw->full = true;
-			return;
+			return NULL;
 		}
 		ncap = jw->cap ? jw->cap : JW_INITIAL;
 		while (ncap < jw->len + n + 1)
 			ncap *= 2;
 		if ((nb = realloc(jw->buf, ncap)) == NULL) {
 			jw->full = true;
-			return;
+			return NULL;
 		}
 		jw->buf = nb;
 		jw->cap = ncap;
 	}
-	memcpy(jw->buf + jw->len, s, n);
+	return jw->buf + jw->len;
+}
+
+/* N bytes were written at what jw_reserve returned. */
+static void
+jw_commit(api_jw *jw, size_t n)
+{
 	jw->len += n;
 	jw->buf[jw->len] = '\0';
+}
+
+void
+api_jw_raw(api_jw *jw, const char *s, size_t n)
+{
+	char *d = jw_reserve(jw, n);
+
+	if (d == NULL)
+		return;
+	memcpy(d, s, n);
+	jw_commit(jw, n);
 }
 
 void
@@ -57,19 +79,42 @@ api_jw_lit(api_jw *jw, const char *s)
 	api_jw_raw(jw, s, strlen(s));
 }
 
-void
-api_jw_str(api_jw *jw, const char *s)
+/* Bytes a JSON string can hold as they are: not a control character,
+ * DEL, a quote or a backslash (UTF-8 passes through). */
+#define P1(c) ((c) >= 0x20 && (c) != '"' && (c) != '\\' && (c) != 0x7f)
+#define P4(c) P1(c), P1((c) + 1), P1((c) + 2), P1((c) + 3)
+#define P16(c) P4(c), P4((c) + 4), P4((c) + 8), P4((c) + 12)
+#define P64(c) P16(c), P16((c) + 16), P16((c) + 32), P16((c) + 48)
+static const bool jw_plain[256] = {
+	P64(0), P64(64), P64(128), P64(192),
+};
+#undef P64
+#undef P16
+#undef P4
+#undef P1
+
+/* How many leading bytes of P need no escaping. */
+static size_t
+plain_run(const unsigned char *p)
+{
+	const unsigned char *q = p;
+
+	while (jw_plain[*q])
+		q++;
+	return (size_t)(q - p);
+}
+
+/* S, of which the first RUN bytes are plain, escaped, quotes included. */
+static void
+str_escaped(api_jw *jw, const unsigned char *p, size_t run)
 {
 	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s, *run;
 	char esc[6];
 
 	api_jw_raw(jw, "\"", 1);
-	while (*p) {
-		for (run = p;
-		     *p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f; p++)
-			;
-		api_jw_raw(jw, (const char *)run, (size_t)(p - run));
+	for (;;) {
+		api_jw_raw(jw, (const char *)p, run);
+		p += run;
 		if (*p == '\0')
 			break;
 		if (*p == '"' || *p == '\\') {
@@ -83,8 +128,47 @@ api_jw_str(api_jw *jw, const char *s)
 			api_jw_raw(jw, esc, 6);
 		}
 		p++;
+		run = plain_run(p);
 	}
 	api_jw_raw(jw, "\"", 1);
+}
+
+/*
+ * PRE, then S as a JSON string, then POST (each 0 or 1 byte).  Nearly
+ * every string needs no escaping: it is then one reservation and one copy.
+ */
+static void
+str_between(api_jw *jw, char pre, const char *s, char post)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = plain_run(p), w = n + 2 + (pre != 0) + (post != 0);
+	char *d;
+
+	if (p[n] != '\0') {
+		if (pre)
+			api_jw_raw(jw, &pre, 1);
+		str_escaped(jw, p, n);
+		if (post)
+			api_jw_raw(jw, &post, 1);
+		return;
+	}
+	if ((d = jw_reserve(jw, w)) == NULL)
+		return;
+	if (pre)
+		*d++ = pre;
+	*d++ = '"';
+	memcpy(d, s, n);
+	d += n;
+	*d++ = '"';
+	if (post)
+		*d = post;
+	jw_commit(jw, w);
+}
+
+void
+api_jw_str(api_jw *jw, const char *s)
+{
+	str_between(jw, 0, s, 0);
 }
 
 void
@@ -106,10 +190,7 @@ api_jw_int(api_jw *jw, int64_t v)
 void
 api_jw_key(api_jw *jw, const char *key, bool first)
 {
-	if (!first)
-		api_jw_raw(jw, ",", 1);
-	api_jw_str(jw, key);
-	api_jw_raw(jw, ":", 1);
+	str_between(jw, first ? 0 : ',', key, ':');
 }
 
 void

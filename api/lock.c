@@ -91,7 +91,7 @@ set_int(json_t *meta, const char *key, long long val)
 {
 	char buf[32];
 
-	snprintf(buf, sizeof(buf), "%lld", val);
+	api_fmt_int(buf, sizeof(buf), val);
 	return json_object_set_new(meta, key, json_string(buf));
 }
 
@@ -217,10 +217,39 @@ meta_json(const gcs_object *o, const char *key)
 	return v;
 }
 
-static void
-copy(char *dst, size_t len, const char *src)
+void
+api_copy(char *dst, size_t len, const char *src)
 {
-	snprintf(dst, len, "%s", src);
+	size_t n;
+
+	if (len == 0)
+		return;
+	n = strnlen(src, len - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+size_t
+api_fmt_int(char *buf, size_t len, int64_t v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp), n;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	n = sizeof(tmp) - i;
+	if (len == 0)
+		return 0;
+	if (n > len - 1)
+		n = len - 1;
+	memcpy(buf, tmp + i, n);
+	buf[n] = '\0';
+	return n;
 }
 
 int
@@ -249,13 +278,13 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
     api_lock *out)
 {
 	memset(out, 0, sizeof(*out));
-	copy(out->name, sizeof(out->name), name);
-	copy(out->owner, sizeof(out->owner), meta_str(o, LEASE_KEY_OWNER));
-	copy(out->holder, sizeof(out->holder), meta_str(o, LEASE_KEY_HOLDER));
-	copy(out->purpose, sizeof(out->purpose),
+	api_copy(out->name, sizeof(out->name), name);
+	api_copy(out->owner, sizeof(out->owner), meta_str(o, LEASE_KEY_OWNER));
+	api_copy(out->holder, sizeof(out->holder), meta_str(o, LEASE_KEY_HOLDER));
+	api_copy(out->purpose, sizeof(out->purpose),
 	    meta_str(o, LEASE_KEY_PURPOSE));
 	if (with_lease)
-		copy(out->lease_id, sizeof(out->lease_id), lease_id_of(o));
+		api_copy(out->lease_id, sizeof(out->lease_id), lease_id_of(o));
 	out->labels = meta_json(o, LEASE_KEY_LABELS);
 	out->claims = meta_json(o, LEASE_KEY_CLAIMS);
 	out->ttl = (int)meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
@@ -292,7 +321,7 @@ api_lock_json(const api_lock *l, bool with_lease)
 
 	if (j == NULL)
 		return NULL;
-	snprintf(tok, sizeof(tok), "%" PRId64, l->fencing_token);
+	api_fmt_int(tok, sizeof(tok), l->fencing_token);
 	if (json_object_set_new(j, "name", json_string(l->name)) ||
 	    json_object_set_new(j, "owner", json_string(l->owner)) ||
 	    json_object_set_new(j, "holder", json_string(l->holder)) ||

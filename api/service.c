@@ -121,8 +121,8 @@ remember(api_service *svc, const char *name, const char *lease_id,
 	lease_ref ref;
 
 	memset(&ref, 0, sizeof(ref));
-	snprintf(ref.lease_id, sizeof(ref.lease_id), "%s", lease_id);
-	snprintf(ref.owner, sizeof(ref.owner), "%s", owner);
+	api_copy(ref.lease_id, sizeof(ref.lease_id), lease_id);
+	api_copy(ref.owner, sizeof(ref.owner), owner);
 	ref.generation = o->generation;
 	ref.metageneration = o->metageneration;
 	lease_cache_put(svc->cache, name, &ref);
@@ -193,7 +193,7 @@ api_acquire_check(const api_acquire_req *req, api_err *err)
 	memset(err, 0, sizeof(*err));
 	/* Not prepared yet: as wide as the lease_id prepare makes. */
 	if (req->lease_id[0] != '\0')
-		snprintf(lease_id, sizeof(lease_id), "%s", req->lease_id);
+		api_copy(lease_id, sizeof(lease_id), req->lease_id);
 	else
 		snprintf(lease_id, sizeof(lease_id), "%0*d", API_LEASE_ID_NEW,
 		    0);
@@ -397,8 +397,8 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		    "this lease belongs to another owner");
 	}
 	memset(ref, 0, sizeof(*ref));
-	snprintf(ref->lease_id, sizeof(ref->lease_id), "%s", req->lease_id);
-	snprintf(ref->owner, sizeof(ref->owner), "%s", lease_owner_of(&cur));
+	api_copy(ref->lease_id, sizeof(ref->lease_id), req->lease_id);
+	api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
 	ref->generation = cur.generation;
 	ref->metageneration = cur.metageneration;
 	lease_cache_put(svc->cache, req->name, ref);
@@ -433,13 +433,13 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 				    NULL, req->owner, 0, 0);
 			return rc;
 		}
-		snprintf(seq, sizeof(seq), "%" PRId64, ref.metageneration + 1);
+		api_fmt_int(seq, sizeof(seq), ref.metageneration + 1);
 		patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
 		if (patch == NULL)
 			return api_fail(err, API_INTERNAL, "out of memory");
 		if (req->ttl > 0) {
 			char ttl[16];
-			snprintf(ttl, sizeof(ttl), "%d", req->ttl);
+			api_fmt_int(ttl, sizeof(ttl), req->ttl);
 			json_object_set_new(patch, LEASE_KEY_TTL,
 			    json_string(ttl));
 		}

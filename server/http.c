@@ -403,7 +403,7 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	if (body == NULL)
 		return MHD_NO;
 	if (status >= 500) /* the log line says why */
-		snprintf(r->error, sizeof(r->error), "%s", err->message);
+		api_copy(r->error, sizeof(r->error), err->message);
 	if (r->env_format)
 		return env_answer(r, status, body,
 		    status == 409 || status == 503
@@ -512,6 +512,37 @@ trace_of(struct MHD_Connection *conn, char *out, size_t len)
 		snprintf(out, len, "%.*s", (int)n, h);
 }
 
+/* A zeroed request, from this loop's spares when it has one. */
+static srv_req *
+req_new(void)
+{
+	srv_loop *lp = tl_loop;
+	srv_req *r;
+
+	if (lp == NULL || lp->spare == NULL)
+		return calloc(1, sizeof(srv_req));
+	r = lp->spare;
+	lp->spare = r->job_next;
+	lp->nspare--;
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+/* R is done with: kept as a spare by the loop that runs this thread. */
+static void
+req_free(srv_req *r)
+{
+	srv_loop *lp = tl_loop;
+
+	if (lp == NULL || lp->nspare >= SRV_REQ_SPARE) {
+		free(r);
+		return;
+	}
+	r->job_next = lp->spare;
+	lp->spare = r;
+	lp->nspare++;
+}
+
 static enum MHD_Result
 access_handler(void *cls, struct MHD_Connection *conn, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -525,7 +556,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 
 	(void)version;
 	if (r == NULL) {
-		r = calloc(1, sizeof(*r));
+		r = req_new();
 		if (r == NULL)
 			return MHD_NO;
 		r->srv = s;
@@ -621,7 +652,7 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->have_id)
 		auth_identity_clear(&r->id);
 	free(r->body);
-	free(r);
+	req_free(r);
 	*con_cls = NULL;
 	__atomic_sub_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 }
@@ -774,6 +805,12 @@ loops_free(srv_server *s)
 		if (lp->listen_fd >= 0)
 			close(lp->listen_fd);
 		gcs_loop_free(lp->io);
+		while (lp->spare != NULL) {
+			srv_req *r = lp->spare;
+
+			lp->spare = r->job_next;
+			free(r);
+		}
 	}
 	free(s->loops);
 	s->loops = NULL;

@@ -64,7 +64,7 @@ authenticate(srv_req *r, auth_action action, const char *name,
 		return -1;
 	}
 	r->have_id = true;
-	snprintf(r->owner, sizeof(r->owner), "%s", r->id.owner);
+	api_copy(r->owner, sizeof(r->owner), r->id.owner);
 	msg[0] = '\0';
 	if (!auth_allowed(r->srv->auth, &r->id, action, name, msg,
 	        sizeof(msg))) {
@@ -193,8 +193,8 @@ do_acquire(srv_req *r, const char *name)
 	    prepare(r, acquire_params, &mr) != 0)
 		return mr;
 	memset(&err, 0, sizeof(err));
-	snprintf(q->name, sizeof(q->name), "%s", name);
-	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
+	api_copy(q->name, sizeof(q->name), name);
+	api_copy(q->owner, sizeof(q->owner), r->id.owner);
 	if (params_int(&r->params, "ttl", API_TTL_MIN, API_TTL_MAX,
 	        API_TTL_DEFAULT, &ttl, &err) ||
 	    params_int(&r->params, "wait", 0, r->srv->cfg->max_wait, 0, &wait,
@@ -266,8 +266,8 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 
 	memset(q, 0, sizeof(*q));
 	memset(&err, 0, sizeof(err));
-	snprintf(q->name, sizeof(q->name), "%s", name);
-	snprintf(q->owner, sizeof(q->owner), "%s", r->id.owner);
+	api_copy(q->name, sizeof(q->name), name);
+	api_copy(q->owner, sizeof(q->owner), r->id.owner);
 	q->admin = r->id.admin;
 	have = params_str(&r->params, "lease_id", q->lease_id,
 	    sizeof(q->lease_id), &err);
@@ -666,7 +666,7 @@ lock_route(srv_req *r, const char *rest)
 	name[nlen] = '\0';
 	if (!api_name_valid(name, why, sizeof(why)))
 		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
-	snprintf(r->lock, sizeof(r->lock), "%s", name);
+	api_copy(r->lock, sizeof(r->lock), name);
 	for (i = 0; i < NELEM(lock_routes); i++) {
 		const struct lock_route *lr = &lock_routes[i];
 		if (verb == NULL

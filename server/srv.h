@@ -32,6 +32,7 @@
 #define SRV_THREADS_MAX     256
 #define SRV_LOOPS_MAX       8    /* HTTP event loops: one per CPU up to this */
 #define SRV_LOOP_IDLE_MS    1000 /* a loop with nothing due looks around */
+#define SRV_REQ_SPARE       64   /* finished requests a loop keeps for reuse */
 #define SRV_LISTEN_BACKLOG  1024
 #define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
 #define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */

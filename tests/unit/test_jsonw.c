@@ -1,0 +1,206 @@
+/*
+ * test_jsonw.c: the hot paths' JSON text writer (api/jsonw.c) and the
+ * string helpers that replaced snprintf there.  Every string the writer
+ * emits must read back, through jansson, as exactly the bytes it was
+ * given; a fixed buffer that runs out is reported full and never
+ * overrun.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "api/api.h"
+#include "api/jsonw.h"
+
+/* S written as a JSON string reads back as S. */
+static void
+assert_round_trip(const char *s)
+{
+	api_jw jw;
+	json_t *v;
+	json_error_t e;
+
+	api_jw_init(&jw);
+	api_jw_str(&jw, s);
+	assert_false(jw.full);
+	assert_int_equal(strlen(jw.buf), jw.len);
+	v = json_loads(jw.buf, JSON_DECODE_ANY, &e);
+	assert_non_null(v);
+	assert_true(json_is_string(v));
+	assert_string_equal(json_string_value(v), s);
+	json_decref(v);
+	free(jw.buf);
+}
+
+static void
+test_plain_strings(void **state)
+{
+	api_jw jw;
+
+	(void)state;
+	api_jw_init(&jw);
+	api_jw_str(&jw, "deploy/prod");
+	assert_string_equal(jw.buf, "\"deploy/prod\"");
+	free(jw.buf);
+	assert_round_trip("");
+	assert_round_trip("a");
+	assert_round_trip("caf\xc3\xa9 \xe2\x9c\x93"); /* UTF-8 as it is */
+}
+
+static void
+test_every_byte_escaped_or_kept(void **state)
+{
+	char s[2];
+	int c;
+	api_jw jw;
+
+	(void)state;
+	s[1] = '\0';
+	for (c = 1; c < 0x80; c++) {
+		s[0] = (char)c;
+		assert_round_trip(s);
+		api_jw_init(&jw);
+		api_jw_str(&jw, s);
+		if (c < 0x20 || c == 0x7f)
+			assert_int_equal(jw.len, 8); /* "\u00XX" */
+		else if (c == '"' || c == '\\')
+			assert_int_equal(jw.len, 4); /* "\X" */
+		else
+			assert_int_equal(jw.len, 3);
+		free(jw.buf);
+	}
+	assert_round_trip("a\"b\\c\nd\x01\x7f" "e");
+	assert_round_trip("\"");
+	assert_round_trip("tail\\");
+}
+
+static void
+test_keys(void **state)
+{
+	api_jw jw;
+
+	(void)state;
+	api_jw_init(&jw);
+	api_jw_raw(&jw, "{", 1);
+	api_jw_kstr(&jw, "name", "x", true);
+	api_jw_kint(&jw, "n", -42);
+	api_jw_kbool(&jw, "ok", true);
+	api_jw_kstr(&jw, "we\"ird", "v\n", false);
+	api_jw_raw(&jw, "}", 1);
+	assert_string_equal(jw.buf,
+	    "{\"name\":\"x\",\"n\":-42,\"ok\":true,\"we\\\"ird\":\"v\\u000a\"}");
+	free(jw.buf);
+}
+
+static void
+test_grows(void **state)
+{
+	api_jw jw;
+	char *big = malloc(10000);
+	json_t *v;
+	int i;
+
+	(void)state;
+	assert_non_null(big);
+	for (i = 0; i < 9999; i++)
+		big[i] = (char)('a' + i % 26);
+	big[9999] = '\0';
+	big[5000] = '\t';
+	api_jw_init(&jw);
+	api_jw_str(&jw, big);
+	assert_false(jw.full);
+	v = json_loads(jw.buf, JSON_DECODE_ANY, NULL);
+	assert_non_null(v);
+	assert_string_equal(json_string_value(v), big);
+	json_decref(v);
+	free(jw.buf);
+	free(big);
+}
+
+/* A fixed buffer never writes past CAP - KEEP and says it is full. */
+static void
+test_fixed_buffer_full(void **state)
+{
+	char buf[32];
+	api_jw jw;
+	size_t cap;
+
+	(void)state;
+	for (cap = 1; cap < 24; cap++) {
+		memset(buf, 'Z', sizeof(buf));
+		api_jw_init_fixed(&jw, buf, cap, 2);
+		api_jw_kstr(&jw, "key", "value with \"quote\"", true);
+		assert_true(jw.full);
+		assert_true(jw.len + 2 + 1 <= cap || jw.len == 0);
+		for (size_t i = cap; i < sizeof(buf); i++)
+			assert_int_equal(buf[i], 'Z');
+		/* Once full, nothing more is written. */
+		api_jw_raw(&jw, "x", 1);
+		assert_true(jw.full);
+	}
+	api_jw_init_fixed(&jw, buf, sizeof(buf), 0);
+	api_jw_str(&jw, "fits");
+	assert_false(jw.full);
+	assert_string_equal(buf, "\"fits\"");
+}
+
+static void
+test_copy(void **state)
+{
+	char d[6];
+
+	(void)state;
+	memset(d, 'Z', sizeof(d));
+	api_copy(d, sizeof(d), "abc");
+	assert_string_equal(d, "abc");
+	api_copy(d, sizeof(d), "abcdefgh");
+	assert_string_equal(d, "abcde");
+	api_copy(d, 1, "abc");
+	assert_string_equal(d, "");
+	d[0] = 'Q';
+	api_copy(d, 0, "abc"); /* no room: untouched */
+	assert_int_equal(d[0], 'Q');
+}
+
+static void
+test_fmt_int(void **state)
+{
+	char b[24], s[3];
+
+	(void)state;
+	assert_int_equal(api_fmt_int(b, sizeof(b), 0), 1);
+	assert_string_equal(b, "0");
+	api_fmt_int(b, sizeof(b), 1234567);
+	assert_string_equal(b, "1234567");
+	api_fmt_int(b, sizeof(b), -5);
+	assert_string_equal(b, "-5");
+	assert_int_equal(api_fmt_int(b, sizeof(b), INT64_MAX), 19);
+	assert_string_equal(b, "9223372036854775807");
+	assert_int_equal(api_fmt_int(b, sizeof(b), INT64_MIN), 20);
+	assert_string_equal(b, "-9223372036854775808");
+	assert_int_equal(api_fmt_int(s, sizeof(s), 12345), 2);
+	assert_string_equal(s, "12");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plain_strings),
+		cmocka_unit_test(test_every_byte_escaped_or_kept),
+		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_grows),
+		cmocka_unit_test(test_fixed_buffer_full),
+		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_fmt_int),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
