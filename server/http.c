@@ -717,6 +717,7 @@ loop_main(void *arg)
 	int ms;
 
 	tl_loop = lp;
+	srv_log_batch_begin();
 	for (;;) {
 		if (__atomic_load_n(&lp->stop, __ATOMIC_SEQ_CST) &&
 		    (gcs_loop_tasks(lp->io) == 0 ||
@@ -740,12 +741,14 @@ loop_main(void *arg)
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
 		due = srv_mono_ms() + ms;
+		srv_log_flush(); /* before it may wait */
 		gcs_loop_run_once(lp->io, ms);
 		if (__atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
 		    srv_mono_ms() >= due)
 			MHD_run(lp->daemon);
 	}
 	MHD_run(lp->daemon); /* take back what was resumed last */
+	srv_log_batch_end();
 	tl_loop = NULL;
 	return NULL;
 }
