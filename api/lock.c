@@ -161,8 +161,8 @@ lease_stored_bytes(const json_t *meta)
 	json_t *jv;
 	size_t n = 2; /* {} */
 
-	snprintf(ttl_widest, sizeof(ttl_widest), "%d", API_TTL_MAX);
-	snprintf(seq_widest, sizeof(seq_widest), "%" PRId64, INT64_MAX);
+	api_fmt_int(ttl_widest, sizeof(ttl_widest), API_TTL_MAX);
+	api_fmt_int(seq_widest, sizeof(seq_widest), INT64_MAX);
 	json_object_foreach((json_t *)meta, k, jv)
 	{
 		if ((v = json_string_value(jv)) == NULL ||

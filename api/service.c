@@ -97,21 +97,36 @@ store_fail(api_err *err, const gcs_err *ge)
 	}
 }
 
+/*
+ * A new lease_id: API_LEASE_ID_NEW / 2 bytes from the kernel's CSPRNG, in
+ * hex.  Each thread takes them from getrandom(2) API_RANDOM_BATCH at a
+ * time rather than one system call per acquire; bytes are wiped as they
+ * are handed out, so none serves twice.  (lockgate never forks, which is
+ * what could otherwise make two processes share a batch.)
+ */
 static void
 new_lease_id(char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char r[API_LEASE_ID_NEW / 2];
-	size_t i;
-	ssize_t got = getrandom(r, sizeof(r), 0);
+	static __thread unsigned char pool[API_RANDOM_BATCH];
+	static __thread size_t left;
+	unsigned char *r;
+	size_t i, n = API_LEASE_ID_NEW / 2;
 
-	if (got != (ssize_t)sizeof(r))
-		abort(); /* no entropy: never hand out guessable leases */
-	for (i = 0; i < sizeof(r) && 2 * i + 2 < len; i++) {
+	if (left < n) {
+		if (getrandom(pool, sizeof(pool), 0) != (ssize_t)sizeof(pool))
+			abort(); /* no entropy: never hand out guessable
+				    leases */
+		left = sizeof(pool);
+	}
+	r = pool + sizeof(pool) - left;
+	left -= n;
+	for (i = 0; i < n && 2 * i + 2 < len; i++) {
 		buf[2 * i] = hex[r[i] >> 4];
 		buf[2 * i + 1] = hex[r[i] & 15];
 	}
 	buf[2 * i] = '\0';
+	explicit_bzero(r, n);
 }
 
 static void

@@ -151,7 +151,9 @@ void gcs_object_copy(gcs_object *dst, const gcs_object *src);
 /* Metadata the way GCS applies it.  gcs_meta_new: a copy of META without
  * its null values (a new object's metadata); new reference, NULL on
  * allocation failure.  gcs_meta_patched: BASE with PATCH merged in (a null
- * value deletes a key); new reference, NULL on allocation failure. */
+ * value deletes a key); new reference, NULL on allocation failure.  The
+ * result is a new object, but its string values are shared with META,
+ * BASE and PATCH: a json string is never changed once made. */
 json_t *gcs_meta_new(const json_t *meta);
 json_t *gcs_meta_patched(const json_t *base, const json_t *patch);
 

@@ -137,7 +137,9 @@ gcs_meta_new(const json_t *meta)
 json_t *
 gcs_meta_patched(const json_t *base, const json_t *patch)
 {
-	json_t *m = base ? json_deep_copy(base) : json_object();
+	/* A new object, its values shared with BASE and PATCH: metadata
+	 * values are strings, and no one changes a json string once made. */
+	json_t *m = base ? json_copy((json_t *)base) : json_object();
 	const char *k;
 	json_t *v;
 
@@ -147,7 +149,7 @@ gcs_meta_patched(const json_t *base, const json_t *patch)
 	{
 		if (json_is_null(v))
 			json_object_del(m, k);
-		else if (json_object_set_new(m, k, json_deep_copy(v)) != 0) {
+		else if (json_object_set(m, k, v) != 0) {
 			json_decref(m);
 			return NULL;
 		}
