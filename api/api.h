@@ -231,7 +231,8 @@ json_t *api_lock_json(const api_lock *lock, bool with_lease);
 char *api_lock_text(const api_lock *lock, bool with_lease, size_t *len);
 
 /* Milliseconds since the epoch as RFC 3339 UTC with milliseconds, into
- * BUF of at least 25 bytes. */
+ * BUF of at least 25 bytes; clamped to 1970 .. API_TIME_MAX_MS. */
+#define API_TIME_MAX_MS INT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
 void api_time_str(int64_t ms, char *buf, size_t len);
 
 /* SRC into DST of LEN bytes, cut short to fit, always NUL-terminated

@@ -23,17 +23,16 @@ digits2(char *p, int v)
 }
 
 /*
- * On the hot path (every answer carries three times): formatted by hand,
- * with the date part kept per thread while the second does not change.
+ * On the hot path (every answer carries three times, every log line one):
+ * formatted by hand.  The date comes from the day count by integer
+ * arithmetic on the proleptic Gregorian calendar (400-year eras of
+ * 146097 days, years counted from March so that the leap day comes last),
+ * not from gmtime_r, which takes glibc's time zone lock.
  */
 void
 api_time_str(int64_t ms, char *buf, size_t len)
 {
-	static __thread int64_t cached_sec = -1;
-	static __thread char cached[24];
-	int64_t sec;
-	time_t t;
-	struct tm tm;
+	int64_t sec, days, era, doe, yoe, doy, mp, year, month, day, sod;
 	int frac;
 
 	if (len < 25) {
@@ -43,27 +42,35 @@ api_time_str(int64_t ms, char *buf, size_t len)
 	}
 	if (ms < 0)
 		ms = 0;
+	if (ms > API_TIME_MAX_MS)
+		ms = API_TIME_MAX_MS;
 	sec = ms / 1000;
 	frac = (int)(ms % 1000);
-	if (sec != cached_sec) {
-		t = (time_t)sec;
-		gmtime_r(&t, &tm);
-		digits2(cached, (tm.tm_year + 1900) / 100);
-		digits2(cached + 2, (tm.tm_year + 1900) % 100);
-		cached[4] = '-';
-		digits2(cached + 5, tm.tm_mon + 1);
-		cached[7] = '-';
-		digits2(cached + 8, tm.tm_mday);
-		cached[10] = 'T';
-		digits2(cached + 11, tm.tm_hour);
-		cached[13] = ':';
-		digits2(cached + 14, tm.tm_min);
-		cached[16] = ':';
-		digits2(cached + 17, tm.tm_sec);
-		cached[19] = '.';
-		cached_sec = sec;
-	}
-	memcpy(buf, cached, 20);
+	days = sec / 86400;
+	sod = sec % 86400;
+	/* Days since 0000-03-01, then era, day and year of era. */
+	days += 719468;
+	era = days / 146097;
+	doe = days - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153; /* March = 0 */
+	day = doy - (153 * mp + 2) / 5 + 1;
+	month = mp < 10 ? mp + 3 : mp - 9;
+	year = yoe + era * 400 + (month <= 2);
+	digits2(buf, (int)(year / 100));
+	digits2(buf + 2, (int)(year % 100));
+	buf[4] = '-';
+	digits2(buf + 5, (int)month);
+	buf[7] = '-';
+	digits2(buf + 8, (int)day);
+	buf[10] = 'T';
+	digits2(buf + 11, (int)(sod / 3600));
+	buf[13] = ':';
+	digits2(buf + 14, (int)(sod / 60 % 60));
+	buf[16] = ':';
+	digits2(buf + 17, (int)(sod % 60));
+	buf[19] = '.';
 	buf[20] = (char)('0' + frac / 100);
 	digits2(buf + 21, frac % 100);
 	buf[23] = 'Z';

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -189,6 +190,50 @@ test_fmt_int(void **state)
 	assert_string_equal(s, "12");
 }
 
+/* The hand-made RFC 3339 time agrees with gmtime_r, leap days and
+ * century years included, and stays in its 24 characters at the ends. */
+static void
+test_time_str(void **state)
+{
+	static const int64_t days[] = { 0, 59, 60, 365, 10957, 11016, 11017,
+		11322, 47540, 47541, 47482, 20000, 2932890 };
+	char got[32], want[32];
+	int64_t d, ms;
+	size_t i;
+	struct tm tm;
+	time_t t;
+
+	(void)state;
+	for (i = 0; i < sizeof(days) / sizeof(days[0]); i++)
+		for (d = days[i] - 2; d <= days[i] + 2; d++) {
+			if (d < 0)
+				continue;
+			ms = d * 86400000 + 3723456; /* 01:02:03.456 */
+			t = (time_t)(ms / 1000);
+			gmtime_r(&t, &tm);
+			strftime(want, sizeof(want), "%Y-%m-%dT%H:%M:%S", &tm);
+			strcat(want, ".456Z");
+			api_time_str(ms, got, sizeof(got));
+			assert_string_equal(got, want);
+		}
+	/* Every day of 1900..2400 by a stride that visits all month ends. */
+	for (d = 0; d < 160000; d += 7) {
+		ms = d * 86400000 + 86399999;
+		t = (time_t)(ms / 1000);
+		gmtime_r(&t, &tm);
+		strftime(want, sizeof(want), "%Y-%m-%dT%H:%M:%S.999Z", &tm);
+		api_time_str(ms, got, sizeof(got));
+		assert_string_equal(got, want);
+	}
+	api_time_str(-5, got, sizeof(got));
+	assert_string_equal(got, "1970-01-01T00:00:00.000Z");
+	api_time_str(INT64_MAX, got, sizeof(got));
+	assert_string_equal(got, "9999-12-31T23:59:59.999Z");
+	got[0] = 'x';
+	api_time_str(0, got, 24); /* too small: empty */
+	assert_string_equal(got, "");
+}
+
 int
 main(void)
 {
@@ -200,6 +245,7 @@ main(void)
 		cmocka_unit_test(test_fixed_buffer_full),
 		cmocka_unit_test(test_copy),
 		cmocka_unit_test(test_fmt_int),
+		cmocka_unit_test(test_time_str),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
