@@ -874,15 +874,20 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	json_t *claims = NULL;
 	auth_keyset *jk = NULL;
 	auth_state *st;
-	const auth_key *good;
+	const auth_key *good = NULL;
 	candidates c;
 	jwt_alg_t alg = JWT_ALG_NONE;
+	unsigned long key_id = 0;
+	size_t i, kl;
 
 	pthread_mutex_lock(&a->cache_mu);
 	if (holds(v, t) && v->claims != NULL) {
 		claims = json_incref(v->claims);
+		key_id = v->key_id;
 		alg = v->alg;
-		memcpy(kid, v->kid, sizeof(kid));
+		kl = strnlen(v->kid, AUTH_KID_MAX);
+		memcpy(kid, v->kid, kl);
+		kid[kl] = '\0';
 	}
 	pthread_mutex_unlock(&a->cache_mu);
 	if (claims == NULL)
@@ -894,7 +899,10 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 		jk = auth_jwks_keys(a->jwks);
 		collect(&c, jk, alg, kid[0] ? kid : NULL);
 	}
-	good = cache_find(a, t, &c);
+	/* The key that verified it must still be a candidate. */
+	for (i = 0; i < c.n && good == NULL; i++)
+		if (c.k[i]->id == key_id)
+			good = c.k[i];
 	if (good != NULL)
 		*rc = check_times(a, claims, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
