@@ -594,22 +594,25 @@ int
 gcs_loop_run_once(gcs_loop *l, int timeout_ms)
 {
 	struct epoll_event ev[GCS_LOOP_EVENTS];
-	int64_t now = gcs_mono_ms(), due = -1;
+	int64_t now = 0, due = -1;
 	gcs_task *t;
 	int n, i, running;
 
+	/* The clock is read only when a timer is set (a loop that serves
+	 * only mem:// requests has none). */
 	if (l->curl_due >= 0)
 		due = l->curl_due;
 	if (l->sleepers != NULL && (due < 0 || l->sleepers->wake_ms < due))
 		due = l->sleepers->wake_ms;
-	if (due >= 0 && due - now < timeout_ms)
+	if (due >= 0 && due - (now = gcs_mono_ms()) < timeout_ms)
 		timeout_ms = due <= now ? 0 : (int)(due - now);
 	if (l->ready != NULL || timeout_ms < 0)
 		timeout_ms = 0;
 	n = epoll_wait(l->epfd, ev, GCS_LOOP_EVENTS, timeout_ms);
 	for (i = 0; i < n; i++)
 		dispatch(l, &ev[i]);
-	now = gcs_mono_ms();
+	if (l->curl_due >= 0 || l->sleepers != NULL)
+		now = gcs_mono_ms();
 	if (l->multi != NULL) {
 		if (l->curl_due >= 0 && l->curl_due <= now) {
 			l->curl_due = -1;

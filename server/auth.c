@@ -42,6 +42,15 @@ typedef struct auth_state {
  * exact bytes (a keyed hash picks the slot), the key by its id: an
  * entry counts only while that key is among the current candidates, so a
  * reload or a JWKS rotation retires it.  Claims are checked every time. */
+/* A token's time claims, read once: for each, 1 present, 0 absent, -1
+ * not a number. */
+typedef struct claim_times {
+	double exp, nbf, iat;
+	signed char has_exp, has_nbf, has_iat;
+} claim_times;
+
+static claim_times times_of(const json_t *claims);
+
 typedef struct verified {
 	char *tok; /* owned: the token's exact bytes; NULL: empty */
 	size_t toklen;
@@ -51,7 +60,8 @@ typedef struct verified {
 	 * and parsed again (the hot path of every request): */
 	jwt_alg_t alg;
 	char kid[AUTH_KID_MAX + 1];
-	json_t *claims; /* owned, never modified once stored */
+	json_t *claims;     /* owned, never modified once stored */
+	claim_times times;  /* read from CLAIMS once, checked on every use */
 } verified;
 
 /* A token as the cache knows it: its bytes and their keyed hash. */
@@ -546,6 +556,7 @@ cache_put(auth_ctx *a, const token_ref *t, const auth_key *k,
 	v->key_id = k->id;
 	v->alg = alg;
 	snprintf(v->kid, sizeof(v->kid), "%s", kid ? kid : "");
+	v->times = times_of(claims);
 	old = v->claims;
 	v->claims = json_incref(claims);
 	pthread_mutex_unlock(&a->cache_mu);
@@ -708,53 +719,60 @@ in_list(const auth_strlist *l, const char *s)
 	return false;
 }
 
-static int
-check_times(const auth_ctx *a, const json_t *claims, auth_refusal *why)
+static claim_times
+times_of(const json_t *claims)
 {
-	double now = (double)time(NULL), exp = 0, nbf = 0, iat = 0;
-	int r;
+	claim_times t = { 0, 0, 0, 0, 0, 0 };
 
-	r = numeric_date(claims, "exp", &exp);
-	if (r == 0) {
+	t.has_exp = (signed char)numeric_date(claims, "exp", &t.exp);
+	t.has_nbf = (signed char)numeric_date(claims, "nbf", &t.nbf);
+	t.has_iat = (signed char)numeric_date(claims, "iat", &t.iat);
+	return t;
+}
+
+static int
+check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
+{
+	double now = (double)time(NULL);
+
+	if (t->has_exp == 0) {
 		refuse(why, "missing_claim",
 		    "The token has no exp claim; "
 		    "tokens must expire.");
 		return -1;
 	}
-	if (r < 0 || numeric_date(claims, "nbf", &nbf) < 0 ||
-	    numeric_date(claims, "iat", &iat) < 0) {
+	if (t->has_exp < 0 || t->has_nbf < 0 || t->has_iat < 0) {
 		refuse(why, "malformed_token",
 		    "The token's exp, nbf or iat is "
 		    "not a number.");
 		return -1;
 	}
-	if (now > exp + a->leeway) {
+	if (now > t->exp + a->leeway) {
 		refuse(why, "token_expired",
 		    "The token has expired; get a new "
 		    "one.");
 		return -1;
 	}
-	if (numeric_date(claims, "nbf", &nbf) > 0 && nbf > now + a->leeway) {
+	if (t->has_nbf > 0 && t->nbf > now + a->leeway) {
 		refuse(why, "token_not_yet_valid",
 		    "The token is not valid yet "
 		    "(nbf is in the future); check the clocks.");
 		return -1;
 	}
-	r = numeric_date(claims, "iat", &iat);
-	if (r > 0 && iat > now + a->leeway) {
+	if (t->has_iat > 0 && t->iat > now + a->leeway) {
 		refuse(why, "token_issued_in_future",
 		    "The token was issued in "
 		    "the future (iat); check the clocks.");
 		return -1;
 	}
 	if (a->max_age > 0) {
-		if (r == 0) {
+		if (t->has_iat == 0) {
 			refuse(why, "missing_claim",
 			    "The token has no iat claim, "
 			    "which a maximum token age needs.");
 			return -1;
 		}
-		if (now - iat > (double)a->max_age + a->leeway) {
+		if (now - t->iat > (double)a->max_age + a->leeway) {
 			refuse(why, "token_too_old",
 			    "The token is older than the "
 			    "maximum token age; get a new one.");
@@ -879,11 +897,13 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	jwt_alg_t alg = JWT_ALG_NONE;
 	unsigned long key_id = 0;
 	size_t i, kl;
+	claim_times times;
 
 	pthread_mutex_lock(&a->cache_mu);
 	if (holds(v, t) && v->claims != NULL) {
 		claims = json_incref(v->claims);
 		key_id = v->key_id;
+		times = v->times;
 		alg = v->alg;
 		kl = strnlen(v->kid, AUTH_KID_MAX);
 		memcpy(kid, v->kid, kl);
@@ -904,7 +924,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 		if (c.k[i]->id == key_id)
 			good = c.k[i];
 	if (good != NULL)
-		*rc = check_times(a, claims, why) != 0 ||
+		*rc = check_times(a, &times, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
 		        fill_identity(a, claims, id, why) != 0
 		    ? -1
@@ -928,6 +948,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	char *copy = NULL;
 	unsigned char *sig = NULL;
 	token_ref t;
+	claim_times times;
 	size_t toklen, siglen = 0, i;
 	jwt_alg_t alg;
 	const auth_key *good = NULL;
@@ -1087,7 +1108,8 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		    "verify with any key of this service.");
 		goto out;
 	}
-	if (check_times(a, claims, why) != 0 ||
+	times = times_of(claims);
+	if (check_times(a, &times, why) != 0 ||
 	    check_iss_aud(a, good->source, claims, why) != 0 ||
 	    fill_identity(a, claims, id, why) != 0)
 		goto out;

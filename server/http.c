@@ -713,7 +713,6 @@ loop_main(void *arg)
 	srv_loop *lp = arg;
 	MHD_UNSIGNED_LONG_LONG to;
 	MHD_socket ls;
-	int64_t due;
 	int ms;
 
 	tl_loop = lp;
@@ -740,11 +739,10 @@ loop_main(void *arg)
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
-		due = srv_mono_ms() + ms;
 		srv_log_flush(); /* before it may wait */
 		gcs_loop_run_once(lp->io, ms);
 		if (__atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
-		    srv_mono_ms() >= due)
+		    (MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))
 			MHD_run(lp->daemon);
 	}
 	MHD_run(lp->daemon); /* take back what was resumed last */
