@@ -713,7 +713,7 @@ loop_main(void *arg)
 	srv_loop *lp = arg;
 	MHD_UNSIGNED_LONG_LONG to;
 	MHD_socket ls;
-	int ms;
+	int ms, log_wait;
 
 	tl_loop = lp;
 	srv_log_batch_begin();
@@ -739,7 +739,8 @@ loop_main(void *arg)
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
-		srv_log_flush(); /* before it may wait */
+		if ((log_wait = srv_log_flush_due()) >= 0 && log_wait < ms)
+			ms = log_wait;
 		gcs_loop_run_once(lp->io, ms);
 		if (__atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
 		    (MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))

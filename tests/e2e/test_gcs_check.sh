@@ -58,8 +58,18 @@ for req in "POST /v1/locks/x:acquire?ttl=30" "GET /v1/locks"; do
 	    lg_fail "$req: message does not name the bucket: $(cat "$LG_TMP/b")"
 	grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "$req: 503 without Retry-After"
 done
-grep '"message":"request"' "$LG_LOG" | grep '"route":"acquire"' | grep '"status":503' |
-    grep -q "bucket 'missing-bkt' not found" ||
+# The acquire's log line: a loop writes its lines in batches, within a few
+# ms, so look for up to 2 s.
+why_logged() {
+	grep '"message":"request"' "$LG_LOG" | grep '"route":"acquire"' |
+	    grep '"status":503' | grep -q "bucket 'missing-bkt' not found"
+}
+i=0
+until why_logged || [ $i -ge 20 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+why_logged ||
     lg_fail "the acquire's log line does not say why: $(grep '"route":"acquire"' "$LG_LOG")"
 lg_stop
 echo ok
