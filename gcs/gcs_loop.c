@@ -131,6 +131,11 @@ struct gcs_loop {
 	int live;
 	loop_watch watch[GCS_LOOP_WATCH_MAX];
 	int nwatch;
+	/* libcurl's sockets in epoll, by fd: REG_IN/REG_OUT as registered,
+	 * REG_IDLE while no transfer uses it (see on_socket). */
+	unsigned char *reg;
+	int nreg;
+	unsigned long ctls; /* epoll_ctl calls for libcurl's sockets */
 };
 
 static __thread gcs_task *tl_task; /* the task running on this thread */
@@ -311,29 +316,121 @@ task_main(void)
 
 /* ---- libcurl ---- */
 
+/*
+ * libcurl's sockets are registered lazily.  libcurl asks to stop watching
+ * a keep-alive connection when its transfer ends and to watch it again for
+ * the next one: two epoll_ctl calls per storage request.  Instead, a
+ * socket left registered for reading stays so while idle (REG_IDLE); the
+ * next transfer that wants it read costs nothing.  Should an idle socket
+ * become readable (the server closed it), it is dropped from epoll there
+ * and then, and libcurl finds the connection dead when it next looks.
+ * When libcurl closes a socket, on_close forgets it, so that a new socket
+ * that gets the same number starts afresh.
+ */
+#define REG_IN   1
+#define REG_OUT  2
+#define REG_IDLE 4
+
+static unsigned char *
+reg_slot(gcs_loop *l, int fd)
+{
+	unsigned char *nr;
+	int n;
+
+	if (fd < 0)
+		return NULL;
+	if (fd >= l->nreg) {
+		n = l->nreg ? l->nreg : 64;
+		while (n <= fd)
+			n *= 2;
+		if ((nr = realloc(l->reg, (size_t)n)) == NULL)
+			return NULL;
+		memset(nr + l->nreg, 0, (size_t)(n - l->nreg));
+		l->reg = nr;
+		l->nreg = n;
+	}
+	return &l->reg[fd];
+}
+
+/* Register FD for WANT (REG_IN|REG_OUT; 0: not at all). */
+static int
+reg_set(gcs_loop *l, int fd, unsigned char *slot, unsigned want)
+{
+	unsigned have = *slot & (REG_IN | REG_OUT);
+	struct epoll_event ev;
+	int rc = 0;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.data.fd = fd;
+	ev.events = ((want & REG_IN) ? EPOLLIN : 0u) |
+	    ((want & REG_OUT) ? EPOLLOUT : 0u);
+	if (want != have) {
+		l->ctls++;
+		if (want == 0)
+			epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+		else if (have == 0)
+			rc = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
+			        (errno == EEXIST &&
+			            epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+			    ? 0
+			    : -1;
+		else
+			rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) == 0 ||
+			        (errno == ENOENT &&
+			            epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+			    ? 0
+			    : -1;
+	}
+	*slot = rc == 0 ? (unsigned char)want : 0;
+	return rc;
+}
+
 static int
 on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	gcs_loop *l = userp;
-	struct epoll_event ev;
+	unsigned char *slot = reg_slot(l, s);
 
 	(void)e;
+	(void)socketp;
+	if (slot == NULL)
+		return -1;
 	if (what == CURL_POLL_REMOVE) {
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, s, NULL);
-		curl_multi_assign(l->multi, s, NULL);
+		/* Readable-only: keep it (an idle socket is not readable
+		 * unless the peer closed it).  Writable: level-triggered
+		 * EPOLLOUT would fire at once, so drop it. */
+		if (*slot == REG_IN)
+			*slot = REG_IN | REG_IDLE;
+		else
+			reg_set(l, s, slot, 0);
 		return 0;
 	}
-	memset(&ev, 0, sizeof(ev));
-	ev.data.fd = s;
-	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) |
-	    ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
-	if (socketp != NULL)
-		return epoll_ctl(l->epfd, EPOLL_CTL_MOD, s, &ev) == 0 ? 0 : -1;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, s, &ev) != 0 &&
-	    (errno != EEXIST || epoll_ctl(l->epfd, EPOLL_CTL_MOD, s, &ev) != 0))
-		return -1;
-	curl_multi_assign(l->multi, s, l); /* non-NULL: registered */
-	return 0;
+	*slot &= (unsigned char)~REG_IDLE;
+	return reg_set(l, s, slot,
+	    ((what & CURL_POLL_IN) ? REG_IN : 0u) |
+	        ((what & CURL_POLL_OUT) ? REG_OUT : 0u));
+}
+
+/* libcurl closes one of this loop's sockets. */
+static int
+on_close(void *clientp, curl_socket_t s)
+{
+	gcs_loop *l = clientp;
+
+	if (l != NULL && s >= 0 && s < l->nreg) {
+		if (l->reg[s] & (REG_IN | REG_OUT)) {
+			l->ctls++;
+			epoll_ctl(l->epfd, EPOLL_CTL_DEL, s, NULL);
+		}
+		l->reg[s] = 0;
+	}
+	return close(s);
+}
+
+unsigned long
+gcs_loop_epoll_ctls(const gcs_loop *l)
+{
+	return l->ctls;
 }
 
 static int
@@ -409,11 +506,18 @@ gcs_loop_perform(CURL *h)
 	gcs_loop *l;
 	CURLcode rc;
 
-	if (t == NULL)
+	if (t == NULL) {
+		/* Connections it makes are its own, not a loop's. */
+		curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, NULL);
+		curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, NULL);
 		return curl_easy_perform(h);
+	}
 	l = t->loop;
 	if (multi_init(l) != 0)
 		return CURLE_OUT_OF_MEMORY;
+	/* A connection made now belongs to L's cache and keeps these. */
+	curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+	curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, l);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)t);
 	if (curl_multi_add_handle(l->multi, h) != CURLM_OK) {
 		curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
@@ -499,6 +603,7 @@ gcs_loop_free(gcs_loop *l)
 	}
 	if (l->multi != NULL)
 		curl_multi_cleanup(l->multi);
+	free(l->reg);
 	if (l->wakefd >= 0)
 		close(l->wakefd);
 	if (l->epfd >= 0)
@@ -581,6 +686,12 @@ dispatch(gcs_loop *l, const struct epoll_event *ev)
 		}
 	if (l->multi == NULL)
 		return;
+	if (fd >= 0 && fd < l->nreg && (l->reg[fd] & REG_IDLE)) {
+		/* A connection no transfer uses became readable: its peer
+		 * closed it.  Stop watching; libcurl will drop it. */
+		reg_set(l, fd, &l->reg[fd], 0);
+		return;
+	}
 	if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
 		flags |= CURL_CSELECT_IN;
 	if (ev->events & EPOLLOUT)

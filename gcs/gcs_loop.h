@@ -69,6 +69,8 @@ int gcs_loop_spawn(gcs_loop *l, void (*fn)(void *arg), void *arg,
 
 /* Tasks of L begun and not yet finished. */
 int gcs_loop_tasks(const gcs_loop *l);
+/* epoll_ctl calls made for libcurl's sockets so far (for tests). */
+unsigned long gcs_loop_epoll_ctls(const gcs_loop *l);
 
 /* Whether the caller runs in a task (and so must not wait for another
  * thread's progress with a blocking primitive: use gcs_loop_sleep in a

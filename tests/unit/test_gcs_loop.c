@@ -3,8 +3,10 @@
  * that needs no wait finishes within gcs_loop_spawn; waiting tasks
  * (sleeps, storage transfers) are all alive at once on one thread; a
  * wake-up from another thread ends a wait; a task's stack overflow is
- * fatal, never silent; and the gs:// store, called from tasks, keeps its
- * semantics (concurrent calls, a dropped answer reported as attempts > 1).
+ * fatal, never silent; the gs:// store, called from tasks, keeps its
+ * semantics (concurrent calls, a dropped answer reported as attempts > 1);
+ * a kept connection stays registered with epoll between transfers, and
+ * one its server closed while idle is dropped, not spun on.
  *
  * No timing upper bounds: concurrency is shown by counts (tasks alive at
  * once, requests the fake held at once), every wait is bounded.
@@ -17,6 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -364,6 +370,215 @@ test_dropped_answer_in_task_counts_sends(void **state)
 	gcs_store_free(s);
 }
 
+
+/* Sequential store calls on one loop reuse one kept connection: its
+ * socket stays registered with epoll between transfers, so the epoll_ctl
+ * calls do not grow with the number of requests (two per request before).
+ * A connection libcurl closes (a dropped answer) is forgotten, and its
+ * replacement, often under the same fd number, is registered afresh. */
+#define SEQ_CALLS 20
+
+static void
+seq_fn(void *arg)
+{
+	call *c = arg;
+	int i;
+
+	for (i = 0; i < SEQ_CALLS; i++) {
+		snprintf(c->name, sizeof(c->name), "seq%d", i);
+		store_fn(c);
+		if (c->remove_rc != GCS_OK)
+			return;
+	}
+}
+
+static void
+test_kept_connection_stays_registered(void **state)
+{
+	gcs_store *s = open_store();
+	gcs_loop *l = gcs_loop_new();
+	call c = { 0 };
+	unsigned long ctls;
+
+	(void)state;
+	c.s = s;
+	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(c.remove_rc, GCS_OK);
+	/* 60 requests; the connection's setup costs a few calls. */
+	ctls = gcs_loop_epoll_ctls(l);
+	assert_true(ctls >= 1);
+	assert_true(ctls <= 4);
+	/* The fake closes the connection after a delete: libcurl closes its
+	 * socket and makes a new one. */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=delete&kind=drop&count=1", NULL),
+	    200);
+	memset(&c, 0, sizeof(c));
+	c.s = s;
+	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+		run_until_idle(l);
+	/* The dropped delete was seq0's; the rest went through. */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
+	memset(&c, 0, sizeof(c));
+	c.s = s;
+	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(c.remove_rc, GCS_OK);
+	assert_true(gcs_loop_epoll_ctls(l) <= ctls + 6);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	gcs_loop_free(l);
+	gcs_store_free(s);
+}
+
+/* ---- a server that closes a kept connection while it is idle ---- */
+
+typedef struct idle_srv {
+	int lfd, port;
+	int close_pipe[2]; /* a byte: close the connection now */
+	int served;
+} idle_srv;
+
+#define IDLE_WAIT_MS 5000 /* any wait of the server thread */
+
+/* Serve one request on FD (read up to the blank line, answer "ok"). */
+static int
+serve_one(int fd)
+{
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+	                         "Content-Type: text/plain\r\n\r\nok";
+	char buf[4096];
+	size_t got = 0;
+	struct pollfd p = { fd, POLLIN, 0 };
+	ssize_t n;
+
+	buf[0] = '\0';
+	while (strstr(buf, "\r\n\r\n") == NULL && got < sizeof(buf) - 1) {
+		if (poll(&p, 1, IDLE_WAIT_MS) != 1)
+			return -1;
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+		buf[got] = '\0';
+	}
+	return write(fd, ok, sizeof(ok) - 1) == (ssize_t)(sizeof(ok) - 1) ? 0
+	                                                                 : -1;
+}
+
+/* Two connections: the first answers one request, then is closed when
+ * told (idle, kept alive by the client); the second answers one. */
+static void *
+idle_srv_main(void *arg)
+{
+	idle_srv *v = arg;
+	struct pollfd p = { v->lfd, POLLIN, 0 };
+	char b;
+	int fd, i;
+
+	for (i = 0; i < 2; i++) {
+		if (poll(&p, 1, IDLE_WAIT_MS) != 1 ||
+		    (fd = accept(v->lfd, NULL, NULL)) < 0)
+			return NULL;
+		if (serve_one(fd) == 0)
+			v->served++;
+		if (i == 0) {
+			struct pollfd q = { v->close_pipe[0], POLLIN, 0 };
+
+			if (poll(&q, 1, IDLE_WAIT_MS) == 1 &&
+			    read(v->close_pipe[0], &b, 1) != 1) {
+				/* closed anyway below */
+			}
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+typedef struct get_call {
+	int port;
+	CURLcode rc;
+	long status;
+} get_call;
+
+static size_t
+discard(char *p, size_t size, size_t n, void *ud)
+{
+	(void)p;
+	(void)ud;
+	return size * n;
+}
+
+static void
+get_fn(void *arg)
+{
+	get_call *g = arg;
+	CURL *h = curl_easy_init();
+	char url[64];
+
+	if (h == NULL)
+		return;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", g->port);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	g->rc = gcs_loop_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &g->status);
+	curl_easy_cleanup(h);
+}
+
+static void
+test_idle_connection_closed_by_peer(void **state)
+{
+	idle_srv v = { 0 };
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	pthread_t th;
+	gcs_loop *l = gcs_loop_new();
+	get_call g = { 0 };
+	int i, events = 0;
+
+	(void)state;
+	v.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(v.lfd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(v.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(v.lfd, 4), 0);
+	assert_int_equal(getsockname(v.lfd, (struct sockaddr *)&sa, &len), 0);
+	v.port = ntohs(sa.sin_port);
+	assert_int_equal(pipe(v.close_pipe), 0);
+	assert_int_equal(pthread_create(&th, NULL, idle_srv_main, &v), 0);
+
+	g.port = v.port;
+	if (gcs_loop_spawn(l, get_fn, &g, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(g.rc, CURLE_OK);
+	assert_int_equal(g.status, 200);
+	/* The server closes the kept, idle connection.  The loop sees it
+	 * once and stops watching it: ten rounds see at most that one
+	 * event, where a socket left registered would fire every round. */
+	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
+	for (i = 0; i < 10; i++)
+		events += gcs_loop_run_once(l, 20);
+	assert_true(events <= 1);
+	/* The next transfer finds the connection dead and makes another. */
+	memset(&g, 0, sizeof(g));
+	g.port = v.port;
+	if (gcs_loop_spawn(l, get_fn, &g, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(g.rc, CURLE_OK);
+	assert_int_equal(g.status, 200);
+	pthread_join(th, NULL);
+	assert_int_equal(v.served, 2);
+	close(v.lfd);
+	close(v.close_pipe[0]);
+	close(v.close_pipe[1]);
+	gcs_loop_free(l);
+}
+
 int
 main(void)
 {
@@ -375,6 +590,8 @@ main(void)
 		cmocka_unit_test(test_stack_overflow_is_fatal),
 		cmocka_unit_test(test_store_calls_in_tasks_overlap),
 		cmocka_unit_test(test_dropped_answer_in_task_counts_sends),
+		cmocka_unit_test(test_kept_connection_stays_registered),
+		cmocka_unit_test(test_idle_connection_closed_by_peer),
 	};
 
 	return cmocka_run_group_tests_name("gcs_loop", tests, group_setup,
