@@ -713,7 +713,7 @@ loop_main(void *arg)
 	srv_loop *lp = arg;
 	MHD_UNSIGNED_LONG_LONG to;
 	MHD_socket ls;
-	int ms, log_wait;
+	int ms, log_wait, run;
 
 	tl_loop = lp;
 	srv_log_batch_begin();
@@ -733,16 +733,16 @@ loop_main(void *arg)
 		/* The daemon runs when its epoll fd is readable, when a
 		 * connection was resumed, or when its own timeout is due;
 		 * rounds that only move storage transfers leave it be. */
-		ms = __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST)
-		    ? 0
-		    : SRV_LOOP_IDLE_MS;
+		run = __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST);
+		ms = run ? 0 : SRV_LOOP_IDLE_MS;
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
 		if ((log_wait = srv_log_flush_due()) >= 0 && log_wait < ms)
 			ms = log_wait;
 		gcs_loop_run_once(lp->io, ms);
-		if (__atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
+		if (run ||
+		    __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
 		    (MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))
 			MHD_run(lp->daemon);
 	}
