@@ -713,7 +713,7 @@ loop_main(void *arg)
 	srv_loop *lp = arg;
 	MHD_UNSIGNED_LONG_LONG to;
 	MHD_socket ls;
-	int ms, log_wait, run;
+	int ms, run;
 
 	tl_loop = lp;
 	srv_log_batch_begin();
@@ -738,8 +738,7 @@ loop_main(void *arg)
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
-		if ((log_wait = srv_log_flush_due()) >= 0 && log_wait < ms)
-			ms = log_wait;
+		srv_log_flush(); /* before it may wait */
 		gcs_loop_run_once(lp->io, ms);
 		if (run ||
 		    __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||

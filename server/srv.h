@@ -91,13 +91,10 @@ srv_log_request(const char *severity, const char *method, const char *route,
     const char *reason, const char *error, const char *trace);
 void srv_log_event(const char *severity, const char *event, const char *lock,
     const char *owner, const char *holder, const char *actor, int64_t token);
-/* From begin to end, this thread's lines are batched (an HTTP loop).
- * Before it blocks, the thread calls flush_due: the batch is written if it
- * is old enough, else the result is how many ms it may wait at most (-1:
- * nothing held).  end writes what is left. */
+/* From begin to end, this thread's lines are batched (an HTTP loop); the
+ * thread calls flush before it blocks. */
 void srv_log_batch_begin(void);
 void srv_log_flush(void);
-int srv_log_flush_due(void);
 void srv_log_batch_end(void);
 
 /* --- http.c --- */
