@@ -28,9 +28,8 @@
 #define API_PURPOSE_MAX       1024
 #define API_LEASE_ID_MIN      8
 #define API_LEASE_ID_MAX      64
-#define API_LEASE_ID_NEW      32 /* hex digits of a lease_id made here */
-#define API_RANDOM_BATCH      256 /* bytes a thread takes from getrandom at
-				      once (at most 256: never a short read) */
+#define API_LEASE_ID_NEW      32  /* hex digits of a lease_id made here */
+#define API_RANDOM_BATCH      256 /* bytes per getrandom: never cut short */
 #define API_LABELS_MAX        16
 #define API_LABEL_KEY_MAX     63
 #define API_LABEL_VALUE_MAX   128

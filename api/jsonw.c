@@ -81,12 +81,15 @@ api_jw_lit(api_jw *jw, const char *s)
 
 /* Bytes a JSON string can hold as they are: not a control character,
  * DEL, a quote or a backslash (UTF-8 passes through). */
-#define P1(c) ((c) >= 0x20 && (c) != '"' && (c) != '\\' && (c) != 0x7f)
-#define P4(c) P1(c), P1((c) + 1), P1((c) + 2), P1((c) + 3)
+#define P1(c)  ((c) >= 0x20 && (c) != '"' && (c) != '\\' && (c) != 0x7f)
+#define P4(c)  P1(c), P1((c) + 1), P1((c) + 2), P1((c) + 3)
 #define P16(c) P4(c), P4((c) + 4), P4((c) + 8), P4((c) + 12)
 #define P64(c) P16(c), P16((c) + 16), P16((c) + 32), P16((c) + 48)
 static const bool jw_plain[256] = {
-	P64(0), P64(64), P64(128), P64(192),
+	P64(0),
+	P64(64),
+	P64(128),
+	P64(192),
 };
 #undef P64
 #undef P16

@@ -287,7 +287,8 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	memset(out, 0, sizeof(*out));
 	api_copy(out->name, sizeof(out->name), name);
 	api_copy(out->owner, sizeof(out->owner), meta_str(o, LEASE_KEY_OWNER));
-	api_copy(out->holder, sizeof(out->holder), meta_str(o, LEASE_KEY_HOLDER));
+	api_copy(out->holder, sizeof(out->holder),
+	    meta_str(o, LEASE_KEY_HOLDER));
 	api_copy(out->purpose, sizeof(out->purpose),
 	    meta_str(o, LEASE_KEY_PURPOSE));
 	if (with_lease)

@@ -371,13 +371,15 @@ reg_set(gcs_loop *l, int fd, unsigned char *slot, unsigned want)
 		else if (have == 0)
 			rc = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
 			        (errno == EEXIST &&
-			            epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+			            epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd,
+			                &ev) == 0)
 			    ? 0
 			    : -1;
 		else
 			rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) == 0 ||
 			        (errno == ENOENT &&
-			            epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+			            epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd,
+			                &ev) == 0)
 			    ? 0
 			    : -1;
 	}

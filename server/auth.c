@@ -60,8 +60,8 @@ typedef struct verified {
 	 * and parsed again (the hot path of every request): */
 	jwt_alg_t alg;
 	char kid[AUTH_KID_MAX + 1];
-	json_t *claims;     /* owned, never modified once stored */
-	claim_times times;  /* read from CLAIMS once, checked on every use */
+	json_t *claims;    /* owned, never modified once stored */
+	claim_times times; /* read from CLAIMS once, checked on every use */
 } verified;
 
 /* A token as the cache knows it: its bytes and their keyed hash. */
@@ -338,8 +338,7 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if (RAND_bytes((unsigned char *)&a->tag_key, sizeof(a->tag_key)) !=
-	    1) {
+	if (RAND_bytes((unsigned char *)&a->tag_key, sizeof(a->tag_key)) != 1) {
 		snprintf(err, errlen, "no randomness for the token cache");
 		goto fail;
 	}
@@ -538,8 +537,8 @@ cache_find(auth_ctx *a, const token_ref *t, const candidates *c)
 }
 
 static void
-cache_put(auth_ctx *a, const token_ref *t, const auth_key *k,
-    jwt_alg_t alg, const char *kid, json_t *claims)
+cache_put(auth_ctx *a, const token_ref *t, const auth_key *k, jwt_alg_t alg,
+    const char *kid, json_t *claims)
 {
 	verified *v = slot_of(a, t);
 	char *copy = malloc(t->n), *old_tok;

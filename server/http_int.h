@@ -52,11 +52,11 @@ typedef struct srv_loop {
 	int listen_fd; /* until the daemon has it */
 	pthread_t thread;
 	bool started;
-	int stop;        /* atomic: srv_stop asks the thread to end */
-	int quiesce;     /* atomic: srv_stop asks it to stop accepting */
-	int quiesced;    /* atomic: it has */
-	int64_t stop_by; /* mono ms: leave even with tasks alive */
-	int run_again;   /* atomic: the daemon has work (its fd fired, a
+	int stop;              /* atomic: srv_stop asks the thread to end */
+	int quiesce;           /* atomic: srv_stop asks it to stop accepting */
+	int quiesced;          /* atomic: it has */
+	int64_t stop_by;       /* mono ms: leave even with tasks alive */
+	int run_again;         /* atomic: the daemon has work (its fd fired, a
 			    connection was resumed on any thread): run it
 			    without waiting */
 	struct srv_req *spare; /* finished requests for reuse (this loop's

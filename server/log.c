@@ -115,7 +115,7 @@ srv_log(const char *severity, const char *message, json_t *fields)
 
 /* ,"KEY": as one literal: the keys are ours, nothing in them to escape. */
 #define MEMBER(key) ",\"" key "\":"
-#define LIT(jw, s) api_jw_raw((jw), (s), sizeof(s) - 1)
+#define LIT(jw, s)  api_jw_raw((jw), (s), sizeof(s) - 1)
 
 static void
 line_start(api_jw *jw, char *buf, const char *severity, const char *message)

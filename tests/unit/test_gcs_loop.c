@@ -370,7 +370,6 @@ test_dropped_answer_in_task_counts_sends(void **state)
 	gcs_store_free(s);
 }
 
-
 /* Sequential store calls on one loop reuse one kept connection: its
  * socket stays registered with epoll between transfers, so the epoll_ctl
  * calls do not grow with the number of requests (two per request before).
@@ -463,7 +462,7 @@ serve_one(int fd)
 		buf[got] = '\0';
 	}
 	return write(fd, ok, sizeof(ok) - 1) == (ssize_t)(sizeof(ok) - 1) ? 0
-	                                                                 : -1;
+	                                                                  : -1;
 }
 
 /* Two connections: the first answers one request, then is closed when

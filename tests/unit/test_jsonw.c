@@ -77,7 +77,8 @@ test_every_byte_escaped_or_kept(void **state)
 			assert_int_equal(jw.len, 3);
 		free(jw.buf);
 	}
-	assert_round_trip("a\"b\\c\nd\x01\x7f" "e");
+	assert_round_trip("a\"b\\c\nd\x01\x7f"
+	                  "e");
 	assert_round_trip("\"");
 	assert_round_trip("tail\\");
 }
@@ -96,7 +97,8 @@ test_keys(void **state)
 	api_jw_kstr(&jw, "we\"ird", "v\n", false);
 	api_jw_raw(&jw, "}", 1);
 	assert_string_equal(jw.buf,
-	    "{\"name\":\"x\",\"n\":-42,\"ok\":true,\"we\\\"ird\":\"v\\u000a\"}");
+	    "{\"name\":\"x\",\"n\":-42,\"ok\":true,\"we\\\"ird\":"
+	    "\"v\\u000a\"}");
 	free(jw.buf);
 }
 
@@ -211,8 +213,8 @@ test_time_str(void **state)
 			ms = d * 86400000 + 3723456; /* 01:02:03.456 */
 			t = (time_t)(ms / 1000);
 			gmtime_r(&t, &tm);
-			strftime(want, sizeof(want), "%Y-%m-%dT%H:%M:%S", &tm);
-			strcat(want, ".456Z");
+			strftime(want, sizeof(want), "%Y-%m-%dT%H:%M:%S.456Z",
+			    &tm);
 			api_time_str(ms, got, sizeof(got));
 			assert_string_equal(got, want);
 		}
