@@ -541,10 +541,10 @@ cache_put(auth_ctx *a, const token_ref *t, const auth_key *k, jwt_alg_t alg,
     const char *kid, json_t *claims)
 {
 	verified *v = slot_of(a, t);
-	char *copy = malloc(t->n), *old_tok;
+	char *copy, *old_tok;
 	json_t *old;
 
-	if (copy == NULL)
+	if (t->n > AUTH_CACHED_TOKEN_MAX || (copy = malloc(t->n)) == NULL)
 		return; /* not remembered: verified again next time */
 	memcpy(copy, t->p, t->n);
 	pthread_mutex_lock(&a->cache_mu);

@@ -42,6 +42,10 @@
 	4096 /* remembered good signatures (a power
 				     of 2): OpenSSL 3 takes ~1.5 ms to read
 				     the PEM libjwt wants, per call */
+/* The longest token the cache keeps (it keeps the token's bytes): at most
+ * AUTH_VERIFIED_SLOTS x this much memory.  Longer ones are verified on
+ * every request; real OIDC tokens are 1-2 KiB. */
+#define AUTH_CACHED_TOKEN_MAX 8192
 
 /* Which configured source a key came from: each has its own iss/aud. */
 typedef enum auth_source {

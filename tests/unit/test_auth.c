@@ -766,6 +766,41 @@ test_verified_cache(void **state)
 	free(be);
 }
 
+/* A token longer than the cache keeps is accepted, and verified anew each
+ * time (its bytes are not held); a usual one is verified once. */
+static void
+test_long_token_not_cached(void **state)
+{
+	size_t pad = AUTH_CACHED_TOKEN_MAX, n;
+	char *p = malloc(pad + 256), *b, *small;
+	unsigned long n0;
+
+	(void)state;
+	assert_non_null(p);
+	n = (size_t)snprintf(p, pad + 256,
+	    "{\"sub\":\"alice\",\"exp\":%ld,"
+	    "\"pad\":\"",
+	    (long)time(NULL) + 600);
+	memset(p + n, 'x', pad);
+	memcpy(p + n + pad, "\"}", 3);
+	b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	assert_true(strlen(b) > AUTH_CACHED_TOKEN_MAX);
+	n0 = auth_sigchecks(hs);
+	expect(hs, strdup(b), NULL);
+	expect(hs, strdup(b), NULL);
+	assert_int_equal(auth_sigchecks(hs) - n0, 2);
+	small = authtest_payload("bob", 600, 0, "");
+	free(b);
+	b = authtest_bearer(HDR_HS, small, JWT_ALG_HS256, SECRET);
+	n0 = auth_sigchecks(hs);
+	expect(hs, strdup(b), NULL);
+	expect(hs, strdup(b), NULL);
+	assert_int_equal(auth_sigchecks(hs) - n0, 1);
+	free(b);
+	free(small);
+	free(p);
+}
+
 static void
 test_config_errors(void **state)
 {
@@ -975,6 +1010,7 @@ main(void)
 		cmocka_unit_test(test_owner_claim),
 		cmocka_unit_test(test_display_cap),
 		cmocka_unit_test(test_verified_cache),
+		cmocka_unit_test(test_long_token_not_cached),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_secret_file_and_reload),
