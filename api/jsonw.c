@@ -178,16 +178,9 @@ void
 api_jw_int(api_jw *jw, int64_t v)
 {
 	char buf[24];
-	size_t i = sizeof(buf);
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	size_t n = api_fmt_int(buf, sizeof(buf), v);
 
-	do {
-		buf[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
-	if (v < 0)
-		buf[--i] = '-';
-	api_jw_raw(jw, buf + i, sizeof(buf) - i);
+	api_jw_raw(jw, buf, n);
 }
 
 void

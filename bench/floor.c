@@ -270,15 +270,6 @@ loop_fail(const char *what)
 	kill(getpid(), SIGTERM);
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* lockgate's loop_main without tasks and resumes (the floor suspends no
  * connection): wait at most the daemon's own timeout, capped at
  * SRV_LOOP_IDLE_MS; run the daemon when its epoll fd fired or that
@@ -289,7 +280,6 @@ loop_main(void *arg)
 	floor_loop *lp = arg;
 	struct epoll_event ev[FLOOR_LOOP_EVENTS];
 	MHD_UNSIGNED_LONG_LONG to;
-	int64_t due;
 	uint64_t v;
 	int ms, n, i;
 	bool work;
@@ -299,7 +289,6 @@ loop_main(void *arg)
 		if (MHD_get_timeout(lp->daemon, &to) == MHD_YES &&
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
-		due = mono_ms() + ms;
 		n = epoll_wait(lp->epfd, ev, FLOOR_LOOP_EVENTS, ms);
 		if (n < 0 && errno != EINTR) {
 			loop_fail("epoll_wait");
@@ -313,7 +302,8 @@ loop_main(void *arg)
 				while (read(lp->wakefd, &v, sizeof(v)) > 0)
 					;
 		}
-		if (!work && mono_ms() < due)
+		if (!work &&
+		    !(MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))
 			continue;
 		if (MHD_run(lp->daemon) != MHD_YES) {
 			loop_fail("MHD_run");

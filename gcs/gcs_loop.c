@@ -365,23 +365,18 @@ reg_set(gcs_loop *l, int fd, unsigned char *slot, unsigned want)
 	ev.events = ((want & REG_IN) ? EPOLLIN : 0u) |
 	    ((want & REG_OUT) ? EPOLLOUT : 0u);
 	if (want != have) {
+		/* ADD what is new, MOD what is registered; should the table be
+		 * wrong about which (EEXIST, ENOENT), the other one. */
+		int op = have == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+		int other = have == 0 ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+		int stale = have == 0 ? EEXIST : ENOENT;
+
 		l->ctls++;
 		if (want == 0)
 			epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-		else if (have == 0)
-			rc = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ||
-			        (errno == EEXIST &&
-			            epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd,
-			                &ev) == 0)
-			    ? 0
-			    : -1;
-		else
-			rc = epoll_ctl(l->epfd, EPOLL_CTL_MOD, fd, &ev) == 0 ||
-			        (errno == ENOENT &&
-			            epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd,
-			                &ev) == 0)
-			    ? 0
-			    : -1;
+		else if (epoll_ctl(l->epfd, op, fd, &ev) != 0 &&
+		    (errno != stale || epoll_ctl(l->epfd, other, fd, &ev) != 0))
+			rc = -1;
 	}
 	*slot = rc == 0 ? (unsigned char)want : 0;
 	return rc;

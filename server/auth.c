@@ -518,22 +518,30 @@ holds(const verified *v, const token_ref *t)
 	    v->toklen == t->n && same_bytes(v->tok, t->p, t->n);
 }
 
+/* The candidate whose key has ID, or NULL. */
+static const auth_key *
+candidate_with_id(const candidates *c, unsigned long id)
+{
+	size_t i;
+
+	for (i = 0; id != 0 && i < c->n; i++)
+		if (c->k[i]->id == id)
+			return c->k[i];
+	return NULL;
+}
+
 /* The candidate a remembered signature names, or NULL. */
 static const auth_key *
 cache_find(auth_ctx *a, const token_ref *t, const candidates *c)
 {
 	verified *v = slot_of(a, t);
 	unsigned long id = 0;
-	size_t i;
 
 	pthread_mutex_lock(&a->cache_mu);
 	if (holds(v, t))
 		id = v->key_id;
 	pthread_mutex_unlock(&a->cache_mu);
-	for (i = 0; id != 0 && i < c->n; i++)
-		if (c->k[i]->id == id)
-			return c->k[i];
-	return NULL;
+	return candidate_with_id(c, id);
 }
 
 static void
@@ -891,11 +899,11 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	json_t *claims = NULL;
 	auth_keyset *jk = NULL;
 	auth_state *st;
-	const auth_key *good = NULL;
+	const auth_key *good;
 	candidates c;
 	jwt_alg_t alg = JWT_ALG_NONE;
 	unsigned long key_id = 0;
-	size_t i, kl;
+	size_t kl;
 	claim_times times;
 
 	pthread_mutex_lock(&a->cache_mu);
@@ -919,9 +927,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 		collect(&c, jk, alg, kid[0] ? kid : NULL);
 	}
 	/* The key that verified it must still be a candidate. */
-	for (i = 0; i < c.n && good == NULL; i++)
-		if (c.k[i]->id == key_id)
-			good = c.k[i];
+	good = candidate_with_id(&c, key_id);
 	if (good != NULL)
 		*rc = check_times(a, &times, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
