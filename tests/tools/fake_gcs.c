@@ -16,7 +16,9 @@
  * the fake's clock, which --clock-offset-ms moves), ifGenerationMatch /
  * ifMetagenerationMatch (412) and ifGenerationNotMatch /
  * ifMetagenerationNotMatch (304), 404s, GCS's error JSON, and with
- * --rate-limit one mutation per second per object name (429).  Any bucket
+ * --rate-limit one mutation per second per object name (429), and partial
+ * responses: "fields" cuts a 2xx answer down to the members it selects
+ * (a,b  a/b  a(b,c)  *), a malformed selection is a 400.  Any bucket
  * exists except names starting with "missing-" (404).
  *
  * The control endpoint (GET or POST, parameters in the query string):
@@ -376,6 +378,159 @@ send_err(struct MHD_Connection *c, int status, const char *domain,
 	    json_pack("{s{sisss[{ssssss}]}}", "error", "code", status,
 	        "message", msg, "errors", "domain", domain, "reason", reason,
 	        "message", msg));
+}
+
+/* ---- partial responses: the "fields" parameter ----
+ *
+ * GCS answers a 2xx with only the members "fields" selects: a comma list
+ * of names, "a/b" for member b of a, "a(b,c)" for several members of a,
+ * "*" for every member; a selection under an array applies to each of its
+ * elements.  A selection is kept as a JSON object: name -> true (the whole
+ * member) or name -> object (a selection within it).  A malformed one is a
+ * 400 before the request is applied. */
+
+#define SEL_DEPTH_MAX 8
+
+static int sel_list(const char **p, json_t *into, char close, int depth);
+
+/* Merge selection SUB (stolen) for NAME into INTO: the whole member wins
+ * over a part of it. */
+static int
+sel_put(json_t *into, const char *name, size_t n, json_t *sub)
+{
+	json_t *old = json_object_getn(into, name, n), *v;
+	const char *k;
+
+	if (old == NULL)
+		return json_object_setn_new(into, name, n, sub);
+	if (json_is_true(old) || json_is_true(sub)) {
+		json_decref(sub);
+		return json_object_setn_new(into, name, n, json_true());
+	}
+	json_object_foreach(sub, k, v)
+	{
+		if (sel_put(old, k, strlen(k), json_incref(v)) != 0) {
+			json_decref(sub);
+			return -1;
+		}
+	}
+	json_decref(sub);
+	return 0;
+}
+
+/* One path at *P: NAME, NAME/PATH or NAME(LIST). */
+static int
+sel_path(const char **p, json_t *into, int depth)
+{
+	const char *name = *p;
+	size_t n = strcspn(name, ",/()");
+	json_t *sub;
+
+	if (n == 0 || depth > SEL_DEPTH_MAX)
+		return -1;
+	*p += n;
+	if (**p != '/' && **p != '(')
+		return sel_put(into, name, n, json_true());
+	sub = json_object();
+	if (sub == NULL)
+		return -1;
+	if (**p == '/') {
+		(*p)++;
+		if (sel_path(p, sub, depth + 1) != 0) {
+			json_decref(sub);
+			return -1;
+		}
+	} else {
+		(*p)++;
+		if (sel_list(p, sub, ')', depth + 1) != 0) {
+			json_decref(sub);
+			return -1;
+		}
+		(*p)++; /* the ')' */
+	}
+	return sel_put(into, name, n, sub);
+}
+
+/* Paths separated by commas up to CLOSE ('\0' or ')'), left at *P. */
+static int
+sel_list(const char **p, json_t *into, char close, int depth)
+{
+	for (;;) {
+		if (sel_path(p, into, depth) != 0)
+			return -1;
+		if (**p == close)
+			return 0;
+		if (**p != ',')
+			return -1;
+		(*p)++;
+	}
+}
+
+/* The selection of "fields" in URI: NULL with *bad = 0 when there is
+ * none, NULL with *bad = 1 when it is malformed. */
+static json_t *
+sel_parse(const char *uri, int *bad)
+{
+	char *f = qparam(uri, "fields");
+	const char *p = f;
+	json_t *sel;
+
+	*bad = 0;
+	if (f == NULL)
+		return NULL;
+	sel = json_object();
+	if (sel == NULL || sel_list(&p, sel, '\0', 0) != 0) {
+		json_decref(sel);
+		sel = NULL;
+		*bad = 1;
+	}
+	free(f);
+	return sel;
+}
+
+/* V (borrowed) cut down to selection SEL; new reference. */
+static json_t *
+sel_apply(json_t *v, const json_t *sel)
+{
+	json_t *out, *x, *s;
+	const char *k;
+	size_t i;
+
+	if (json_is_true(sel))
+		return json_incref(v);
+	if (json_is_array(v)) {
+		out = json_array();
+		json_array_foreach(v, i, x)
+		    json_array_append_new(out, sel_apply(x, sel));
+		return out;
+	}
+	if (!json_is_object(v))
+		return json_incref(v);
+	out = json_object();
+	json_object_foreach(v, k, x)
+	{
+		s = json_object_get(sel, k);
+		if (s == NULL)
+			s = json_object_get(sel, "*");
+		if (s != NULL)
+			json_object_set_new(out, k, sel_apply(x, s));
+	}
+	return out;
+}
+
+/* A 200 with J (stolen) cut down to the request's "fields", if any. */
+static enum MHD_Result
+send_selected(struct MHD_Connection *c, const req *rq, json_t *j)
+{
+	int bad;
+	json_t *sel = sel_parse(rq->uri, &bad), *out;
+
+	if (sel == NULL)
+		return send_json(c, 200, j);
+	out = sel_apply(j, sel);
+	json_decref(j);
+	json_decref(sel);
+	return send_json(c, 200, out);
 }
 
 /* ---- the log ---- */
@@ -1020,7 +1175,7 @@ do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
 	out = obj_json(o);
 	pthread_mutex_unlock(&G.mu);
 	*status = 200;
-	ret = send_json(c, 200, out);
+	ret = send_selected(c, rq, out);
 out:
 	free(key);
 	free(ut);
@@ -1115,7 +1270,7 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 	pthread_mutex_unlock(&G.mu);
 	json_decref(patch);
 	*status = 200;
-	ret = send_json(c, 200, out);
+	ret = send_selected(c, rq, out);
 	return ret;
 }
 
@@ -1124,8 +1279,7 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
     int *status)
 {
 	char *prefix = qparam(rq->uri, "prefix"),
-	     *tok = qparam(rq->uri, "pageToken"),
-	     *fields = qparam(rq->uri, "fields"), *pk = NULL;
+	     *tok = qparam(rq->uri, "pageToken"), *pk = NULL;
 	char *after = NULL;
 	int64_t max = PAGE_MAX;
 	json_t *res = NULL, *items = NULL;
@@ -1199,19 +1353,17 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 		n++;
 	}
 	pthread_mutex_unlock(&G.mu);
-	/* GCS omits "items" on an empty page; "fields" may leave it out. */
-	if (json_array_size(items) > 0 &&
-	    (fields == NULL || strstr(fields, "items") != NULL))
+	/* GCS omits "items" on an empty page. */
+	if (json_array_size(items) > 0)
 		json_object_set(res, "items", items);
 	*status = 200;
-	ret = send_json(c, 200, res);
+	ret = send_selected(c, rq, res);
 	res = NULL;
 out:
 	json_decref(res);
 	json_decref(items);
 	free(prefix);
 	free(tok);
-	free(fields);
 	free(pk);
 	free(after);
 	return ret;
@@ -1603,6 +1755,18 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		ret = send_err(c, 401, "global", "required",
 		    "Anonymous caller does not have storage.objects access.");
 		goto done;
+	}
+	if (op <= OP_LIST) {
+		int bad;
+		json_t *sel = sel_parse(rq->uri, &bad);
+
+		json_decref(sel);
+		if (bad) {
+			status = 400;
+			ret = send_err(c, 400, "global", "invalidParameter",
+			    "Invalid field selection.");
+			goto done;
+		}
 	}
 	if (op <= OP_LIST && strncmp(bucket, "missing-", 8) == 0) {
 		status = 404;

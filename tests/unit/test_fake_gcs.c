@@ -264,6 +264,116 @@ test_names_and_list(void **state)
 	    404);
 }
 
+/* The member names of object J, sorted, joined by ','. */
+static void
+keys_of(const json_t *j, char *out, size_t outsz)
+{
+	const char *k, *names[32];
+	json_t *v;
+	size_t n = 0, i, j2, o = 0;
+
+	assert_true(json_is_object(j));
+	json_object_foreach((json_t *)j, k, v)
+	{
+		assert_true(n < 32);
+		names[n++] = k;
+	}
+	for (i = 1; i < n; i++)
+		for (j2 = i; j2 > 0 && strcmp(names[j2 - 1], names[j2]) > 0;
+		     j2--) {
+			k = names[j2];
+			names[j2] = names[j2 - 1];
+			names[j2 - 1] = k;
+		}
+	out[0] = '\0';
+	for (i = 0; i < n; i++)
+		o += (size_t)snprintf(out + o, outsz - o, "%s%s", i ? "," : "",
+		    names[i]);
+	assert_true(o < outsz);
+}
+
+/* GET PATH: 200, the answer parsed. */
+static json_t *
+get_json(const char *path)
+{
+	char *out = NULL;
+	json_t *j;
+
+	assert_int_equal(fake_gcs_http(&fake, "GET", path, NULL, NULL, &out,
+	                     NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_non_null(j);
+	return j;
+}
+
+/* "fields" cuts a 2xx answer down to what it selects, as GCS's partial
+ * responses do; a malformed selection is a 400 that applies nothing. */
+static void
+test_fields(void **state)
+{
+	char keys[512];
+	json_t *a, *j, *it;
+
+	(void)state;
+	assert_int_equal(insert("f/a",
+	                     "&ifGenerationMatch=0&fields=generation,"
+	                     "metageneration,timeCreated,updated",
+	                     &a),
+	    200);
+	keys_of(a, keys, sizeof(keys));
+	assert_string_equal(keys,
+	    "generation,metageneration,timeCreated,updated");
+	json_decref(a);
+	assert_int_equal(insert("f/b", "", NULL), 200);
+
+	j = get_json("/storage/v1/b/bkt/o/f%2Fa?fields=name,metadata");
+	keys_of(j, keys, sizeof(keys));
+	assert_string_equal(keys, "metadata,name");
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_object_get(j, "metadata"),
+	                            "k")),
+	    "v");
+	json_decref(j);
+	/* "a/b" and "a(b)" select within a member; "*" keeps all. */
+	j = get_json("/storage/v1/b/bkt/o/f%2Fa?fields=metadata/k");
+	keys_of(json_object_get(j, "metadata"), keys, sizeof(keys));
+	assert_string_equal(keys, "k");
+	json_decref(j);
+	j = get_json("/storage/v1/b/bkt/o/f%2Fa?fields=*");
+	assert_non_null(json_object_get(j, "etag"));
+	assert_non_null(json_object_get(j, "kind"));
+	json_decref(j);
+
+	/* Under an array, the selection applies to each element. */
+	j = get_json("/storage/v1/b/bkt/o?prefix=f%2F&maxResults=1&fields="
+	             "items(name,generation),nextPageToken");
+	keys_of(j, keys, sizeof(keys));
+	assert_string_equal(keys, "items,nextPageToken");
+	assert_int_equal(json_array_size(json_object_get(j, "items")), 1);
+	it = json_array_get(json_object_get(j, "items"), 0);
+	keys_of(it, keys, sizeof(keys));
+	assert_string_equal(keys, "generation,name");
+	json_decref(j);
+	/* Nothing selected that exists: an empty object. */
+	j = get_json("/storage/v1/b/bkt/o?prefix=f%2F&fields=nextPageToken");
+	assert_int_equal(json_object_size(j), 0);
+	json_decref(j);
+
+	/* Malformed: 400, and an insert is not applied. */
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/f%2Fa?fields=name,(x", NULL,
+	                     NULL, NULL, NULL),
+	    400);
+	assert_int_equal(insert("f/c", "&fields=name,", NULL), 400);
+	assert_int_equal(insert("f/c", "&fields=a(b", NULL), 400);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o/f%2Fc", NULL, NULL, NULL,
+	                     NULL),
+	    404);
+}
+
 static void
 test_bad_uploads(void **state)
 {
@@ -587,6 +697,7 @@ main(void)
 		    reset),
 		cmocka_unit_test_setup(test_preconditions, reset),
 		cmocka_unit_test_setup(test_names_and_list, reset),
+		cmocka_unit_test_setup(test_fields, reset),
 		cmocka_unit_test_setup(test_bad_uploads, reset),
 		cmocka_unit_test_setup(test_rate_limit, reset),
 		cmocka_unit_test_setup(test_token_endpoints, reset),
