@@ -33,6 +33,8 @@
 #define INSERT_FIELDS "generation,metageneration,timeCreated,updated"
 #define BOUNDARY_HEX  16 /* random bytes of a multipart boundary */
 #define AUTH_HDR_MAX  (GCS_TOKEN_MAX + 32)
+#define GCS_OBJ_HEAD_MAX \
+	(GCS_ENDPOINT_MAX + GCS_BUCKET_NAME_MAX + 3 * GCS_PREFIX_MAX + 160)
 
 typedef struct gs_store {
 	gcs_store base;
@@ -40,6 +42,11 @@ typedef struct gs_store {
 	char prefix[GCS_PREFIX_MAX + 1];
 	size_t plen;
 	char endpoint[GCS_ENDPOINT_MAX];
+	/* The constant heads of the hot requests' URLs, made once:
+	 * ENDPOINT/storage/v1/b/BUCKET/o/ENC(prefix), and the whole insert
+	 * URL. */
+	char obj_head[GCS_OBJ_HEAD_MAX];
+	char insert_url[GCS_OBJ_HEAD_MAX];
 	gcs_token_src *tok; /* NULL: no auth (emulator) */
 	gcs_retry_policy policy;
 	pthread_mutex_t pool_mu;
@@ -59,6 +66,7 @@ typedef struct gs_req {
 	/* A 404 names no object (insert, list): only the bucket can be
 	 * missing. */
 	int no_object;
+	int large_answer; /* a list page: GCS_HTTP_BUF_LARGE */
 } gs_req;
 
 /* ---- handle pool ---- */
@@ -110,62 +118,106 @@ rand64(void)
 	return s;
 }
 
-/* Percent-encode S (everything but unreserved characters, '/' too) into
- * DST; -1 if it does not fit. */
-static int
-enc(char *dst, size_t dstsz, const char *s)
+/* ---- strings built into fixed buffers, without printf ---- */
+
+/* A string being built in a caller's buffer; an append that does not fit
+ * sets OVER and leaves the string as it was. */
+typedef struct sfix {
+	char *p;
+	size_t len, cap;
+	int over;
+} sfix;
+
+static void
+sf_init(sfix *b, char *p, size_t cap)
+{
+	*b = (sfix){ p, 0, cap, cap == 0 };
+	if (cap > 0)
+		p[0] = '\0';
+}
+
+static void
+sf_add(sfix *b, const char *s, size_t n)
+{
+	if (b->over || n >= b->cap - b->len) {
+		b->over = 1;
+		return;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void
+sf_str(sfix *b, const char *s)
+{
+	sf_add(b, s, strlen(s));
+}
+
+/* V >= 0 in decimal (generations). */
+static void
+sf_u64(sfix *b, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	sf_add(b, d + i, sizeof(d) - i);
+}
+
+/* S percent-encoded: everything but unreserved characters, '/' too.
+ * Room for the worst case (3 bytes each) is asked for, which the
+ * buffers have for the longest prefix and name. */
+static void
+sf_enc(sfix *b, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
 	unsigned char c;
+	char *o;
 
+	if (b->over || 3 * strlen(s) >= b->cap - b->len) {
+		b->over = 1;
+		return;
+	}
+	o = b->p + b->len;
 	for (; *s; s++) {
 		c = (unsigned char)*s;
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
 		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
 		    c == '_' || c == '~') {
-			if (o + 1 >= dstsz)
-				return -1;
-			dst[o++] = (char)c;
+			*o++ = (char)c;
 		} else {
-			if (o + 3 >= dstsz)
-				return -1;
-			dst[o++] = '%';
-			dst[o++] = hex[c >> 4];
-			dst[o++] = hex[c & 15];
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
 		}
 	}
-	if (o >= dstsz)
-		return -1;
-	dst[o] = '\0';
-	return 0;
+	*o = '\0';
+	b->len = (size_t)(o - b->p);
 }
 
-/* PREFIX+NAME percent-encoded into DST. */
-static int
-enc_object(const gs_store *g, char *dst, size_t dstsz, const char *name)
+/* The URL of object PREFIX+NAME up to and with its '?'. */
+static void
+object_url(const gs_store *g, sfix *u, const char *name)
 {
-	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
-	int n = snprintf(full, sizeof(full), "%s%s", g->prefix, name);
-
-	if (n < 0 || (size_t)n >= sizeof(full))
-		return -1;
-	return enc(dst, dstsz, full);
+	if (strlen(name) > GCS_NAME_MAX)
+		u->over = 1;
+	sf_str(u, g->obj_head);
+	sf_enc(u, name);
+	sf_add(u, "?", 1);
 }
 
-/* Build "ENDPOINT/storage/v1/b/BUCKET/o/ENC(prefix+name)?QUERY". */
-static int
-object_url(const gs_store *g, char *url, size_t urlsz, const char *name,
-    const char *query)
+/* The generation preconditions of a patch or delete. */
+static void
+sf_match(sfix *u, int64_t gen, int64_t metagen)
 {
-	char e[3 * (GCS_PREFIX_MAX + GCS_NAME_MAX) + 1];
-	int n;
-
-	if (enc_object(g, e, sizeof(e), name) != 0)
-		return -1;
-	n = snprintf(url, urlsz, "%s/storage/v1/b/%s/o/%s?%s", g->endpoint,
-	    g->bucket, e, query);
-	return n < 0 || (size_t)n >= urlsz ? -1 : 0;
+	sf_str(u, "ifGenerationMatch=");
+	sf_u64(u, (uint64_t)gen);
+	sf_str(u, "&ifMetagenerationMatch=");
+	sf_u64(u, (uint64_t)metagen);
 }
 
 static int
@@ -336,16 +388,22 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_status st;
 	gs_hdrs hl;
 	gcs_http *h;
+	sfix cb;
 	int rc, sent, tries = 0, reached = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
-	ct[0] = '\0';
-	if (req->ctype != NULL &&
-	    (size_t)snprintf(ct, sizeof(ct), "Content-Type: %s", req->ctype) >=
-	        sizeof(ct))
-		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
+	if (req->ctype != NULL) {
+		sf_init(&cb, ct, sizeof(ct));
+		sf_str(&cb, "Content-Type: ");
+		sf_str(&cb, req->ctype);
+		if (cb.over)
+			return gcs_fail(err, GCS_INVALID,
+			    "Content-Type too long");
+	} else {
+		ct[0] = '\0';
+	}
 	memset(resp, 0, sizeof(*resp));
 	for (;;) {
 		/* A stopping process gives up in time to answer and exit. */
@@ -363,8 +421,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			        &terr) != GCS_OK)
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
-			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
-			    tok);
+			sf_init(&cb, auth, sizeof(auth));
+			sf_str(&cb, "Authorization: Bearer ");
+			sf_str(&cb, tok);
 			gcs_wipe(tok, strlen(tok));
 		}
 		hdrs_build(&hl, auth, ct, req->body != NULL);
@@ -373,6 +432,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			gcs_wipe(auth, strlen(auth));
 			return gcs_fail(err, GCS_NOMEM, "out of memory");
 		}
+		gcs_http_set_buffer(h,
+		    req->large_answer ? GCS_HTTP_BUF_LARGE
+		                      : GCS_HTTP_BUF_SMALL);
 		now = gcs_mono_ms();
 		timeout = (long)(deadline - now);
 		if (timeout > g->policy.try_timeout_ms)
@@ -695,23 +757,22 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 {
 	static const char hex[] = "0123456789abcdef";
 	gs_store *g = (gs_store *)s;
-	char url[GCS_URL_MAX], full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
+	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
 	char boundary[2 * BOUNDARY_HEX + 1], ctype[96];
 	gs_buf b = { 0 };
 	size_t meta_len;
 	uint64_t x = 0;
 	gcs_resp r;
 	gs_req req;
-	int rc, n, i;
+	sfix fb;
+	int rc, i;
 
 	memset(&r, 0, sizeof(r));
-	n = snprintf(url, sizeof(url),
-	    "%s/upload/storage/v1/b/%s/o?"
-	    "uploadType=multipart&ifGenerationMatch=0&fields=" INSERT_FIELDS,
-	    g->endpoint, g->bucket);
-	if (n < 0 || (size_t)n >= sizeof(url))
-		return gcs_fail(err, GCS_INVALID, "URL too long");
-	snprintf(full, sizeof(full), "%s%s", g->prefix, name);
+	sf_init(&fb, full, sizeof(full));
+	sf_str(&fb, g->prefix);
+	sf_str(&fb, name);
+	if (fb.over)
+		return gcs_fail(err, GCS_INVALID, "lock name too long");
 	for (i = 0; i < BOUNDARY_HEX; i++) {
 		if (i % 8 == 0)
 			x = rand64();
@@ -720,8 +781,9 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		x >>= 8;
 	}
 	boundary[2 * BOUNDARY_HEX] = '\0';
-	snprintf(ctype, sizeof(ctype), "multipart/related; boundary=%s",
-	    boundary);
+	sf_init(&fb, ctype, sizeof(ctype));
+	sf_str(&fb, "multipart/related; boundary=");
+	sf_str(&fb, boundary);
 	/* Two parts: the resource JSON, then the empty media. */
 	buf_str(&b, "--");
 	buf_str(&b, boundary);
@@ -748,7 +810,7 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	req = (gs_req){ .op = "insert",
 		.no_object = 1,
 		.method = "POST",
-		.url = url,
+		.url = g->insert_url,
 		.ctype = ctype,
 		.body = b.p,
 		.body_len = b.len,
@@ -769,9 +831,13 @@ gs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 	char url[GCS_URL_MAX];
 	gcs_resp r;
 	gs_req req;
+	sfix u;
 	int rc;
 
-	if (object_url(g, url, sizeof(url), name, "fields=" OBJ_FIELDS) != 0)
+	sf_init(&u, url, sizeof(url));
+	object_url(g, &u, name);
+	sf_str(&u, "fields=" OBJ_FIELDS);
+	if (u.over)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req =
 	    (gs_req){ .op = "get", .method = "GET", .url = url, .name = name };
@@ -787,19 +853,20 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     const json_t *metadata, gcs_object *out, gcs_err *err)
 {
 	gs_store *g = (gs_store *)s;
-	char url[GCS_URL_MAX], q[160];
+	char url[GCS_URL_MAX];
 	json_t *res;
 	char *body = NULL;
 	gcs_resp r;
 	gs_req req;
+	sfix u;
 	int rc;
 
 	memset(&r, 0, sizeof(r));
-	snprintf(q, sizeof(q),
-	    "ifGenerationMatch=%lld&ifMetagenerationMatch="
-	    "%lld&fields=" OBJ_FIELDS,
-	    (long long)gen, (long long)metagen);
-	if (object_url(g, url, sizeof(url), name, q) != 0)
+	sf_init(&u, url, sizeof(url));
+	object_url(g, &u, name);
+	sf_match(&u, gen, metagen);
+	sf_str(&u, "&fields=" OBJ_FIELDS);
+	if (u.over)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	/* A key set to null is deleted by GCS: pass nulls through. */
 	res = json_pack("{sO}", "metadata", (json_t *)metadata);
@@ -827,16 +894,16 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     gcs_err *err)
 {
 	gs_store *g = (gs_store *)s;
-	char url[GCS_URL_MAX], q[96];
+	char url[GCS_URL_MAX];
 	gcs_resp r;
 	gs_req req;
+	sfix u;
 	int rc;
 
-	snprintf(q, sizeof(q),
-	    "ifGenerationMatch=%lld&ifMetagenerationMatch="
-	    "%lld",
-	    (long long)gen, (long long)metagen);
-	if (object_url(g, url, sizeof(url), name, q) != 0)
+	sf_init(&u, url, sizeof(url));
+	object_url(g, &u, name);
+	sf_match(&u, gen, metagen);
+	if (u.over)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "delete",
 		.method = "DELETE",
@@ -851,21 +918,27 @@ static int
 list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
     int max, const char *token, const char *fields)
 {
-	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
-	char ep[3 * sizeof(full)], et[3 * GCS_PAGE_TOKEN_MAX + 1];
-	int n;
+	sfix u;
 
-	n = snprintf(full, sizeof(full), "%s%s", g->prefix, prefix);
-	if (n < 0 || (size_t)n >= sizeof(full) ||
-	    enc(ep, sizeof(ep), full) != 0 ||
-	    (token != NULL && enc(et, sizeof(et), token) != 0))
+	if (g->plen + strlen(prefix) > GCS_PREFIX_MAX + GCS_NAME_MAX ||
+	    (token != NULL && strlen(token) > GCS_PAGE_TOKEN_MAX))
 		return -1;
-	n = snprintf(url, urlsz,
-	    "%s/storage/v1/b/%s/o?prefix=%s&maxResults=%d"
-	    "%s%s&fields=%s",
-	    g->endpoint, g->bucket, ep, max, token ? "&pageToken=" : "",
-	    token ? et : "", fields);
-	return n < 0 || (size_t)n >= urlsz ? -1 : 0;
+	sf_init(&u, url, urlsz);
+	sf_str(&u, g->endpoint);
+	sf_str(&u, "/storage/v1/b/");
+	sf_str(&u, g->bucket);
+	sf_str(&u, "/o?prefix=");
+	sf_enc(&u, g->prefix);
+	sf_enc(&u, prefix);
+	sf_str(&u, "&maxResults=");
+	sf_u64(&u, max > 0 ? (uint64_t)max : 0);
+	if (token != NULL) {
+		sf_str(&u, "&pageToken=");
+		sf_enc(&u, token);
+	}
+	sf_str(&u, "&fields=");
+	sf_str(&u, fields);
+	return u.over ? -1 : 0;
 }
 
 static int
@@ -886,6 +959,7 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "list",
 		.no_object = 1,
+		.large_answer = 1,
 		.method = "GET",
 		.url = url };
 	rc = gs_call(g, &req, &r, err);
@@ -1041,6 +1115,7 @@ prefix_valid(const char *p)
 static int
 set_endpoint(gs_store *g, const char *v, gcs_err *err)
 {
+	sfix u, i;
 	int n;
 	size_t len;
 
@@ -1054,6 +1129,25 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 	len = strlen(g->endpoint);
 	while (len > 0 && g->endpoint[len - 1] == '/')
 		g->endpoint[--len] = '\0';
+	/* The heads of the object and insert URLs (the prefix and bucket
+	 * are checked by now). */
+	sf_init(&u, g->obj_head, sizeof(g->obj_head));
+	sf_str(&u, g->endpoint);
+	sf_str(&u, "/storage/v1/b/");
+	sf_str(&u, g->bucket);
+	sf_str(&u, "/o/");
+	sf_enc(&u, g->prefix);
+	sf_init(&i, g->insert_url, sizeof(g->insert_url));
+	sf_str(&i, g->endpoint);
+	sf_str(&i, "/upload/storage/v1/b/");
+	sf_str(&i, g->bucket);
+	sf_str(&i,
+	    "/o?uploadType=multipart&ifGenerationMatch=0&"
+	    "fields=" INSERT_FIELDS);
+	if (u.over || i.over)
+		return gcs_fail(err, GCS_INVALID,
+		    "Cloud Storage URLs for this bucket and prefix are too "
+		    "long");
 	return GCS_OK;
 }
 

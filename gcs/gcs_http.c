@@ -47,6 +47,7 @@ struct gcs_http {
 	gcs_resp *resp; /* the answer being received, during a transfer */
 	int prereqs;    /* times this transfer was about to send its request */
 	int http_proxy; /* a proxy from the environment may carry http:// */
+	long buf;       /* the receive buffer set on the handle */
 	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
 	char cerr[CURL_ERROR_SIZE];
 };
@@ -174,6 +175,8 @@ gcs_http_new(void)
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, GCS_HTTP_BUF_SMALL) !=
+	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->cerr) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
@@ -184,10 +187,19 @@ gcs_http_new(void)
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_PREREQDATA, c) != CURLE_OK)
 		goto fail;
+	c->buf = GCS_HTTP_BUF_SMALL;
 	return c;
 fail:
 	gcs_http_free(c);
 	return NULL;
+}
+
+void
+gcs_http_set_buffer(gcs_http *c, long bytes)
+{
+	if (bytes != c->buf &&
+	    curl_easy_setopt(c->h, CURLOPT_BUFFERSIZE, bytes) == CURLE_OK)
+		c->buf = bytes;
 }
 
 void

@@ -14,6 +14,15 @@
 #define GCS_CONNECT_TIMEOUT_MS 3000      /* TCP (+TLS) connect of one try */
 #define GCS_DATE_MAX           128       /* bytes of a Date header we look at */
 #define GCS_ORIGIN_MAX         576 /* bytes of the scheme://authority of a URL */
+/* libcurl's receive buffer for one transfer.  libcurl 7.88 allocates it
+ * at the start of every transfer and frees it at the end.  At its default
+ * 16 KiB that allocation is a large one for glibc, which then consolidates
+ * its fast bins every time; at 1 KiB it comes from glibc's per-thread
+ * cache.  Object answers (fields= keeps them to a few hundred bytes) take
+ * the small one; a list page, which may be hundreds of KiB, the large one,
+ * so it is not read 1 KiB per recv. */
+#define GCS_HTTP_BUF_SMALL     1024L
+#define GCS_HTTP_BUF_LARGE     16384L
 
 /* A response: status 0 means no HTTP answer (transport error). */
 typedef struct gcs_resp {
@@ -38,6 +47,9 @@ typedef struct gcs_resp {
 typedef struct gcs_http gcs_http;
 gcs_http *gcs_http_new(void);
 void gcs_http_free(gcs_http *c);
+/* The receive buffer (GCS_HTTP_BUF_SMALL or _LARGE) of C's next transfers;
+ * a new handle has the small one. */
+void gcs_http_set_buffer(gcs_http *c, long bytes);
 
 /* Perform one transfer on C; only the options of this request are set.
  * METHOD is "GET", "POST", "PATCH" or "DELETE"; BODY (borrowed, may be

@@ -424,6 +424,56 @@ test_list_paging_and_prefix(void **state)
 	gcs_page_clear(&pg);
 }
 
+/* Answers larger than the receive buffer arrive whole: an object whose
+ * metadata (near GCS's 8 KiB cap) is several times GCS_HTTP_BUF_SMALL, and
+ * a list page of 40 of them (over 250 KiB, many times
+ * GCS_HTTP_BUF_LARGE). */
+static void
+test_large_answers(void **state)
+{
+	enum { OBJS = 40, VAL = 2000, KEYS = 3 };
+	gcs_store *s = *state;
+	char name[32], key[8], *val = malloc(VAL + 1);
+	gcs_object o, got;
+	gcs_page pg;
+	gcs_err err;
+	json_t *m;
+	int i, k;
+
+	assert_non_null(val);
+	for (i = 0; i < VAL; i++)
+		val[i] = (char)('a' + i % 26);
+	val[VAL] = '\0';
+	m = json_object();
+	for (k = 0; k < KEYS; k++) {
+		snprintf(key, sizeof(key), "k%d", k);
+		json_object_set_new(m, key, json_string(val));
+	}
+	for (i = 0; i < OBJS; i++) {
+		snprintf(name, sizeof(name), "big/%02d", i);
+		assert_int_equal(gcs_insert(s, name, m, &o, &err), GCS_OK);
+		gcs_object_clear(&o);
+	}
+	assert_int_equal(gcs_get(s, "big/07", &got, &err), GCS_OK);
+	assert_true(json_equal(got.metadata, m));
+	gcs_object_clear(&got);
+	assert_int_equal(gcs_list(s, "big/", OBJS, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(pg.n, OBJS);
+	for (i = 0; i < OBJS; i++) {
+		snprintf(name, sizeof(name), "big/%02d", i);
+		assert_string_equal(pg.items[i].name, name);
+		assert_true(json_equal(pg.items[i].obj.metadata, m));
+	}
+	assert_null(pg.next_token);
+	gcs_page_clear(&pg);
+	/* and the small buffer again after the large one */
+	assert_int_equal(gcs_get(s, "big/39", &got, &err), GCS_OK);
+	assert_true(json_equal(got.metadata, m));
+	gcs_object_clear(&got);
+	json_decref(m);
+	free(val);
+}
+
 static void
 test_check(void **state)
 {
@@ -900,6 +950,8 @@ main(void)
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_list_paging_and_prefix,
 		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_large_answers, test_setup,
+		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_check, test_setup,
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_missing_bucket, test_setup,
