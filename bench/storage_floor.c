@@ -18,8 +18,9 @@
  *
  * with the request shapes lockgate sends (gs_insert and gs_remove in
  * gcs/gcs_client.c): the same multipart/related body, of the same size
- * (a fresh boundary and lease_id each time), `Expect:` removed, no proxy
- * lookup, the path sent as the request target.  A *cycle* is insert sent
+ * (a fresh boundary and lease_id each time), `Expect:` removed,
+ * libcurl's receive buffer at GCS_HTTP_BUF_SMALL (as lockgate's object
+ * requests), no proxy lookup, the path sent as the request target.  A *cycle* is insert sent
  * to delete answered.  After a warm-up it measures for D seconds.
  *
  * Any answer other than 200 (insert) or 204 (delete), a malformed insert
@@ -52,6 +53,7 @@
 #include <curl/curl.h>
 
 #include "bench/bench.h"
+#include "gcs/gcs_http.h"
 #include "gcs/gcs_loop.h"
 
 #define SF_CLIENTS_MAX      1024
@@ -263,6 +265,8 @@ client_init(sf_client *c, int idx)
 	    curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http") != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_BUFFERSIZE, GCS_HTTP_BUF_SMALL) !=
+	        CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->cerr) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body) !=
 	        CURLE_OK ||
