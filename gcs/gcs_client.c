@@ -71,13 +71,20 @@ typedef struct gs_req {
 
 /* ---- handle pool ---- */
 
-/* The most recently used idle handle (its connection is the likeliest to
- * be alive) or a new one; NULL when out of memory. */
+/* A handle for one request.  In a loop's task: one the loop keeps (its
+ * transfers use the loop's connections; see gcs_loop_cache_take), so a
+ * handle never moves between threads.  Elsewhere: the most recently used
+ * idle handle of the store (its own connection is the likeliest to be
+ * alive).  A new one when there is none; NULL when out of memory. */
 static gcs_http *
 pool_take(gs_store *g)
 {
 	gcs_http *h = NULL;
 
+	if (gcs_loop_in_task()) {
+		h = gcs_loop_cache_take();
+		return h ? h : gcs_http_new();
+	}
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool > 0)
 		h = g->pool[--g->npool];
@@ -86,8 +93,19 @@ pool_take(gs_store *g)
 }
 
 static void
+http_free(void *h)
+{
+	gcs_http_free(h);
+}
+
+static void
 pool_put(gs_store *g, gcs_http *h)
 {
+	if (gcs_loop_in_task()) {
+		if (gcs_loop_cache_put(h, http_free) != 0)
+			gcs_http_free(h);
+		return;
+	}
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
 		g->pool[g->npool++] = h;

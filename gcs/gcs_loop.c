@@ -136,6 +136,9 @@ struct gcs_loop {
 	unsigned char *reg;
 	int nreg;
 	unsigned long ctls; /* epoll_ctl calls for libcurl's sockets */
+	void *cache[GCS_LOOP_CACHE_MAX]; /* gcs_loop_cache_put, last on top */
+	void (*cache_free[GCS_LOOP_CACHE_MAX])(void *);
+	int ncache;
 };
 
 static __thread gcs_task *tl_task; /* the task running on this thread */
@@ -528,6 +531,31 @@ gcs_loop_perform(CURL *h)
 	return rc;
 }
 
+/* ---- objects kept for a loop's tasks ---- */
+
+void *
+gcs_loop_cache_take(void)
+{
+	gcs_loop *l = tl_task ? tl_task->loop : NULL;
+
+	if (l == NULL || l->ncache == 0)
+		return NULL;
+	return l->cache[--l->ncache];
+}
+
+int
+gcs_loop_cache_put(void *obj, void (*free_fn)(void *))
+{
+	gcs_loop *l = tl_task ? tl_task->loop : NULL;
+
+	if (l == NULL || l->ncache == GCS_LOOP_CACHE_MAX)
+		return -1;
+	l->cache[l->ncache] = obj;
+	l->cache_free[l->ncache] = free_fn;
+	l->ncache++;
+	return 0;
+}
+
 /* ---- sleeping ---- */
 
 bool
@@ -597,6 +625,10 @@ gcs_loop_free(gcs_loop *l)
 	while ((t = l->spare) != NULL) {
 		l->spare = t->next;
 		task_unmap(t);
+	}
+	while (l->ncache > 0) {
+		l->ncache--;
+		l->cache_free[l->ncache](l->cache[l->ncache]);
 	}
 	if (l->multi != NULL)
 		curl_multi_cleanup(l->multi);

@@ -81,6 +81,20 @@ bool gcs_loop_in_task(void);
  * anyone else sleeps. */
 void gcs_loop_sleep(int64_t ms);
 
+/* Objects a loop keeps for its own tasks (the store client's HTTP
+ * handles).  A handle used by one loop only stays on one thread, so what
+ * libcurl allocates during a transfer is freed by the thread, and the
+ * malloc arena, that allocated it; a handle shared between threads made
+ * their arenas' locks contend (0.5 futex calls per gs:// cycle at 64
+ * clients).  gcs_loop_cache_take: an object kept by the loop of the
+ * calling task, NULL when there is none or the caller is not in a task.
+ * gcs_loop_cache_put: keep OBJ (FREE_FN frees it when the loop is freed);
+ * 0, or -1 when the caller is not in a task or GCS_LOOP_CACHE_MAX are
+ * kept, and the caller still owns OBJ. */
+#define GCS_LOOP_CACHE_MAX 64
+void *gcs_loop_cache_take(void);
+int gcs_loop_cache_put(void *obj, void (*free_fn)(void *));
+
 /* Run the transfer of H to its end and return its CURLcode: in a task, on
  * the loop's multi handle while the thread does other work; elsewhere
  * with curl_easy_perform. */

@@ -102,6 +102,83 @@ test_spawn_without_wait_finishes_inline(void **state)
 	gcs_loop_free(l);
 }
 
+/* ---- objects kept for a loop's tasks ---- */
+
+static int cache_freed;
+
+static void
+cache_free_fn(void *obj)
+{
+	(void)obj;
+	cache_freed++;
+}
+
+typedef struct cache_step {
+	int op; /* 't': take, 'p': put */
+	void *obj;
+	void *took;
+	int rc;
+} cache_step;
+
+static void
+cache_fn(void *arg)
+{
+	cache_step *st = arg;
+
+	for (; st->op != 0; st++) {
+		if (st->op == 't')
+			st->took = gcs_loop_cache_take();
+		else
+			st->rc = gcs_loop_cache_put(st->obj, cache_free_fn);
+	}
+}
+
+/* A loop keeps objects for its own tasks only, last in first out, at most
+ * GCS_LOOP_CACHE_MAX, and frees those it still keeps when it is freed. */
+static void
+test_loop_cache(void **state)
+{
+	static char objs[GCS_LOOP_CACHE_MAX + 1];
+	gcs_loop *a = gcs_loop_new(), *b = gcs_loop_new();
+	cache_step s1[] = { { 't', NULL, &s1, 9 }, { 'p', &objs[0], NULL, 9 },
+		{ 'p', &objs[1], NULL, 9 }, { 't', NULL, NULL, 9 }, { 0 } };
+	cache_step s2[] = { { 't', NULL, &s2, 9 }, { 0 } };
+	cache_step fill[GCS_LOOP_CACHE_MAX + 2];
+	int i;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	cache_freed = 0;
+	/* Outside a task there is no loop to keep anything. */
+	assert_null(gcs_loop_cache_take());
+	assert_int_equal(gcs_loop_cache_put(&objs[0], cache_free_fn), -1);
+
+	assert_int_equal(gcs_loop_spawn(a, cache_fn, s1, NULL), 1);
+	assert_null(s1[0].took);
+	assert_int_equal(s1[1].rc, 0);
+	assert_int_equal(s1[2].rc, 0);
+	assert_ptr_equal(s1[3].took, &objs[1]); /* the last one put */
+	/* Loop A keeps objs[0]; loop B has nothing of A's. */
+	assert_int_equal(gcs_loop_spawn(b, cache_fn, s2, NULL), 1);
+	assert_null(s2[0].took);
+
+	/* B takes up to GCS_LOOP_CACHE_MAX, then refuses. */
+	for (i = 0; i < GCS_LOOP_CACHE_MAX + 1; i++)
+		fill[i] = (cache_step){ 'p', &objs[i], NULL, 9 };
+	fill[GCS_LOOP_CACHE_MAX + 1] = (cache_step){ 0 };
+	assert_int_equal(gcs_loop_spawn(b, cache_fn, fill, NULL), 1);
+	for (i = 0; i < GCS_LOOP_CACHE_MAX; i++)
+		assert_int_equal(fill[i].rc, 0);
+	assert_int_equal(fill[GCS_LOOP_CACHE_MAX].rc, -1);
+
+	assert_int_equal(cache_freed, 0);
+	gcs_loop_free(a); /* objs[0], still kept */
+	assert_int_equal(cache_freed, 1);
+	gcs_loop_free(b);
+	assert_int_equal(cache_freed, 1 + GCS_LOOP_CACHE_MAX);
+}
+
 static void
 test_sleeping_tasks_wait_together(void **state)
 {
@@ -583,6 +660,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawn_without_wait_finishes_inline),
+		cmocka_unit_test(test_loop_cache),
 		cmocka_unit_test(test_sleeping_tasks_wait_together),
 		cmocka_unit_test(test_many_tasks_reuse_stacks),
 		cmocka_unit_test(test_wake_from_another_thread),
