@@ -136,45 +136,75 @@ rand64(void)
 	return s;
 }
 
-/* ---- strings built into fixed buffers, without printf ---- */
+/* ---- strings built without printf ---- */
 
-/* A string being built in a caller's buffer; an append that does not fit
- * sets OVER and leaves the string as it was. */
-typedef struct sfix {
+/* A string being built: in a buffer of the caller's (FIXED: an append that
+ * does not fit fails) or in one that grows.  Appends never fail loudly:
+ * FAILED is remembered (too long, or out of memory) and the string stays
+ * as it was. */
+typedef struct gs_buf {
 	char *p;
 	size_t len, cap;
-	int over;
-} sfix;
+	int failed;
+	int fixed;
+} gs_buf;
 
+/* A string in the caller's CAP bytes at P. */
 static void
-sf_init(sfix *b, char *p, size_t cap)
+buf_fixed(gs_buf *b, char *p, size_t cap)
 {
-	*b = (sfix){ p, 0, cap, cap == 0 };
+	*b = (gs_buf){ .p = p, .cap = cap, .failed = cap == 0, .fixed = 1 };
 	if (cap > 0)
 		p[0] = '\0';
 }
 
-static void
-sf_add(sfix *b, const char *s, size_t n)
+/* Room for N more bytes and a NUL; 0, or -1 (remembered) without. */
+static int
+buf_room(gs_buf *b, size_t n)
 {
-	if (b->over || n >= b->cap - b->len) {
-		b->over = 1;
-		return;
+	char *np;
+	size_t cap;
+
+	if (b->failed)
+		return -1;
+	if (n < b->cap - b->len)
+		return 0;
+	if (b->fixed) {
+		b->failed = 1;
+		return -1;
 	}
+	cap = b->cap ? b->cap : 1024;
+	while (cap < b->len + n + 1)
+		cap *= 2;
+	np = realloc(b->p, cap);
+	if (np == NULL) {
+		b->failed = 1;
+		return -1;
+	}
+	b->p = np;
+	b->cap = cap;
+	return 0;
+}
+
+static void
+buf_add(gs_buf *b, const char *s, size_t n)
+{
+	if (buf_room(b, n) != 0)
+		return;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';
 }
 
 static void
-sf_str(sfix *b, const char *s)
+buf_str(gs_buf *b, const char *s)
 {
-	sf_add(b, s, strlen(s));
+	buf_add(b, s, strlen(s));
 }
 
 /* V >= 0 in decimal (generations). */
 static void
-sf_u64(sfix *b, uint64_t v)
+buf_u64(gs_buf *b, uint64_t v)
 {
 	char d[24];
 	size_t i = sizeof(d);
@@ -183,23 +213,21 @@ sf_u64(sfix *b, uint64_t v)
 		d[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v != 0);
-	sf_add(b, d + i, sizeof(d) - i);
+	buf_add(b, d + i, sizeof(d) - i);
 }
 
 /* S percent-encoded: everything but unreserved characters, '/' too.
- * Room for the worst case (3 bytes each) is asked for, which the
+ * Room for the worst case (3 bytes each) is asked for, which the fixed
  * buffers have for the longest prefix and name. */
 static void
-sf_enc(sfix *b, const char *s)
+buf_enc(gs_buf *b, const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	unsigned char c;
 	char *o;
 
-	if (b->over || 3 * strlen(s) >= b->cap - b->len) {
-		b->over = 1;
+	if (buf_room(b, 3 * strlen(s)) != 0)
 		return;
-	}
 	o = b->p + b->len;
 	for (; *s; s++) {
 		c = (unsigned char)*s;
@@ -219,23 +247,23 @@ sf_enc(sfix *b, const char *s)
 
 /* The URL of object PREFIX+NAME up to and with its '?'. */
 static void
-object_url(const gs_store *g, sfix *u, const char *name)
+object_url(const gs_store *g, gs_buf *u, const char *name)
 {
 	if (strlen(name) > GCS_NAME_MAX)
-		u->over = 1;
-	sf_str(u, g->obj_head);
-	sf_enc(u, name);
-	sf_add(u, "?", 1);
+		u->failed = 1;
+	buf_str(u, g->obj_head);
+	buf_enc(u, name);
+	buf_add(u, "?", 1);
 }
 
 /* The generation preconditions of a patch or delete. */
 static void
-sf_match(sfix *u, int64_t gen, int64_t metagen)
+buf_match(gs_buf *u, int64_t gen, int64_t metagen)
 {
-	sf_str(u, "ifGenerationMatch=");
-	sf_u64(u, (uint64_t)gen);
-	sf_str(u, "&ifMetagenerationMatch=");
-	sf_u64(u, (uint64_t)metagen);
+	buf_str(u, "ifGenerationMatch=");
+	buf_u64(u, (uint64_t)gen);
+	buf_str(u, "&ifMetagenerationMatch=");
+	buf_u64(u, (uint64_t)metagen);
 }
 
 static int
@@ -406,17 +434,17 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_status st;
 	gs_hdrs hl;
 	gcs_http *h;
-	sfix cb;
+	gs_buf cb;
 	int rc, sent, tries = 0, reached = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
 	if (req->ctype != NULL) {
-		sf_init(&cb, ct, sizeof(ct));
-		sf_str(&cb, "Content-Type: ");
-		sf_str(&cb, req->ctype);
-		if (cb.over)
+		buf_fixed(&cb, ct, sizeof(ct));
+		buf_str(&cb, "Content-Type: ");
+		buf_str(&cb, req->ctype);
+		if (cb.failed)
 			return gcs_fail(err, GCS_INVALID,
 			    "Content-Type too long");
 	} else {
@@ -439,9 +467,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			        &terr) != GCS_OK)
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
-			sf_init(&cb, auth, sizeof(auth));
-			sf_str(&cb, "Authorization: Bearer ");
-			sf_str(&cb, tok);
+			buf_fixed(&cb, auth, sizeof(auth));
+			buf_str(&cb, "Authorization: Bearer ");
+			buf_str(&cb, tok);
 			gcs_wipe(tok, strlen(tok));
 		}
 		hdrs_build(&hl, auth, ct, req->body != NULL);
@@ -549,53 +577,6 @@ answer_object(const gcs_resp *r, const char *op, gcs_object *out, gcs_err *err)
 
 /* ---- the insert request and its answer ---- */
 
-/* A growing buffer: appends never fail, OOM is remembered. */
-typedef struct gs_buf {
-	char *p;
-	size_t len, cap;
-	int oom;
-} gs_buf;
-
-/* Room for N more bytes and a NUL; 0, or -1 (remembered) without. */
-static int
-buf_room(gs_buf *b, size_t n)
-{
-	char *np;
-	size_t cap;
-
-	if (b->oom)
-		return -1;
-	if (b->len + n + 1 <= b->cap)
-		return 0;
-	cap = b->cap ? b->cap : 1024;
-	while (cap < b->len + n + 1)
-		cap *= 2;
-	np = realloc(b->p, cap);
-	if (np == NULL) {
-		b->oom = 1;
-		return -1;
-	}
-	b->p = np;
-	b->cap = cap;
-	return 0;
-}
-
-static void
-buf_add(gs_buf *b, const char *s, size_t n)
-{
-	if (buf_room(b, n) != 0)
-		return;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void
-buf_str(gs_buf *b, const char *s)
-{
-	buf_add(b, s, strlen(s));
-}
-
 /* S as a JSON string, quotes included.  S is valid UTF-8 (jansson checks
  * every string and key it holds; lock names are ASCII), which passes
  * through; '"', '\' and control characters are escaped. */
@@ -662,7 +643,7 @@ buf_resource(gs_buf *b, const char *full, const json_t *metadata)
 		}
 		dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 		if (dump == NULL) {
-			b->oom = 1;
+			b->failed = 1;
 			return;
 		}
 		buf_str(b, dump);
@@ -782,14 +763,14 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	uint64_t x = 0;
 	gcs_resp r;
 	gs_req req;
-	sfix fb;
+	gs_buf fb;
 	int rc, i;
 
 	memset(&r, 0, sizeof(r));
-	sf_init(&fb, full, sizeof(full));
-	sf_str(&fb, g->prefix);
-	sf_str(&fb, name);
-	if (fb.over)
+	buf_fixed(&fb, full, sizeof(full));
+	buf_str(&fb, g->prefix);
+	buf_str(&fb, name);
+	if (fb.failed)
 		return gcs_fail(err, GCS_INVALID, "lock name too long");
 	for (i = 0; i < BOUNDARY_HEX; i++) {
 		if (i % 8 == 0)
@@ -799,9 +780,9 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		x >>= 8;
 	}
 	boundary[2 * BOUNDARY_HEX] = '\0';
-	sf_init(&fb, ctype, sizeof(ctype));
-	sf_str(&fb, "multipart/related; boundary=");
-	sf_str(&fb, boundary);
+	buf_fixed(&fb, ctype, sizeof(ctype));
+	buf_str(&fb, "multipart/related; boundary=");
+	buf_str(&fb, boundary);
 	/* Two parts: the resource JSON, then the empty media. */
 	buf_str(&b, "--");
 	buf_str(&b, boundary);
@@ -815,7 +796,7 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	buf_str(&b, "\r\nContent-Type: application/octet-stream\r\n\r\n\r\n--");
 	buf_str(&b, boundary);
 	buf_str(&b, "--\r\n");
-	if (b.oom) {
+	if (b.failed) {
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
 	}
@@ -849,13 +830,13 @@ gs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 	char url[GCS_URL_MAX];
 	gcs_resp r;
 	gs_req req;
-	sfix u;
+	gs_buf u;
 	int rc;
 
-	sf_init(&u, url, sizeof(url));
+	buf_fixed(&u, url, sizeof(url));
 	object_url(g, &u, name);
-	sf_str(&u, "fields=" OBJ_FIELDS);
-	if (u.over)
+	buf_str(&u, "fields=" OBJ_FIELDS);
+	if (u.failed)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req =
 	    (gs_req){ .op = "get", .method = "GET", .url = url, .name = name };
@@ -876,15 +857,15 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	char *body = NULL;
 	gcs_resp r;
 	gs_req req;
-	sfix u;
+	gs_buf u;
 	int rc;
 
 	memset(&r, 0, sizeof(r));
-	sf_init(&u, url, sizeof(url));
+	buf_fixed(&u, url, sizeof(url));
 	object_url(g, &u, name);
-	sf_match(&u, gen, metagen);
-	sf_str(&u, "&fields=" OBJ_FIELDS);
-	if (u.over)
+	buf_match(&u, gen, metagen);
+	buf_str(&u, "&fields=" OBJ_FIELDS);
+	if (u.failed)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	/* A key set to null is deleted by GCS: pass nulls through. */
 	res = json_pack("{sO}", "metadata", (json_t *)metadata);
@@ -915,13 +896,13 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	char url[GCS_URL_MAX];
 	gcs_resp r;
 	gs_req req;
-	sfix u;
+	gs_buf u;
 	int rc;
 
-	sf_init(&u, url, sizeof(url));
+	buf_fixed(&u, url, sizeof(url));
 	object_url(g, &u, name);
-	sf_match(&u, gen, metagen);
-	if (u.over)
+	buf_match(&u, gen, metagen);
+	if (u.failed)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "delete",
 		.method = "DELETE",
@@ -936,27 +917,27 @@ static int
 list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
     int max, const char *token, const char *fields)
 {
-	sfix u;
+	gs_buf u;
 
 	if (g->plen + strlen(prefix) > GCS_PREFIX_MAX + GCS_NAME_MAX ||
 	    (token != NULL && strlen(token) > GCS_PAGE_TOKEN_MAX))
 		return -1;
-	sf_init(&u, url, urlsz);
-	sf_str(&u, g->endpoint);
-	sf_str(&u, "/storage/v1/b/");
-	sf_str(&u, g->bucket);
-	sf_str(&u, "/o?prefix=");
-	sf_enc(&u, g->prefix);
-	sf_enc(&u, prefix);
-	sf_str(&u, "&maxResults=");
-	sf_u64(&u, max > 0 ? (uint64_t)max : 0);
+	buf_fixed(&u, url, urlsz);
+	buf_str(&u, g->endpoint);
+	buf_str(&u, "/storage/v1/b/");
+	buf_str(&u, g->bucket);
+	buf_str(&u, "/o?prefix=");
+	buf_enc(&u, g->prefix);
+	buf_enc(&u, prefix);
+	buf_str(&u, "&maxResults=");
+	buf_u64(&u, max > 0 ? (uint64_t)max : 0);
 	if (token != NULL) {
-		sf_str(&u, "&pageToken=");
-		sf_enc(&u, token);
+		buf_str(&u, "&pageToken=");
+		buf_enc(&u, token);
 	}
-	sf_str(&u, "&fields=");
-	sf_str(&u, fields);
-	return u.over ? -1 : 0;
+	buf_str(&u, "&fields=");
+	buf_str(&u, fields);
+	return u.failed ? -1 : 0;
 }
 
 static int
@@ -1133,7 +1114,7 @@ prefix_valid(const char *p)
 static int
 set_endpoint(gs_store *g, const char *v, gcs_err *err)
 {
-	sfix u, i;
+	gs_buf u, i;
 	int n;
 	size_t len;
 
@@ -1149,20 +1130,20 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 		g->endpoint[--len] = '\0';
 	/* The heads of the object and insert URLs (the prefix and bucket
 	 * are checked by now). */
-	sf_init(&u, g->obj_head, sizeof(g->obj_head));
-	sf_str(&u, g->endpoint);
-	sf_str(&u, "/storage/v1/b/");
-	sf_str(&u, g->bucket);
-	sf_str(&u, "/o/");
-	sf_enc(&u, g->prefix);
-	sf_init(&i, g->insert_url, sizeof(g->insert_url));
-	sf_str(&i, g->endpoint);
-	sf_str(&i, "/upload/storage/v1/b/");
-	sf_str(&i, g->bucket);
-	sf_str(&i,
+	buf_fixed(&u, g->obj_head, sizeof(g->obj_head));
+	buf_str(&u, g->endpoint);
+	buf_str(&u, "/storage/v1/b/");
+	buf_str(&u, g->bucket);
+	buf_str(&u, "/o/");
+	buf_enc(&u, g->prefix);
+	buf_fixed(&i, g->insert_url, sizeof(g->insert_url));
+	buf_str(&i, g->endpoint);
+	buf_str(&i, "/upload/storage/v1/b/");
+	buf_str(&i, g->bucket);
+	buf_str(&i,
 	    "/o?uploadType=multipart&ifGenerationMatch=0&"
 	    "fields=" INSERT_FIELDS);
-	if (u.over || i.over)
+	if (u.failed || i.failed)
 		return gcs_fail(err, GCS_INVALID,
 		    "Cloud Storage URLs for this bucket and prefix are too "
 		    "long");
