@@ -76,13 +76,19 @@ typedef struct gs_req {
  * handle never moves between threads.  Elsewhere: the most recently used
  * idle handle of the store (its own connection is the likeliest to be
  * alive).  A new one when there is none; NULL when out of memory. */
+static void
+http_free(void *h)
+{
+	gcs_http_free(h);
+}
+
 static gcs_http *
 pool_take(gs_store *g)
 {
 	gcs_http *h = NULL;
 
 	if (gcs_loop_in_task()) {
-		h = gcs_loop_cache_take();
+		h = gcs_loop_cache_take(http_free);
 		return h ? h : gcs_http_new();
 	}
 	pthread_mutex_lock(&g->pool_mu);
@@ -90,12 +96,6 @@ pool_take(gs_store *g)
 		h = g->pool[--g->npool];
 	pthread_mutex_unlock(&g->pool_mu);
 	return h ? h : gcs_http_new();
-}
-
-static void
-http_free(void *h)
-{
-	gcs_http_free(h);
 }
 
 static void

@@ -534,13 +534,26 @@ gcs_loop_perform(CURL *h)
 /* ---- objects kept for a loop's tasks ---- */
 
 void *
-gcs_loop_cache_take(void)
+gcs_loop_cache_take(void (*free_fn)(void *))
 {
 	gcs_loop *l = tl_task ? tl_task->loop : NULL;
+	void *obj;
+	int i;
 
-	if (l == NULL || l->ncache == 0)
+	if (l == NULL)
 		return NULL;
-	return l->cache[--l->ncache];
+	for (i = l->ncache - 1; i >= 0; i--) {
+		if (l->cache_free[i] != free_fn)
+			continue;
+		obj = l->cache[i];
+		l->ncache--;
+		memmove(&l->cache[i], &l->cache[i + 1],
+		    (size_t)(l->ncache - i) * sizeof(l->cache[0]));
+		memmove(&l->cache_free[i], &l->cache_free[i + 1],
+		    (size_t)(l->ncache - i) * sizeof(l->cache_free[0]));
+		return obj;
+	}
+	return NULL;
 }
 
 int

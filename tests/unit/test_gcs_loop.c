@@ -104,7 +104,7 @@ test_spawn_without_wait_finishes_inline(void **state)
 
 /* ---- objects kept for a loop's tasks ---- */
 
-static int cache_freed;
+static int cache_freed, other_freed;
 
 static void
 cache_free_fn(void *obj)
@@ -113,11 +113,19 @@ cache_free_fn(void *obj)
 	cache_freed++;
 }
 
+static void
+other_free_fn(void *obj)
+{
+	(void)obj;
+	other_freed++;
+}
+
 typedef struct cache_step {
 	int op; /* 't': take, 'p': put */
 	void *obj;
 	void *took;
 	int rc;
+	void (*free_fn)(void *); /* NULL: cache_free_fn */
 } cache_step;
 
 static void
@@ -127,31 +135,44 @@ cache_fn(void *arg)
 
 	for (; st->op != 0; st++) {
 		if (st->op == 't')
-			st->took = gcs_loop_cache_take();
+			st->took = gcs_loop_cache_take(
+			    st->free_fn ? st->free_fn : cache_free_fn);
 		else
-			st->rc = gcs_loop_cache_put(st->obj, cache_free_fn);
+			st->rc = gcs_loop_cache_put(st->obj,
+			    st->free_fn ? st->free_fn : cache_free_fn);
 	}
 }
 
-/* A loop keeps objects for its own tasks only, last in first out, at most
- * GCS_LOOP_CACHE_MAX, and frees those it still keeps when it is freed. */
+/* A loop keeps objects for its own tasks only, last in first out, kinds
+ * apart, at most GCS_LOOP_CACHE_MAX, and frees those it still keeps when it
+ * is freed. */
 static void
 test_loop_cache(void **state)
 {
 	static char objs[GCS_LOOP_CACHE_MAX + 1];
 	gcs_loop *a = gcs_loop_new(), *b = gcs_loop_new();
-	cache_step s1[] = { { 't', NULL, &s1, 9 }, { 'p', &objs[0], NULL, 9 },
-		{ 'p', &objs[1], NULL, 9 }, { 't', NULL, NULL, 9 }, { 0 } };
-	cache_step s2[] = { { 't', NULL, &s2, 9 }, { 0 } };
+	/* A take's TOOK starts non-NULL, so that NULL is its answer. */
+#define TAKE(sentinel, fn) \
+	{ .op = 't', .took = (sentinel), .rc = 9, .free_fn = (fn) }
+#define PUT(o, fn) \
+	{ \
+		.op = 'p', .obj = (o), .rc = 9, .free_fn = (fn) \
+	}
+	cache_step s1[] = { TAKE(objs, NULL), PUT(&objs[0], NULL),
+		PUT(&objs[1], NULL), TAKE(NULL, NULL), { 0 } };
+	cache_step s2[] = { TAKE(objs, NULL), { 0 } };
+	cache_step s3[] = { PUT(&objs[2], other_free_fn), TAKE(NULL, NULL),
+		TAKE(objs, NULL), TAKE(NULL, other_free_fn),
+		PUT(&objs[3], other_free_fn), { 0 } };
 	cache_step fill[GCS_LOOP_CACHE_MAX + 2];
 	int i;
 
 	(void)state;
 	assert_non_null(a);
 	assert_non_null(b);
-	cache_freed = 0;
+	cache_freed = other_freed = 0;
 	/* Outside a task there is no loop to keep anything. */
-	assert_null(gcs_loop_cache_take());
+	assert_null(gcs_loop_cache_take(cache_free_fn));
 	assert_int_equal(gcs_loop_cache_put(&objs[0], cache_free_fn), -1);
 
 	assert_int_equal(gcs_loop_spawn(a, cache_fn, s1, NULL), 1);
@@ -162,10 +183,18 @@ test_loop_cache(void **state)
 	/* Loop A keeps objs[0]; loop B has nothing of A's. */
 	assert_int_equal(gcs_loop_spawn(b, cache_fn, s2, NULL), 1);
 	assert_null(s2[0].took);
+	/* Kinds apart: an object put with another free function is not
+	 * taken for this one, which still finds its own below it. */
+	assert_int_equal(gcs_loop_spawn(a, cache_fn, s3, NULL), 1);
+	assert_int_equal(s3[0].rc, 0);
+	assert_ptr_equal(s3[1].took, &objs[0]);
+	assert_null(s3[2].took);
+	assert_ptr_equal(s3[3].took, &objs[2]);
+	assert_int_equal(s3[4].rc, 0); /* A keeps objs[3], of the other kind */
 
 	/* B takes up to GCS_LOOP_CACHE_MAX, then refuses. */
 	for (i = 0; i < GCS_LOOP_CACHE_MAX + 1; i++)
-		fill[i] = (cache_step){ 'p', &objs[i], NULL, 9 };
+		fill[i] = (cache_step)PUT(&objs[i], NULL);
 	fill[GCS_LOOP_CACHE_MAX + 1] = (cache_step){ 0 };
 	assert_int_equal(gcs_loop_spawn(b, cache_fn, fill, NULL), 1);
 	for (i = 0; i < GCS_LOOP_CACHE_MAX; i++)
@@ -173,10 +202,11 @@ test_loop_cache(void **state)
 	assert_int_equal(fill[GCS_LOOP_CACHE_MAX].rc, -1);
 
 	assert_int_equal(cache_freed, 0);
-	gcs_loop_free(a); /* objs[0], still kept */
-	assert_int_equal(cache_freed, 1);
+	gcs_loop_free(a); /* objs[3], still kept, by its own function */
+	assert_int_equal(cache_freed, 0);
+	assert_int_equal(other_freed, 1);
 	gcs_loop_free(b);
-	assert_int_equal(cache_freed, 1 + GCS_LOOP_CACHE_MAX);
+	assert_int_equal(cache_freed, GCS_LOOP_CACHE_MAX);
 }
 
 static void
