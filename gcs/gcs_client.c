@@ -42,9 +42,10 @@ typedef struct gs_store {
 	char prefix[GCS_PREFIX_MAX + 1];
 	size_t plen;
 	char endpoint[GCS_ENDPOINT_MAX];
-	/* The constant heads of the hot requests' URLs, made once:
-	 * ENDPOINT/storage/v1/b/BUCKET/o/ENC(prefix), and the whole insert
-	 * URL. */
+	/* The constant heads of the requests' URLs, made once (url_heads):
+	 * ENDPOINT/storage/v1/b/BUCKET/o, that and /ENC(prefix), and the
+	 * whole insert URL. */
+	char objs_url[GCS_OBJ_HEAD_MAX];
 	char obj_head[GCS_OBJ_HEAD_MAX];
 	char insert_url[GCS_OBJ_HEAD_MAX];
 	gcs_token_src *tok; /* NULL: no auth (emulator) */
@@ -200,6 +201,18 @@ static void
 buf_str(gs_buf *b, const char *s)
 {
 	buf_add(b, s, strlen(s));
+}
+
+/* A then B into the caller's DSTSZ bytes at DST; -1 if they do not fit. */
+static int
+str_join(char *dst, size_t dstsz, const char *a, const char *b)
+{
+	gs_buf u;
+
+	buf_fixed(&u, dst, dstsz);
+	buf_str(&u, a);
+	buf_str(&u, b);
+	return u.failed ? -1 : 0;
 }
 
 /* V >= 0 in decimal (generations). */
@@ -434,22 +447,15 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_status st;
 	gs_hdrs hl;
 	gcs_http *h;
-	gs_buf cb;
 	int rc, sent, tries = 0, reached = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
-	if (req->ctype != NULL) {
-		buf_fixed(&cb, ct, sizeof(ct));
-		buf_str(&cb, "Content-Type: ");
-		buf_str(&cb, req->ctype);
-		if (cb.failed)
-			return gcs_fail(err, GCS_INVALID,
-			    "Content-Type too long");
-	} else {
-		ct[0] = '\0';
-	}
+	ct[0] = '\0';
+	if (req->ctype != NULL &&
+	    str_join(ct, sizeof(ct), "Content-Type: ", req->ctype) != 0)
+		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
 	memset(resp, 0, sizeof(*resp));
 	for (;;) {
 		/* A stopping process gives up in time to answer and exit. */
@@ -467,9 +473,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			        &terr) != GCS_OK)
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
-			buf_fixed(&cb, auth, sizeof(auth));
-			buf_str(&cb, "Authorization: Bearer ");
-			buf_str(&cb, tok);
+			/* fits: AUTH_HDR_MAX has room for any token */
+			str_join(auth, sizeof(auth), "Authorization: Bearer ",
+			    tok);
 			gcs_wipe(tok, strlen(tok));
 		}
 		hdrs_build(&hl, auth, ct, req->body != NULL);
@@ -763,14 +769,10 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	uint64_t x = 0;
 	gcs_resp r;
 	gs_req req;
-	gs_buf fb;
 	int rc, i;
 
 	memset(&r, 0, sizeof(r));
-	buf_fixed(&fb, full, sizeof(full));
-	buf_str(&fb, g->prefix);
-	buf_str(&fb, name);
-	if (fb.failed)
+	if (str_join(full, sizeof(full), g->prefix, name) != 0)
 		return gcs_fail(err, GCS_INVALID, "lock name too long");
 	for (i = 0; i < BOUNDARY_HEX; i++) {
 		if (i % 8 == 0)
@@ -780,9 +782,8 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		x >>= 8;
 	}
 	boundary[2 * BOUNDARY_HEX] = '\0';
-	buf_fixed(&fb, ctype, sizeof(ctype));
-	buf_str(&fb, "multipart/related; boundary=");
-	buf_str(&fb, boundary);
+	str_join(ctype, sizeof(ctype), "multipart/related; boundary=",
+	    boundary); /* fits: the boundary has a fixed size */
 	/* Two parts: the resource JSON, then the empty media. */
 	buf_str(&b, "--");
 	buf_str(&b, boundary);
@@ -923,10 +924,8 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 	    (token != NULL && strlen(token) > GCS_PAGE_TOKEN_MAX))
 		return -1;
 	buf_fixed(&u, url, urlsz);
-	buf_str(&u, g->endpoint);
-	buf_str(&u, "/storage/v1/b/");
-	buf_str(&u, g->bucket);
-	buf_str(&u, "/o?prefix=");
+	buf_str(&u, g->objs_url);
+	buf_str(&u, "?prefix=");
 	buf_enc(&u, g->prefix);
 	buf_enc(&u, prefix);
 	buf_str(&u, "&maxResults=");
@@ -1111,10 +1110,38 @@ prefix_valid(const char *p)
 	    strstr(p, "/../") == NULL;
 }
 
+/* G's URL heads, once its endpoint, bucket and prefix are set. */
+static int
+url_heads(gs_store *g, gcs_err *err)
+{
+	gs_buf o, u, i;
+
+	buf_fixed(&o, g->objs_url, sizeof(g->objs_url));
+	buf_str(&o, g->endpoint);
+	buf_str(&o, "/storage/v1/b/");
+	buf_str(&o, g->bucket);
+	buf_str(&o, "/o");
+	buf_fixed(&u, g->obj_head, sizeof(g->obj_head));
+	buf_str(&u, g->objs_url);
+	buf_add(&u, "/", 1);
+	buf_enc(&u, g->prefix);
+	buf_fixed(&i, g->insert_url, sizeof(g->insert_url));
+	buf_str(&i, g->endpoint);
+	buf_str(&i, "/upload/storage/v1/b/");
+	buf_str(&i, g->bucket);
+	buf_str(&i,
+	    "/o?uploadType=multipart&ifGenerationMatch=0&"
+	    "fields=" INSERT_FIELDS);
+	if (o.failed || u.failed || i.failed)
+		return gcs_fail(err, GCS_INVALID,
+		    "Cloud Storage URLs for this bucket and prefix are too "
+		    "long");
+	return GCS_OK;
+}
+
 static int
 set_endpoint(gs_store *g, const char *v, gcs_err *err)
 {
-	gs_buf u, i;
 	int n;
 	size_t len;
 
@@ -1128,26 +1155,7 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 	len = strlen(g->endpoint);
 	while (len > 0 && g->endpoint[len - 1] == '/')
 		g->endpoint[--len] = '\0';
-	/* The heads of the object and insert URLs (the prefix and bucket
-	 * are checked by now). */
-	buf_fixed(&u, g->obj_head, sizeof(g->obj_head));
-	buf_str(&u, g->endpoint);
-	buf_str(&u, "/storage/v1/b/");
-	buf_str(&u, g->bucket);
-	buf_str(&u, "/o/");
-	buf_enc(&u, g->prefix);
-	buf_fixed(&i, g->insert_url, sizeof(g->insert_url));
-	buf_str(&i, g->endpoint);
-	buf_str(&i, "/upload/storage/v1/b/");
-	buf_str(&i, g->bucket);
-	buf_str(&i,
-	    "/o?uploadType=multipart&ifGenerationMatch=0&"
-	    "fields=" INSERT_FIELDS);
-	if (u.failed || i.failed)
-		return gcs_fail(err, GCS_INVALID,
-		    "Cloud Storage URLs for this bucket and prefix are too "
-		    "long");
-	return GCS_OK;
+	return url_heads(g, err);
 }
 
 /* LOCKGATE_GCS_RETRY_TOTAL_MS shortens (or lengthens) the total retry

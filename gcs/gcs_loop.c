@@ -136,8 +136,10 @@ struct gcs_loop {
 	unsigned char *reg;
 	int nreg;
 	unsigned long ctls; /* epoll_ctl calls for libcurl's sockets */
-	void *cache[GCS_LOOP_CACHE_MAX]; /* gcs_loop_cache_put, last on top */
-	void (*cache_free[GCS_LOOP_CACHE_MAX])(void *);
+	struct {
+		void *obj;
+		void (*free_fn)(void *);
+	} cache[GCS_LOOP_CACHE_MAX]; /* gcs_loop_cache_put, last on top */
 	int ncache;
 };
 
@@ -543,14 +545,12 @@ gcs_loop_cache_take(void (*free_fn)(void *))
 	if (l == NULL)
 		return NULL;
 	for (i = l->ncache - 1; i >= 0; i--) {
-		if (l->cache_free[i] != free_fn)
+		if (l->cache[i].free_fn != free_fn)
 			continue;
-		obj = l->cache[i];
+		obj = l->cache[i].obj;
 		l->ncache--;
 		memmove(&l->cache[i], &l->cache[i + 1],
 		    (size_t)(l->ncache - i) * sizeof(l->cache[0]));
-		memmove(&l->cache_free[i], &l->cache_free[i + 1],
-		    (size_t)(l->ncache - i) * sizeof(l->cache_free[0]));
 		return obj;
 	}
 	return NULL;
@@ -563,8 +563,8 @@ gcs_loop_cache_put(void *obj, void (*free_fn)(void *))
 
 	if (l == NULL || l->ncache == GCS_LOOP_CACHE_MAX)
 		return -1;
-	l->cache[l->ncache] = obj;
-	l->cache_free[l->ncache] = free_fn;
+	l->cache[l->ncache].obj = obj;
+	l->cache[l->ncache].free_fn = free_fn;
 	l->ncache++;
 	return 0;
 }
@@ -641,7 +641,7 @@ gcs_loop_free(gcs_loop *l)
 	}
 	while (l->ncache > 0) {
 		l->ncache--;
-		l->cache_free[l->ncache](l->cache[l->ncache]);
+		l->cache[l->ncache].free_fn(l->cache[l->ncache].obj);
 	}
 	if (l->multi != NULL)
 		curl_multi_cleanup(l->multi);

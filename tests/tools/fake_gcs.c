@@ -181,6 +181,7 @@ typedef struct req {
 	enum hold_state hold; /* counted in G.sleeping while HOLD_WAITING */
 	int faulted;          /* flt was taken for this request */
 	fault flt;
+	json_t *sel; /* the "fields" selection of a GCS op, or NULL */
 } req;
 
 /* ---- time ---- */
@@ -518,18 +519,17 @@ sel_apply(json_t *v, const json_t *sel)
 	return out;
 }
 
-/* A 200 with J (stolen) cut down to the request's "fields", if any. */
+/* A 200 with J (stolen) cut down to the request's "fields", if any
+ * (parsed once, by serve). */
 static enum MHD_Result
 send_selected(struct MHD_Connection *c, const req *rq, json_t *j)
 {
-	int bad;
-	json_t *sel = sel_parse(rq->uri, &bad), *out;
+	json_t *out;
 
-	if (sel == NULL)
+	if (rq->sel == NULL)
 		return send_json(c, 200, j);
-	out = sel_apply(j, sel);
+	out = sel_apply(j, rq->sel);
 	json_decref(j);
-	json_decref(sel);
 	return send_json(c, 200, out);
 }
 
@@ -1758,9 +1758,10 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	}
 	if (op <= OP_LIST) {
 		int bad;
-		json_t *sel = sel_parse(rq->uri, &bad);
 
-		json_decref(sel);
+		/* Kept for send_selected; a held request comes here twice. */
+		json_decref(rq->sel);
+		rq->sel = sel_parse(rq->uri, &bad);
 		if (bad) {
 			status = 400;
 			ret = send_err(c, 400, "global", "invalidParameter",
@@ -1845,6 +1846,7 @@ on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	hold_end(rq); /* resumed at shutdown, then closed unserved */
 	free(rq->uri);
+	json_decref(rq->sel);
 	free(rq->body);
 	free(rq);
 	*con_cls = NULL;
