@@ -543,6 +543,42 @@ req_free(srv_req *r)
 	lp->nspare++;
 }
 
+/*
+ * Marks a request with more than SRV_QUERY_ARGS_MAX query arguments: the
+ * URI callback hands it to access_handler as the request's context.
+ */
+static char too_many_args;
+
+/*
+ * libmicrohttpd's URI callback: it sees the request target before the
+ * query is split into arguments.  A query of more than SRV_QUERY_ARGS_MAX
+ * arguments marks the request, and on 0.9.75 (whose request line lives in
+ * a writable buffer, split right after this returns) it is also cut after
+ * its '?', so that no argument is stored and the 400 can be queued (see
+ * SRV_QUERY_ARGS_MAX).  Arguments are counted as 0.9.75 splits them: on
+ * '&', empty ones included.
+ */
+static void *
+uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	const char *q = strchr(uri, '?');
+	unsigned args = 1;
+
+	(void)cls;
+	(void)conn;
+	if (q == NULL)
+		return NULL;
+	for (const char *p = q + 1; *p != '\0'; p++)
+		if (*p == '&' && ++args > SRV_QUERY_ARGS_MAX)
+			break;
+	if (args <= SRV_QUERY_ARGS_MAX)
+		return NULL;
+#if MHD_VERSION == 0x00097500
+	((char *)q)[1] = '\0';
+#endif
+	return &too_many_args;
+}
+
 static enum MHD_Result
 access_handler(void *cls, struct MHD_Connection *conn, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -550,12 +586,13 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
+	bool args_over = r == (void *)&too_many_args;
 	const char *cl;
 	char *end;
 	unsigned long long n;
 
 	(void)version;
-	if (r == NULL) {
+	if (r == NULL || args_over) {
 		r = req_new();
 		if (r == NULL)
 			return MHD_NO;
@@ -572,6 +609,11 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 		*con_cls = r;
 		trace_of(conn, r->trace, sizeof(r->trace));
+		if (args_over)
+			return http_fail(r, API_BAD_REQUEST,
+			    "too_many_parameters",
+			    "a request takes at most %d query parameters",
+			    SRV_QUERY_ARGS_MAX);
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl != NULL) {
@@ -634,7 +676,9 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	double secs;
 
 	(void)conn;
-	if (r == NULL)
+	if (r == (void *)&too_many_args) /* gone before access_handler */
+		*con_cls = NULL;
+	if (*con_cls == NULL)
 		return;
 	secs = (double)(now_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
@@ -867,7 +911,8 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)cfg->connection_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL, MHD_OPTION_END);
 	if (lp->daemon == NULL)
 		return -1;
 	lp->listen_fd = -1; /* the daemon's now */

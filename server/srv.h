@@ -20,6 +20,12 @@
 /* Limits of the HTTP layer. */
 #define SRV_BODY_MAX             (64 * 1024) /* bytes of a request body */
 #define SRV_QUERY_VALUE_MAX      4096        /* bytes of one query value */
+/* Query arguments a request may carry (the API takes at most eight): more
+ * gets a 400 before libmicrohttpd stores them.  0.9.75 keeps ~64 bytes per
+ * argument in the connection's memory below; from about 450 it runs out
+ * and cannot even queue its own error, so the client waited for the idle
+ * timeout and got an empty reply. */
+#define SRV_QUERY_ARGS_MAX       64
 /* MHD's memory per connection.  It holds a header of up to about 28 KB, so
  * a 20 KB token gets our JSON 401 (a bigger header gets MHD's 431); MHD
  * clears it between requests, so more costs CPU on every request. */
