@@ -150,7 +150,8 @@ typedef struct api_event {
 	const char *holder;
 	const char *actor; /* who asked */
 	int64_t fencing_token;
-	int64_t at_ms; /* store time */
+	int64_t at_ms; /* store time; 0 when the answer carried none (a
+	                * delete): the recorder's clock then */
 } api_event;
 
 typedef void (*api_event_fn)(void *ctx, const api_event *ev);
@@ -167,6 +168,11 @@ gcs_store *api_store(api_service *svc);
 /* 1 when NAME is a valid lock name (design section 2), else 0 with a
  * reason in WHY. */
 int api_name_valid(const char *name, char *why, size_t whylen);
+/* 1 when the N bytes at S are well-formed UTF-8 (RFC 3629: no overlong
+ * form, no surrogate, nothing above U+10FFFF) holding no control character
+ * (C0, DEL or C1; NUL included): the text of holder, purpose, label values
+ * and owners. */
+int api_text_clean(const char *s, size_t n);
 /* 1 when ID is a valid client lease_id / idempotency key. */
 int api_lease_id_valid(const char *id);
 /* 1 when LABELS is an object of at most API_LABELS_MAX short strings of

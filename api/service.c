@@ -436,6 +436,7 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	gcs_err ge;
 	json_t *patch;
 	char seq[32];
+	bool seen = false; /* the lease was found once: it was real */
 	int rc, i;
 
 	memset(out, 0, sizeof(*out));
@@ -443,11 +444,15 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
 		if (rc != API_OK) {
-			if (rc == API_LEASE_LOST || rc == API_LEASE_NOT_FOUND)
+			/* Only a lease known to have existed can be lost:
+			 * any caller can send a lease_id nobody ever held. */
+			if (seen &&
+			    (rc == API_LEASE_LOST || rc == API_LEASE_NOT_FOUND))
 				emit(svc, API_EV_LOST, req->name, req->owner,
-				    NULL, req->owner, 0, 0);
+				    NULL, req->owner, ref.generation, 0);
 			return rc;
 		}
+		seen = true;
 		api_fmt_int(seq, sizeof(seq), ref.metageneration + 1);
 		patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
 		if (patch == NULL)

@@ -2,6 +2,7 @@
  * validate.c: the shape of every caller-supplied value the lock service
  * accepts: lock names, lease ids, labels.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,16 +23,40 @@ alnum(int c)
 	    (c >= '0' && c <= '9');
 }
 
-/* 1 when the N bytes at S hold no control character (NUL included), as
- * holder and purpose (server/params.c); jansson has checked the UTF-8. */
-static int
-plain_text(const char *s, size_t n)
+int
+api_text_clean(const char *s, size_t n)
 {
-	size_t i;
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	uint32_t c;
+	size_t k, i;
 
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+	while (p < end) {
+		if (*p < 0x80) {
+			if (*p < 0x20 || *p == 0x7f)
+				return 0;
+			p++;
+			continue;
+		}
+		if (*p >= 0xc2 && *p <= 0xdf) /* 0xc0, 0xc1: overlong */
+			k = 1, c = *p & 0x1fu;
+		else if ((*p & 0xf0) == 0xe0)
+			k = 2, c = *p & 0x0fu;
+		else if (*p >= 0xf0 && *p <= 0xf4)
+			k = 3, c = *p & 0x07u;
+		else
 			return 0;
+		if ((size_t)(end - p) <= k)
+			return 0;
+		for (i = 1; i <= k; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			c = c << 6 | (p[i] & 0x3fu);
+		}
+		if ((k == 2 && c < 0x800) || (k == 3 && c < 0x10000) ||
+		    c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) || c <= 0x9f)
+			return 0; /* overlong, surrogate, too large or C1 */
+		p += k + 1;
+	}
 	return 1;
 }
 
@@ -128,7 +153,8 @@ api_labels_valid(const json_t *labels, char *why, size_t whylen)
 		if (json_string_length(v) > API_LABEL_VALUE_MAX)
 			return why_set(why, whylen,
 			    "a label value must be at most 128 bytes");
-		if (!plain_text(json_string_value(v), json_string_length(v)))
+		if (!api_text_clean(json_string_value(v),
+		        json_string_length(v)))
 			return why_set(why, whylen,
 			    "a label value must be text without control "
 			    "characters");

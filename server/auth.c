@@ -829,15 +829,6 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 	return 0;
 }
 
-static bool
-printable(const char *s)
-{
-	for (; *s != '\0'; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return false;
-	return true;
-}
-
 static int
 fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
     auth_refusal *why)
@@ -847,11 +838,13 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 
 	if (auth_claim_string(json_object_get(claims, a->owner_claim),
 	        id->owner, sizeof(id->owner)) != 0 ||
-	    id->owner[0] == '\0' || !printable(id->owner)) {
+	    id->owner[0] == '\0' ||
+	    !api_text_clean(id->owner, strlen(id->owner))) {
 		why->reason = "missing_claim";
 		snprintf(why->message, sizeof(why->message),
 		    "The token has no "
-		    "usable owner claim \"%.64s\" (printable text).",
+		    "usable owner claim \"%.64s\" (text without control "
+		    "characters).",
 		    a->owner_claim);
 		return -1;
 	}
@@ -866,7 +859,7 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 
 		if (auth_claim_string(json_object_get(claims, a->display[i]),
 		        buf, sizeof(buf)) != 0 ||
-		    !printable(buf))
+		    !api_text_clean(buf, strlen(buf)))
 			continue;
 		v = json_string(buf);
 		if (v == NULL ||
@@ -1384,10 +1377,10 @@ auth_token_main(int argc, char **argv)
 		    "needed\n");
 		goto usage;
 	}
-	if (strlen(sub) > API_OWNER_MAX || !printable(sub)) {
+	if (strlen(sub) > API_OWNER_MAX || !api_text_clean(sub, strlen(sub))) {
 		fprintf(stderr,
-		    "lockgate token: --sub is at most %d printable "
-		    "bytes\n",
+		    "lockgate token: --sub is at most %d bytes of UTF-8 "
+		    "text without control characters\n",
 		    API_OWNER_MAX);
 		goto usage;
 	}

@@ -129,36 +129,6 @@ query(srv_params *p, const char *key)
 	return p->query(p->ctx, key);
 }
 
-/* 1 when S is valid UTF-8 without control characters. */
-static int
-clean_text(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	int n, i;
-
-	while (*p) {
-		if (*p < 0x20 || *p == 0x7f)
-			return 0;
-		if (*p < 0x80) {
-			p++;
-			continue;
-		}
-		if ((*p & 0xe0) == 0xc0 && *p >= 0xc2)
-			n = 1;
-		else if ((*p & 0xf0) == 0xe0)
-			n = 2;
-		else if ((*p & 0xf8) == 0xf0 && *p <= 0xf4)
-			n = 3;
-		else
-			return 0;
-		for (i = 1; i <= n; i++)
-			if ((p[i] & 0xc0) != 0x80)
-				return 0;
-		p += n + 1;
-	}
-	return 1;
-}
-
 int
 params_str(srv_params *p, const char *key, char *out, size_t outlen,
     api_err *err)
@@ -189,7 +159,7 @@ params_str(srv_params *p, const char *key, char *out, size_t outlen,
 		    "parameter '%s' is longer than %zu bytes", key, outlen - 1);
 		return -1;
 	}
-	if (!clean_text(v)) {
+	if (!api_text_clean(v, len)) {
 		api_fail(err, API_BAD_REQUEST,
 		    "parameter '%s' must be UTF-8 text without control "
 		    "characters",

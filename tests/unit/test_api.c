@@ -114,6 +114,44 @@ t_names(void **state)
 	assert_int_equal(api_name_valid(NULL, why, sizeof(why)), 0);
 }
 
+/* Text is well-formed UTF-8 without C0, DEL or C1 control characters. */
+static void
+t_text_clean(void **state)
+{
+	static const char *good[] = { "", "plain ascii ~", "caf\xc3\xa9",
+		"\xc2\xa0",         /* U+00A0, the first after C1 */
+		"\xdf\xbf",         /* U+07FF */
+		"\xe0\xa0\x80",     /* U+0800, the smallest of 3 bytes */
+		"\xed\x9f\xbf",     /* U+D7FF, just below the surrogates */
+		"\xee\x80\x80",     /* U+E000, just above them */
+		"\xf0\x90\x80\x80", /* U+10000, the smallest of 4 bytes */
+		"\xf0\x9f\x94\x92", /* a lock emoji */
+		"\xf4\x8f\xbf\xbf", /* U+10FFFF, the largest */
+		NULL };
+	static const char *bad[] = { "a\nb", "tab\t", "\x1b[31m", "\x7f",
+		"\xc2\x80", "\xc2\x85", "\xc2\x9f",     /* C1 */
+		"\xc0\xaf", "\xc1\xbf",                 /* overlong, 2 bytes */
+		"\xe0\x80\xaf", "\xe0\x9f\xbf",         /* overlong, 3 bytes */
+		"\xf0\x80\x80\xaf", "\xf0\x8f\xbf\xbf", /* overlong, 4 */
+		"\xed\xa0\x80", "\xed\xbf\xbf",         /* surrogates */
+		"\xf4\x90\x80\x80", "\xf5\x80\x80\x80", /* > U+10FFFF */
+		"\xff", "\xfe", "\x80", "\xbf",         /* never a lead */
+		"\xe2\x82", "\xf0\x9f\x94", "\xc3",     /* cut short */
+		"\xe2\x28\xa1",                         /* bad continuation */
+		NULL };
+	int i;
+
+	(void)state;
+	for (i = 0; good[i]; i++)
+		assert_int_equal(api_text_clean(good[i], strlen(good[i])), 1);
+	for (i = 0; bad[i]; i++)
+		assert_int_equal(api_text_clean(bad[i], strlen(bad[i])), 0);
+	/* N counts: a NUL inside is a control character, and a sequence
+	 * cut by N is cut short. */
+	assert_int_equal(api_text_clean("a\0b", 3), 0);
+	assert_int_equal(api_text_clean("\xc3\xa9", 1), 0);
+}
+
 static void
 t_lease_ids_and_labels(void **state)
 {
@@ -131,6 +169,9 @@ t_lease_ids_and_labels(void **state)
 	assert_false(api_labels_valid(l, why, sizeof(why)));
 	json_decref(l);
 	l = json_pack("{s:s}", "bad key", "v");
+	assert_false(api_labels_valid(l, why, sizeof(why)));
+	json_decref(l);
+	l = json_pack("{s:s}", "k", "next\xc2\x85line"); /* C1 NEL */
 	assert_false(api_labels_valid(l, why, sizeof(why)));
 	json_decref(l);
 	l = json_array();
@@ -371,6 +412,49 @@ t_two_instances_stale_cache(void **state)
 	assert_int_equal(api_release(other, &lq, &e), API_OK);
 	api_free(other);
 	api_lock_clear(&l);
+}
+
+/*
+ * A refresh records "lost" only for a lease known to have existed: any
+ * caller can send a lease_id nobody ever held, and that must not write
+ * events (or push real ones out of the ring).
+ */
+static void
+t_lost_only_when_real(void **state)
+{
+	fixture *f = *state;
+	api_service *other = api_new(&f->ws->base, NULL, NULL);
+	api_acquire_req qa, qb;
+	api_lease_req lq;
+	api_lock la, lb, r;
+	api_err e;
+	int64_t t0 = clock_ms;
+
+	/* Made up, on a free lock and on a held one. */
+	memset(&lq, 0, sizeof(lq));
+	snprintf(lq.name, sizeof(lq.name), "%s", "never");
+	snprintf(lq.owner, sizeof(lq.owner), "%s", "mallory");
+	snprintf(lq.lease_id, sizeof(lq.lease_id), "%s", "abcdefgh12345678");
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_LEASE_NOT_FOUND);
+	api_lock_clear(&r);
+	acq_req(&qa, "held", "alice", 10);
+	assert_int_equal(api_acquire(f->svc, &qa, &la, &e), API_OK);
+	snprintf(lq.name, sizeof(lq.name), "%s", "held");
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_LEASE_LOST);
+	api_lock_clear(&r);
+	assert_int_equal(f->events[API_EV_LOST], 0);
+
+	/* Alice's real lease, served here, taken over elsewhere: lost. */
+	clock_ms = t0 + 11001;
+	acq_req(&qb, "held", "bob", 10);
+	assert_int_equal(api_acquire(other, &qb, &lb, &e), API_OK);
+	lease_req(&lq, &la, "alice", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &r, &e), API_LEASE_LOST);
+	api_lock_clear(&r);
+	assert_int_equal(f->events[API_EV_LOST], 1);
+	api_free(other);
+	api_lock_clear(&la);
+	api_lock_clear(&lb);
 }
 
 static void
@@ -740,6 +824,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_names),
+		cmocka_unit_test(t_text_clean),
 		cmocka_unit_test(t_lease_ids_and_labels),
 		cmocka_unit_test_setup_teardown(t_one_write_each, setup,
 		    teardown),
@@ -757,6 +842,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_two_instances_stale_cache,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_lost_only_when_real, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(t_owner_and_admin, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_overdue_and_json, setup,

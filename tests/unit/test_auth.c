@@ -633,7 +633,7 @@ test_owner_claim(void **state)
 	char *b;
 
 	(void)state;
-	/* No sub, an empty sub, a sub with a control character. */
+	/* No sub, an empty sub, a sub with a control character (C0, C1). */
 	expect(hs,
 	    authtest_bearer(HDR_HS, "{\"exp\":99999999999}", JWT_ALG_HS256,
 	        SECRET),
@@ -645,6 +645,12 @@ test_owner_claim(void **state)
 	expect(hs,
 	    authtest_bearer(HDR_HS,
 	        "{\"sub\":\"a\\nb\",\"exp\":"
+	        "99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	expect(hs,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"a\\u0085b\",\"exp\":"
 	        "99999999999}",
 	        JWT_ALG_HS256, SECRET),
 	    "missing_claim");

@@ -156,7 +156,12 @@ t_bad_numbers_and_text(void **state)
 	static const char *bad_ints[] = { "", "abc", "1.5", "-5", "+5", " 5",
 		"5 ", "99999999999999999999", "0x10", "1", "86401", NULL };
 	static const char *bad_text[] = { "a\nb", "tab\there", "\x7f",
-		"\xff\xfe", "\xc0\xaf", "\xe2\x82", NULL };
+		"\xff\xfe", "\xc0\xaf", "\xe2\x82",
+		"\xed\xa0\x80",     /* a surrogate: jansson refuses it later */
+		"\xf4\x90\x80\x80", /* above U+10FFFF, as well */
+		"\xe0\x80\xaf",     /* overlong */
+		"\xc2\x80",         /* C1 */
+		NULL };
 	fake_query q = { { { "ttl", NULL } }, 1 };
 	srv_params p;
 	api_err e;
