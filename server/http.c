@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -544,19 +545,23 @@ req_free(srv_req *r)
 }
 
 /*
- * Marks a request with more than SRV_QUERY_ARGS_MAX query arguments: the
- * URI callback hands it to access_handler as the request's context.
+ * What the URI callback saw wrong with a request target, handed to
+ * access_handler as the request's context (by address).
  */
-static char too_many_args;
+static char mark_many_args; /* more than SRV_QUERY_ARGS_MAX arguments */
+static char mark_nul;       /* an encoded NUL (%00) */
 
 /*
  * libmicrohttpd's URI callback: it sees the request target before the
- * query is split into arguments.  A query of more than SRV_QUERY_ARGS_MAX
- * arguments marks the request, and on 0.9.75 (whose request line lives in
- * a writable buffer, split right after this returns) it is also cut after
- * its '?', so that no argument is stored and the 400 can be queued (see
- * SRV_QUERY_ARGS_MAX).  Arguments are counted as 0.9.75 splits them: on
- * '&', empty ones included.
+ * query is split into arguments and anything is decoded.
+ *
+ * - "%00" anywhere: the decoded path or value would end at the NUL, and
+ *   what follows would never be checked.
+ * - More than SRV_QUERY_ARGS_MAX arguments (counted as 0.9.75 splits
+ *   them: on '&', empty ones included).  On 0.9.75, whose request line
+ *   lives in a writable buffer split right after this returns, the query
+ *   is also cut after its '?', so that no argument is stored and the 400
+ *   can be queued (see SRV_QUERY_ARGS_MAX).
  */
 static void *
 uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -566,17 +571,70 @@ uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 
 	(void)cls;
 	(void)conn;
-	if (q == NULL)
-		return NULL;
-	for (const char *p = q + 1; *p != '\0'; p++)
+	for (const char *p = q ? q + 1 : ""; *p != '\0'; p++)
 		if (*p == '&' && ++args > SRV_QUERY_ARGS_MAX)
 			break;
-	if (args <= SRV_QUERY_ARGS_MAX)
-		return NULL;
+	if (args > SRV_QUERY_ARGS_MAX) {
 #if MHD_VERSION == 0x00097500
-	((char *)q)[1] = '\0';
+		((char *)q)[1] = '\0';
 #endif
-	return &too_many_args;
+		return &mark_many_args;
+	}
+	return strstr(uri, "%00") != NULL ? &mark_nul : NULL;
+}
+
+/* Headers that make a request ambiguous, counted by framing_seen. */
+typedef struct framing {
+	unsigned authorization, content_length, transfer_encoding;
+	const char *te; /* the first Transfer-Encoding value */
+} framing;
+
+static enum MHD_Result
+framing_seen(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	framing *f = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+		f->authorization++;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		f->content_length++;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
+	    f->transfer_encoding++ == 0)
+		f->te = value;
+	return MHD_YES;
+}
+
+/*
+ * Refuse, before its body is read, a request that two parties could read
+ * two ways: one smuggled behind another through a proxy that frames it
+ * differently, or two tokens of which each reader picks another.  A body
+ * is framed by one Content-Length or by "Transfer-Encoding: chunked"
+ * alone (libmicrohttpd 0.9.75 waited for the idle timeout on any other
+ * coding).  An early answer makes libmicrohttpd close the connection
+ * after it, so nothing behind it is read as a request.  NULL when fine.
+ */
+static const char *
+framing_refusal(struct MHD_Connection *conn, const char **reason)
+{
+	framing f;
+
+	memset(&f, 0, sizeof(f));
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_seen, &f);
+	*reason = "bad_framing";
+	if (f.transfer_encoding > 1 || f.content_length > 1)
+		return "a request carries at most one Content-Length and one "
+		       "Transfer-Encoding header";
+	if (f.transfer_encoding > 0 && f.content_length > 0)
+		return "a request carries Content-Length or Transfer-Encoding, "
+		       "not both";
+	if (f.te != NULL && strcasecmp(f.te, "chunked") != 0)
+		return "the only Transfer-Encoding accepted is chunked";
+	*reason = "duplicate_header";
+	if (f.authorization > 1)
+		return "a request carries at most one Authorization header";
+	return NULL;
 }
 
 static enum MHD_Result
@@ -586,13 +644,13 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
-	bool args_over = r == (void *)&too_many_args;
-	const char *cl;
+	void *mark = *con_cls;
+	const char *cl, *why, *reason;
 	char *end;
 	unsigned long long n;
 
 	(void)version;
-	if (r == NULL || args_over) {
+	if (r == NULL || mark == &mark_many_args || mark == &mark_nul) {
 		r = req_new();
 		if (r == NULL)
 			return MHD_NO;
@@ -609,11 +667,16 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 		*con_cls = r;
 		trace_of(conn, r->trace, sizeof(r->trace));
-		if (args_over)
+		if (mark == &mark_many_args)
 			return http_fail(r, API_BAD_REQUEST,
 			    "too_many_parameters",
 			    "a request takes at most %d query parameters",
 			    SRV_QUERY_ARGS_MAX);
+		if (mark == &mark_nul)
+			return http_fail(r, API_BAD_REQUEST, "bad_request",
+			    "the request target holds an encoded NUL (%%00)");
+		if ((why = framing_refusal(conn, &reason)) != NULL)
+			return http_fail(r, API_BAD_REQUEST, reason, "%s", why);
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl != NULL) {
@@ -676,8 +739,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	double secs;
 
 	(void)conn;
-	if (r == (void *)&too_many_args) /* gone before access_handler */
-		*con_cls = NULL;
+	if (*con_cls == &mark_many_args || *con_cls == &mark_nul)
+		*con_cls = NULL; /* gone before access_handler */
 	if (*con_cls == NULL)
 		return;
 	secs = (double)(now_us() - r->start_us) / 1e6;

@@ -93,16 +93,36 @@ answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
 	return http_body(r, status, "application/json", text, len);
 }
 
+/* Set the answer's format from F ("env" or "json"; NULL: not a string).
+ * -1 when F is neither (answered, result in *MR). */
+static int
+format_pick(srv_req *r, const char *f, enum MHD_Result *mr)
+{
+	if (f == NULL || (strcmp(f, "env") != 0 && strcmp(f, "json") != 0)) {
+		*mr = http_fail(r, API_BAD_REQUEST, "bad_format",
+		    "format must be env or json");
+		return -1;
+	}
+	r->env_format = strcmp(f, "env") == 0;
+	return 0;
+}
+
+/* Parse the parameters against ALLOWED; a format in the body counts as
+ * one in the query (negotiate() saw only the query). */
 static int
 prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
 {
 	api_err err;
+	json_t *f;
 
 	memset(&err, 0, sizeof(err));
 	if (params_prepare(&r->params, r->body, r->len, allowed, &err) != 0) {
 		*mr = http_error(r, &err, NULL);
 		return -1;
 	}
+	f = r->params.body ? json_object_get(r->params.body, "format") : NULL;
+	if (f != NULL)
+		return format_pick(r, json_string_value(f), mr);
 	return 0;
 }
 
@@ -588,15 +608,8 @@ negotiate(srv_req *r, enum MHD_Result *mr)
 
 	f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
 	    "format");
-	if (f != NULL) {
-		if (strcmp(f, "env") != 0 && strcmp(f, "json") != 0) {
-			*mr = http_fail(r, API_BAD_REQUEST, "bad_format",
-			    "format must be env or json");
-			return -1;
-		}
-		r->env_format = strcmp(f, "env") == 0;
-		return 0;
-	}
+	if (f != NULL)
+		return format_pick(r, f, mr);
 	accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_ACCEPT);
 	r->env_format = accept != NULL && strstr(accept, "text/plain") &&

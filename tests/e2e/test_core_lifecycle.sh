@@ -110,6 +110,15 @@ lg_eq "$code" 204 "forceRelease as admin"
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$ADM" "$LG_URL/v1/locks/prod/deploy:forceRelease")
 lg_eq "$code" 404 "forceRelease of a free lock"
 
+# format=env in a JSON body, as in the query: KEY='value' lines.
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" -d '{"ttl": 30, "format": "env"}' \
+    "$LG_URL/v1/locks/envbody:acquire")
+lg_eq "$code" 200 "acquire with format env in the body"
+grep -q "^LOCKGATE_LOCK='envbody'$" "$out" || lg_fail "format env in the body: $(head -c 300 "$out")"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" -d '{"format": "json"}' \
+    "$LG_URL/v1/locks/envbody:release?lease_id=$(sed -n "s/^LOCKGATE_LEASE_ID='\(.*\)'$/\1/p" "$out")")
+lg_eq "$code" 204 "release with format json in the body"
+
 lg_stop
 grep -q "$LEASE" "$LG_LOG" && lg_fail "lease_id in the log"
 grep -q "$KEY" "$LG_LOG" && lg_fail "client lease key in the log"

@@ -107,6 +107,24 @@ case_ 400 too_many_parameters GET "/v1/locks?$(qargs 3000)" -H "$A"
 case_ 400 too_many_parameters GET "/v1/locks?$(python3 -c 'print("&" * 5000)')"
 case_ 400 too_many_parameters POST "/v1/locks/keep:release?lease_id=$(lg_json lease_id <"$LG_TMP/held")&$(qargs 600)" -H "$A"
 case_ 400 - GET '/v1/locks?page_size=5000' -H "$A"
+# Text is strict UTF-8 without control characters (C1 included); a
+# surrogate was a 500 before.
+case_ 400 - POST '/v1/locks/x:acquire?holder=%ed%a0%80' -H "$A"
+case_ 400 - POST '/v1/locks/x:acquire?purpose=%f4%90%80%80' -H "$A"
+case_ 400 - POST '/v1/locks/x:acquire?holder=%e0%80%af' -H "$A"
+case_ 400 - POST '/v1/locks/x:acquire?holder=next%c2%85line' -H "$A"
+# An encoded NUL anywhere in the target: what followed it went unchecked
+# (a release with junk after its lease_id released).
+case_ 400 bad_request POST "/v1/locks/keep:release?lease_id=$(lg_json lease_id <"$LG_TMP/held")%00junk" -H "$A"
+case_ 400 bad_request POST '/v1/locks/keep%00junk:acquire' -H "$A"
+case_ 400 bad_request POST '/v1/locks/x:acquire?holder=ok%00%0aevil' -H "$A"
+case_ 400 bad_request GET '/healthz%00'
+# format in a body is checked as in the query.
+case_ 400 bad_format POST '/v1/locks/x:acquire' -H "$A" -d '{"format":"xml"}'
+case_ 400 bad_format POST '/v1/locks/x:acquire' -H "$A" -d '{"format":1}'
+# One token per request: two Authorization headers are refused, not read
+# as whichever comes first.
+case_ 400 duplicate_header POST '/v1/locks/keep:forceRelease' -H "$A" -H 'Authorization: Bearer junk'
 case_ 400 bad_prefix GET '/v1/locks?prefix=%2e%2e%5c' -H "$A"
 case_ 401 - POST '/v1/locks/keep:acquire'
 case_ 401 - POST '/v1/locks/keep:acquire' -H 'Authorization: Basic YWxpY2U6cHc='
@@ -146,6 +164,59 @@ case_ 400 metadata_too_large POST '/v1/locks/keep:acquire?wait=5' -H "$FAT_OWNER
 [ -s "$LG_TMP/queued.code" ] && lg_fail "the waiter it queued behind was done already"
 wait "$qpid"
 lg_eq "$(cat "$LG_TMP/queued.code")" 409 "the waiter ran out its wait untouched"
+
+# Bodies framed two ways, or by a coding other than chunked: a 400 and the
+# connection closed, so bytes behind the body are never read as a request
+# (a smuggled forceRelease, here).  Any Transfer-Encoding but chunked got
+# no answer until the idle timeout before.
+python3 - "${LG_URL#http://}" "$A" >"$LG_TMP/chunked" <<'PY' || lg_fail "a request framed two ways"
+import json, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+auth = sys.argv[2]
+smuggled = ("POST /v1/locks/keep:forceRelease HTTP/1.1\r\nHost: x\r\n" + auth +
+    "\r\nContent-Length: 0\r\n\r\n")
+cases = [
+    ("bad_framing", "Content-Length: 5\r\nTransfer-Encoding: chunked",
+        "0\r\n\r\n" + smuggled),
+    ("bad_framing", "Content-Length: 2\r\nContent-Length: 2", "{}" + smuggled),
+    ("bad_framing", "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+        "0\r\n\r\n" + smuggled),
+    ("bad_framing", "Transfer-Encoding: gzip", ""),
+    ("bad_framing", "Transfer-Encoding: gzip, chunked", "0\r\n\r\n" + smuggled),
+]
+for want, headers, body in cases:
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(("POST /v1/locks/x:acquire HTTP/1.1\r\nHost: x\r\n" + auth +
+        "\r\n" + headers + "\r\n\r\n" + body).encode())
+    got = b""
+    while True:  # to EOF: the server must close after its one answer
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), (headers, got[:200])
+    assert b"HTTP/1.1" not in rest, ("a second answer", headers, got)
+    code = json.loads(rest)["error"]["code"]
+    assert code == want, (headers, code)
+# And chunked alone is still read.
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(("POST /v1/locks/chunked:acquire HTTP/1.1\r\nHost: x\r\n" + auth +
+    "\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n"
+    "b\r\n{\"ttl\": 30}\r\n0\r\n\r\n").encode())
+got = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    got += d
+assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+print(got.partition(b"\r\n\r\n")[2].decode())
+PY
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/chunked:release?lease_id=$(lg_json lease_id <"$LG_TMP/chunked")")
+lg_eq "$code" 204 "release the lock taken with a chunked body"
 
 # Too many query arguments from a client that leaves before its headers
 # end: the request is marked but never handled (completed() sees only the
