@@ -208,11 +208,18 @@ meta_long(const gcs_object *o, const char *key, long min, long max, long def)
 	return v;
 }
 
+/*
+ * The object of strings stored as JSON text under KEY (labels, claims),
+ * as lockgate writes them; NULL when absent or of any other shape.
+ * Someone else's object in the bucket could nest a thousand levels:
+ * jansson parses its deepest (2048) within a loop task's stack (checked
+ * on the ASan build), but printing it back overran the stack.
+ */
 static json_t *
 meta_json(const gcs_object *o, const char *key)
 {
-	const char *s = meta_str(o, key);
-	json_t *v;
+	const char *s = meta_str(o, key), *k;
+	json_t *v, *x;
 
 	if (*s == '\0')
 		return NULL;
@@ -220,6 +227,13 @@ meta_json(const gcs_object *o, const char *key)
 	if (!json_is_object(v)) {
 		json_decref(v);
 		return NULL;
+	}
+	json_object_foreach(v, k, x)
+	{
+		if (!json_is_string(x)) {
+			json_decref(v);
+			return NULL;
+		}
 	}
 	return v;
 }

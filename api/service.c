@@ -580,7 +580,7 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 	memset(err, 0, sizeof(*err));
 	rc = gcs_list(svc->store, req->prefix, req->page_size,
 	    req->page_token[0] ? req->page_token : NULL, &page, &ge);
-	if (rc == GCS_INVALID)
+	if (rc == GCS_INVALID && req->page_token[0] != '\0')
 		return api_fail(err, API_BAD_REQUEST,
 		    "the page_token is not one this server handed out");
 	if (rc != GCS_OK)

@@ -38,6 +38,9 @@
 #define GCS_LIST_PAGE_MAX  1000 /* GCS caps a list page at 1000 */
 #define GCS_PAGE_TOKEN_MAX 1024 /* bytes of an opaque page token */
 #define GCS_ERRMSG_MAX     256
+/* The largest generation or metageneration taken from an answer: far
+ * above any real one, and one more is still an int64. */
+#define GCS_GEN_MAX        (INT64_MAX / 2)
 
 /* Outcome of a store call.  Classified by HTTP status for GCS, never by
  * message text. */
@@ -185,6 +188,11 @@ void gcs_stat_token_fetch(int ok);
 void gcs_give_up_at(int64_t mono_ms);
 /* The time set by gcs_give_up_at, 0 when none. */
 int64_t gcs_give_up_time(void);
+/* The same for the calling thread's store calls only, until lifted with 0:
+ * a caller with a deadline of its own (a waiter's poll) bounds what it
+ * asks of the storage.  Not for loop tasks, which share their thread. */
+void gcs_give_up_thread(int64_t mono_ms);
+int64_t gcs_give_up_thread_time(void);
 
 /* Open a store from a URL: "mem://", "file:///abs/dir", "file://rel/dir",
  * "gs://bucket/optional/prefix/".  NULL with *err filled on failure.

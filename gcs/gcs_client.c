@@ -68,6 +68,10 @@ typedef struct gs_req {
 	 * missing. */
 	int no_object;
 	int large_answer; /* a list page: GCS_HTTP_BUF_LARGE */
+	/* Carries a generation precondition (insert, patch, delete): only
+	 * then is a 409 or 412 an answer about the object. */
+	int guarded;
+	int *too_big; /* set to 1 when a 2xx answer passed GCS_RESP_MAX */
 } gs_req;
 
 /* ---- handle pool ---- */
@@ -279,26 +283,39 @@ buf_match(gs_buf *u, int64_t gen, int64_t metagen)
 	buf_u64(u, (uint64_t)metagen);
 }
 
+/*
+ * A generation or metageneration of an answer: 1..GCS_GEN_MAX, so that
+ * the next one (a refresh writes metageneration + 1) cannot overflow.
+ * Cloud Storage's generations are microsecond timestamps, ~2^51 today.
+ */
 static int
-parse_i64(const json_t *v, int64_t *out)
+gen_in_range(long long x, int64_t *out)
+{
+	if (x < 1 || x > GCS_GEN_MAX)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+/* A generation as a JSON string of digits, the way GCS sends it, or a
+ * plain integer. */
+static int
+parse_gen(const json_t *v, int64_t *out)
 {
 	const char *s;
 	char *end;
 	long long x;
 
-	if (json_is_integer(v)) {
-		*out = json_integer_value(v);
-		return 0;
-	}
+	if (json_is_integer(v))
+		return gen_in_range(json_integer_value(v), out);
 	s = json_string_value(v);
-	if (s == NULL || *s == '\0')
+	if (s == NULL || *s < '0' || *s > '9')
 		return -1;
 	errno = 0;
 	x = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0' || x < 0)
+	if (errno != 0 || *end != '\0')
 		return -1;
-	*out = x;
-	return 0;
+	return gen_in_range(x, out);
 }
 
 /* Fill OUT from an object resource J.  NOW_MS is the storage's clock. */
@@ -308,10 +325,9 @@ parse_object(const json_t *j, int64_t now_ms, gcs_object *out)
 	json_t *md = json_object_get(j, "metadata");
 
 	if (!json_is_object(j) ||
-	    parse_i64(json_object_get(j, "generation"), &out->generation) ||
-	    parse_i64(json_object_get(j, "metageneration"),
-	        &out->metageneration) ||
-	    out->generation <= 0)
+	    parse_gen(json_object_get(j, "generation"), &out->generation) ||
+	    parse_gen(json_object_get(j, "metageneration"),
+	        &out->metageneration))
 		return -1;
 	out->created_ms = gcs_parse_rfc3339(
 	    json_string_value(json_object_get(j, "timeCreated")));
@@ -341,7 +357,11 @@ retryable(long status)
  * or delete is "no such object"; to an insert or a list, which name no
  * object, it can only mean that the bucket does not exist: the storage is
  * unusable until --store is corrected (503 + Retry-After to the caller),
- * never "not held" or a bug of ours.
+ * never "not held" or a bug of ours.  A 400 refuses a request we built: a
+ * bug of ours.  Any other status Cloud Storage does not give to REQ (a
+ * redirect, a 304 or 412 to a request without a precondition, 405, 410,
+ * ...) means something else answers in its place, a proxy or the wrong
+ * endpoint: unavailable, like a 5xx.
  */
 static gcs_status
 classify(long status, const gs_req *req)
@@ -351,19 +371,16 @@ classify(long status, const gs_req *req)
 		return req->no_object ? GCS_UNAVAILABLE : GCS_NOT_FOUND;
 	case 409: /* FALLTHROUGH */
 	case 412:
-		return GCS_PRECONDITION;
+		return req->guarded ? GCS_PRECONDITION : GCS_UNAVAILABLE;
 	case 429:
 		return GCS_BUSY;
 	case 401: /* FALLTHROUGH */
 	case 403:
 		return GCS_DENIED;
-	case 0: /* FALLTHROUGH */
-	case 408:
-		return GCS_UNAVAILABLE;
-	default:
-		if (status >= 500)
-			return GCS_UNAVAILABLE;
+	case 400:
 		return GCS_INVALID;
+	default:
+		return GCS_UNAVAILABLE;
 	}
 }
 
@@ -425,12 +442,15 @@ try_min(const gs_store *g)
 	    : GCS_TRY_MIN_MS;
 }
 
-/* DEADLINE, or earlier when the process is stopping (gcs_give_up_at). */
+/* DEADLINE, or earlier when the process is stopping (gcs_give_up_at) or
+ * the calling thread has less time (gcs_give_up_thread). */
 static int64_t
 give_up_by(int64_t deadline)
 {
-	int64_t cut = gcs_give_up_time();
+	int64_t cut = gcs_give_up_time(), mine = gcs_give_up_thread_time();
 
+	if (mine > 0 && (cut <= 0 || mine < cut))
+		cut = mine;
 	return cut > 0 && cut < deadline ? cut : deadline;
 }
 
@@ -462,9 +482,9 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		deadline = give_up_by(deadline);
 		if (tries == 0 && deadline <= gcs_mono_ms())
 			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "Cloud Storage %s not sent: lockgate is shutting "
-			    "down",
-			    req->op);
+			    "Cloud Storage %s not sent: %s", req->op,
+			    gcs_give_up_time() > 0 ? "lockgate is shutting down"
+			                           : "its caller's time is up");
 		err->attempts = reached;
 		auth[0] = '\0';
 		if (g->tok != NULL) {
@@ -506,6 +526,8 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		err->http_status = sent == 0 ? (int)resp->status : 0;
 		if (sent == 0 && resp->status >= 200 && resp->status < 300) {
 			if (resp->too_big) {
+				if (req->too_big != NULL)
+					*req->too_big = 1;
 				gcs_resp_clear(resp);
 				return gcs_fail(err, GCS_UNAVAILABLE,
 				    "Cloud Storage %s answer over %d bytes",
@@ -669,24 +691,22 @@ text_copy(char *dst, size_t dstsz, const char *s, size_t n)
 	return 0;
 }
 
-/* An int64 member picked out of an answer: a JSON string of digits, the
- * way GCS sends generations, or a plain integer. */
+/* A generation picked out of an answer, as parse_gen reads one. */
 static int
-pick_i64(const gcs_jpick *p, int64_t *out)
+pick_gen(const gcs_jpick *p, int64_t *out)
 {
 	char buf[32], *end;
 	long long x;
 
 	if (p->val == NULL || p->len == 0 ||
-	    text_copy(buf, sizeof(buf), p->val, p->len) != 0 ||
-	    (p->is_str && (buf[0] < '0' || buf[0] > '9')))
+	    text_copy(buf, sizeof(buf), p->val, p->len) != 0 || buf[0] < '0' ||
+	    buf[0] > '9')
 		return -1;
 	errno = 0;
 	x = strtoll(buf, &end, 10);
-	if (errno != 0 || *end != '\0' || x < 0)
+	if (errno != 0 || *end != '\0')
 		return -1;
-	*out = x;
-	return 0;
+	return gen_in_range(x, out);
 }
 
 static int64_t
@@ -736,9 +756,9 @@ answer_inserted(const gcs_resp *r, const json_t *metadata, gcs_object *out,
 
 	if (rc == 1)
 		return answer_object(r, "insert", out, err);
-	if (rc != 0 || pick_i64(&f[0], &out->generation) != 0 ||
-	    pick_i64(&f[1], &out->metageneration) != 0 ||
-	    out->generation <= 0 || (out->updated_ms = pick_time(&f[3])) < 0)
+	if (rc != 0 || pick_gen(&f[0], &out->generation) != 0 ||
+	    pick_gen(&f[1], &out->metageneration) != 0 ||
+	    (out->updated_ms = pick_time(&f[3])) < 0)
 		goto bad;
 	out->created_ms = pick_time(&f[2]);
 	if (out->created_ms < 0)
@@ -808,6 +828,7 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		goto out;
 	}
 	req = (gs_req){ .op = "insert",
+		.guarded = 1,
 		.no_object = 1,
 		.method = "POST",
 		.url = g->insert_url,
@@ -875,6 +896,7 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (body == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	req = (gs_req){ .op = "patch",
+		.guarded = 1,
 		.method = "PATCH",
 		.url = url,
 		.ctype = "application/json",
@@ -906,6 +928,7 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (u.failed)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "delete",
+		.guarded = 1,
 		.method = "DELETE",
 		.url = url,
 		.name = name };
@@ -939,6 +962,17 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 	return u.failed ? -1 : 0;
 }
 
+/*
+ * One list page of up to MAX objects.  An object's entry takes up to about
+ * twice its 8 KiB of metadata (each '"' or '\' escaped) and its other
+ * fields, so a full page of large leases can pass GCS_RESP_MAX.  Such an
+ * answer is asked for again with at most LIST_PAGE_SAFE objects, which
+ * always fits, and that shorter page is the answer (with its token, as
+ * any page that is not the last).
+ */
+#define LIST_ENTRY_MAX (2 * GCS_META_BYTES_MAX + 1024)
+#define LIST_PAGE_SAFE (GCS_RESP_MAX / LIST_ENTRY_MAX)
+
 static int
 gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
     gcs_page *out, gcs_err *err)
@@ -950,17 +984,23 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	gcs_resp r;
 	gs_req req;
 	size_t i;
-	int rc;
+	int rc, too_big = 0;
 
-	if (list_url(g, url, sizeof(url), prefix, max, page_token,
-	        LIST_FIELDS) != 0)
-		return gcs_fail(err, GCS_INVALID, "URL too long");
-	req = (gs_req){ .op = "list",
-		.no_object = 1,
-		.large_answer = 1,
-		.method = "GET",
-		.url = url };
-	rc = gs_call(g, &req, &r, err);
+	for (;;) {
+		if (list_url(g, url, sizeof(url), prefix, max, page_token,
+		        LIST_FIELDS) != 0)
+			return gcs_fail(err, GCS_INVALID, "URL too long");
+		req = (gs_req){ .op = "list",
+			.no_object = 1,
+			.large_answer = 1,
+			.method = "GET",
+			.url = url,
+			.too_big = &too_big };
+		rc = gs_call(g, &req, &r, err);
+		if (rc == GCS_OK || !too_big || max <= LIST_PAGE_SAFE)
+			break;
+		max = LIST_PAGE_SAFE;
+	}
 	if (rc != GCS_OK)
 		return rc;
 	out->now_ms = now_of(&r);

@@ -46,6 +46,7 @@ struct gcs_http {
 	CURL *h;
 	gcs_resp *resp; /* the answer being received, during a transfer */
 	int prereqs;    /* times this transfer was about to send its request */
+	int head_done;  /* the last answer's header block was ended */
 	int http_proxy; /* a proxy from the environment may carry http:// */
 	long buf;       /* the receive buffer set on the handle */
 	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
@@ -87,10 +88,18 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 static size_t
 on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
-	gcs_resp *r = ((gcs_http *)ud)->resp;
+	gcs_http *c = ud;
+	gcs_resp *r = c->resp;
 	size_t n = size * nitems;
 	int64_t t;
 
+	/* The empty line that ends a header block, or the status line that
+	 * starts another (after a 1xx, or on a resend). */
+	if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') ||
+	    (n == 1 && buf[0] == '\n'))
+		c->head_done = 1;
+	else if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0)
+		c->head_done = 0;
 	if (n > 5 && (buf[0] == 'D' || buf[0] == 'd') &&
 	    strncasecmp(buf, "Date:", 5) == 0) {
 		t = gcs_parse_http_date(buf + 5, n - 5);
@@ -286,6 +295,7 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 	memset(resp, 0, sizeof(*resp));
 	c->resp = resp;
 	c->prereqs = 0;
+	c->head_done = 0;
 	c->cerr[0] = '\0';
 	if (set_request(c, method, url, hdrs, body, body_len,
 	        timeout_ms < 1 ? 1L : timeout_ms) != 0) {
@@ -298,6 +308,14 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
 	c->resp = NULL;
+	/* libcurl 7.88 ends a transfer whose connection closes inside the
+	 * answer's header block without an error, with the status of its
+	 * first line: whether the request was applied is unknown. */
+	if (rc == CURLE_OK && !c->head_done) {
+		snprintf(c->cerr, sizeof(c->cerr),
+		    "the answer ended inside its headers");
+		rc = CURLE_RECV_ERROR;
+	}
 	if (rc != CURLE_OK) {
 		snprintf(errbuf, errlen, "%s",
 		    c->cerr[0] ? c->cerr : curl_easy_strerror(rc));

@@ -177,7 +177,9 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	w->fd = ci ? ci->connect_fd : -1;
 	w->start_ms = srv_mono_ms();
-	w->deadline_ms = w->start_ms + (int64_t)wait * 1000;
+	/* From the request's arrival: time its first attempt spent on a
+	 * slow storage counts against the wait. */
+	w->deadline_ms = r->start_us / 1000 + (int64_t)wait * 1000;
 	w->rc = rc;
 	w->err = *err;
 	if (holder != NULL) {

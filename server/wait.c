@@ -38,7 +38,8 @@ typedef struct wlock {
 struct srv_waits {
 	api_service *svc;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv;       /* pollers */
+	pthread_cond_t sweep_cv; /* the sweeper: only to stop */
 	wlock *locks;
 	size_t nwaiters;
 	bool refusing; /* shutdown began: no new waiters */
@@ -46,6 +47,8 @@ struct srv_waits {
 	int64_t next_sweep;
 	int nthreads;
 	pthread_t threads[SRV_WAIT_THREADS];
+	bool sweeping; /* the sweeper thread runs */
+	pthread_t sweep_thread;
 };
 
 int64_t
@@ -204,8 +207,13 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 	if (!woken) {
 		/* One read tells whether anyone may try at all, and whether
 		 * the holder is this request's own lease: an earlier attempt
-		 * whose insert was applied though its answer was lost. */
+		 * whose insert was applied though its answer was lost.  The
+		 * read ends by the waiter's deadline (a slow storage must not
+		 * hold its answer up); the write below keeps its own budget,
+		 * as one cut short might leave a lease nobody is told of. */
+		gcs_give_up_thread(w->deadline_ms);
 		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
+		gcs_give_up_thread(0);
 		if (rc == API_OK) {
 			note_holder(w, &seen, &err, API_OK);
 			return API_OK;
@@ -237,6 +245,39 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 		api_lock_clear(&seen);
 	}
 	return rc;
+}
+
+/*
+ * Answers the waiters whose deadline passed or whose client left, every
+ * SRV_HANGUP_CHECK_MS.  The pollers sweep too, but they all may be waiting
+ * on a slow storage at once.
+ */
+static void *
+sweeper(void *arg)
+{
+	srv_waits *ws = arg;
+	srv_waiter *fin;
+	struct timespec ts;
+	int64_t next;
+
+	pthread_mutex_lock(&ws->mu);
+	while (!ws->stopping) {
+		fin = NULL;
+		next = srv_mono_ms() + SRV_HANGUP_CHECK_MS;
+		sweep(ws, srv_mono_ms(), &fin);
+		if (fin != NULL) {
+			pthread_mutex_unlock(&ws->mu);
+			deliver(fin);
+			pthread_mutex_lock(&ws->mu);
+		}
+		ts.tv_sec = next / 1000;
+		ts.tv_nsec = (next % 1000) * 1000000;
+		while (!ws->stopping &&
+		    pthread_cond_timedwait(&ws->sweep_cv, &ws->mu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&ws->mu);
+	return NULL;
 }
 
 static void *
@@ -324,16 +365,17 @@ srv_waits_new(api_service *svc)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ws->cv, &ca);
+	pthread_cond_init(&ws->sweep_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	for (i = 0; i < SRV_WAIT_THREADS; i++) {
 		if (pthread_create(&ws->threads[i], NULL, poller, ws) != 0)
 			break;
 		ws->nthreads++;
 	}
-	if (ws->nthreads == 0) {
-		pthread_cond_destroy(&ws->cv);
-		pthread_mutex_destroy(&ws->mu);
-		free(ws);
+	ws->sweeping = ws->nthreads > 0 &&
+	    pthread_create(&ws->sweep_thread, NULL, sweeper, ws) == 0;
+	if (!ws->sweeping) {
+		srv_waits_free(ws);
 		return NULL;
 	}
 	return ws;
@@ -450,12 +492,16 @@ srv_waits_free(srv_waits *ws)
 	pthread_mutex_lock(&ws->mu);
 	ws->stopping = true;
 	pthread_cond_broadcast(&ws->cv);
+	pthread_cond_broadcast(&ws->sweep_cv);
 	pthread_mutex_unlock(&ws->mu);
 	for (i = 0; i < ws->nthreads; i++)
 		pthread_join(ws->threads[i], NULL);
+	if (ws->sweeping)
+		pthread_join(ws->sweep_thread, NULL);
 	/* A poller that was busy at shutdown answered its waiter. */
 	srv_waits_shutdown(ws);
 	pthread_cond_destroy(&ws->cv);
+	pthread_cond_destroy(&ws->sweep_cv);
 	pthread_mutex_destroy(&ws->mu);
 	free(ws);
 }

@@ -586,6 +586,73 @@ t_store_failures(void **state)
 	api_lock_clear(&l);
 }
 
+/* A storage that refuses a list as malformed is a 400 about the caller's
+ * page_token only when the caller sent one; otherwise the storage is at
+ * fault (503), never the caller. */
+static void
+t_list_refused_by_store(void **state)
+{
+	fixture *f = *state;
+	api_list_req lr;
+	api_list_res res;
+	api_err e;
+
+	memset(&lr, 0, sizeof(lr));
+	lr.page_size = 10;
+	f->ws->fail_op = W_LIST;
+	f->ws->fail_status = GCS_INVALID;
+	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_INTERNAL);
+	api_list_res_clear(&res);
+	snprintf(lr.page_token, sizeof(lr.page_token), "%s", "x");
+	f->ws->fail_op = W_LIST;
+	f->ws->fail_status = GCS_INVALID;
+	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_BAD_REQUEST);
+	api_list_res_clear(&res);
+}
+
+/* What the bucket holds is not trusted to be what lockgate wrote: labels
+ * and claims of another shape (someone else's writer, a thousand nested
+ * arrays that would overrun a loop task's stack when printed) are left
+ * out of the lock, which is still shown. */
+static void
+t_foreign_metadata_shapes(void **state)
+{
+	fixture *f = *state;
+	gcs_store *st = &f->ws->base;
+	api_acquire_req q;
+	api_lock l, x;
+	gcs_object o, p;
+	gcs_err ge;
+	api_err e;
+	json_t *md;
+	char deep[2100];
+	int i, n = 0;
+
+	n += snprintf(deep + n, sizeof(deep) - (size_t)n, "{\"a\":");
+	for (i = 0; i < 1000; i++)
+		deep[n++] = '[';
+	for (i = 0; i < 1000; i++)
+		deep[n++] = ']';
+	snprintf(deep + n, sizeof(deep) - (size_t)n, "}");
+	acq_req(&q, "foreign", "alice", 60);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_int_equal(gcs_get(st, "foreign", &o, &ge), GCS_OK);
+	md = json_pack("{s:s, s:s}", "claims", deep, "labels",
+	    "{\"k\": 1, \"s\": \"text\"}");
+	assert_int_equal(gcs_patch(st, "foreign", o.generation,
+	                     o.metageneration, md, &p, &ge),
+	    GCS_OK);
+	json_decref(md);
+	gcs_object_clear(&o);
+	gcs_object_clear(&p);
+	assert_int_equal(api_inspect(f->svc, "foreign", &x, &e), API_OK);
+	assert_string_equal(x.owner, "alice");
+	assert_null(x.claims);
+	assert_null(x.labels);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
 /*
  * One request, two attempts (the first acquire of a waiter and its next
  * poll): the first attempt's insert was applied but its answer lost and
@@ -844,6 +911,10 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(t_lost_only_when_real, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(t_list_refused_by_store, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_foreign_metadata_shapes,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(t_owner_and_admin, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_overdue_and_json, setup,

@@ -4,6 +4,10 @@
  * ambiguities they leave, connection reuse.  Token sources are in
  * test_gcs_token.c; the store contract over gs:// in test_gcs_contract.c.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -624,7 +630,9 @@ test_not_retried(void **state)
 		{ "401", GCS_DENIED },
 		{ "403", GCS_DENIED },
 		{ "404", GCS_NOT_FOUND },
-		{ "412", GCS_PRECONDITION },
+		/* A get carries no precondition: a 412 to it is no answer
+		 * about the object (test_unexpected_statuses). */
+		{ "412", GCS_UNAVAILABLE },
 	};
 	size_t i;
 	long before;
@@ -932,6 +940,269 @@ test_http_proxy_gets_absolute_url(void **state)
 	json_decref(a);
 }
 
+/*
+ * A list page of large leases can pass the 1 MiB kept of an answer (an
+ * entry takes up to twice its 8 KiB of metadata): such a page is asked for
+ * again with fewer objects, which always fit, and the shorter page comes
+ * with its token.  Before, page_size=1000 over large leases was a 503 on
+ * every try.
+ */
+static void
+test_list_page_too_large(void **state)
+{
+	enum { OBJS = 150, QUOTES = 4000 }; /* ~8 KiB each in the answer */
+	gcs_store *s = *state;
+	char name[32], *val = malloc(QUOTES + 1);
+	gcs_page pg;
+	gcs_object o;
+	gcs_err err;
+	json_t *m;
+	long lists;
+	int i, seen = 0, pages = 0;
+
+	assert_non_null(val);
+	memset(val, '"', QUOTES);
+	val[QUOTES] = '\0';
+	m = meta2("v", val, NULL, NULL);
+	for (i = 0; i < OBJS; i++) {
+		snprintf(name, sizeof(name), "fat/%03d", i);
+		assert_int_equal(gcs_insert(s, name, m, &o, &err), GCS_OK);
+		gcs_object_clear(&o);
+	}
+	lists = fake_gcs_count(&fake, "list");
+	assert_int_equal(gcs_list(s, "fat/", OBJS, NULL, &pg, &err), GCS_OK);
+	/* Too large at 150, asked again for what always fits. */
+	assert_int_equal(fake_gcs_count(&fake, "list"), lists + 2);
+	assert_true(pg.n > 0 && pg.n < OBJS);
+	assert_non_null(pg.next_token);
+	assert_true(json_equal(pg.items[0].obj.metadata, m));
+	for (;;) {
+		char tok[GCS_PAGE_TOKEN_MAX + 1];
+
+		seen += (int)pg.n;
+		pages++;
+		if (pg.next_token == NULL)
+			break;
+		snprintf(tok, sizeof(tok), "%s", pg.next_token);
+		gcs_page_clear(&pg);
+		assert_true(pages < OBJS);
+		assert_int_equal(gcs_list(s, "fat/", OBJS, tok, &pg, &err),
+		    GCS_OK);
+	}
+	gcs_page_clear(&pg);
+	assert_int_equal(seen, OBJS);
+	json_decref(m);
+	free(val);
+}
+
+/* ---- answers no real Cloud Storage gives ---- */
+
+/*
+ * A server on 127.0.0.1 that answers every request on a connection with
+ * the same bytes, then closes it: for the answers the fake never sends
+ * (a header block cut off, impossible generations).  At most
+ * CANNED_CONNS connections, each waited for at most CANNED_WAIT_MS.
+ */
+#define CANNED_CONNS   32
+#define CANNED_WAIT_MS 5000
+
+typedef struct canned {
+	int fd;
+	int port;
+	const char *answer;
+	int stop;
+	int served;
+	pthread_t thread;
+} canned;
+
+static void *
+canned_main(void *arg)
+{
+	canned *c = arg;
+	char buf[4096];
+	struct pollfd p;
+	int fd, i;
+
+	for (i = 0;
+	     i < CANNED_CONNS && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+	     i++) {
+		p.fd = c->fd;
+		p.events = POLLIN;
+		if (poll(&p, 1, 100) <= 0) {
+			i--; /* no client yet: the stop flag bounds this */
+			continue;
+		}
+		if ((fd = accept(c->fd, NULL, NULL)) < 0)
+			continue;
+		p.fd = fd;
+		/* The request: whatever arrives within a moment. */
+		while (poll(&p, 1, 50) > 0 && recv(fd, buf, sizeof(buf), 0) > 0)
+			;
+		if (send(fd, c->answer, strlen(c->answer), MSG_NOSIGNAL) < 0)
+			fail_msg("canned send");
+		close(fd);
+		__atomic_add_fetch(&c->served, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+/* Start C answering ANSWER; a store on it in *S (short retries). */
+static void
+canned_start(canned *c, const char *answer, gcs_store **s)
+{
+	static const gcs_retry_policy p = { 300, 5, 20, 200 };
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	char host[64];
+	gcs_err err;
+
+	memset(c, 0, sizeof(*c));
+	c->answer = answer;
+	c->fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(c->fd >= 0);
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(c->fd, 16), 0);
+	assert_int_equal(getsockname(c->fd, (struct sockaddr *)&a, &alen), 0);
+	c->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&c->thread, NULL, canned_main, c), 0);
+	snprintf(host, sizeof(host), "127.0.0.1:%d", c->port);
+	setenv("STORAGE_EMULATOR_HOST", host, 1);
+	*s = gcs_gs_new(BUCKET, PREFIX, &err);
+	assert_non_null(*s);
+	gcs_gs_set_retry(*s, &p);
+}
+
+static void
+canned_stop(canned *c, gcs_store *s)
+{
+	gcs_store_free(s);
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(c->thread, NULL);
+	close(c->fd);
+	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
+}
+
+#define OBJ_ANSWER(gen, metagen) \
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" \
+	"Connection: close\r\n\r\n" \
+	"{\"name\":\"locks/x\",\"generation\":" gen \
+	",\"metageneration\":" metagen \
+	",\"timeCreated\":\"2026-11-25T00:00:00.000Z\"," \
+	"\"updated\":\"2026-11-25T00:00:00.000Z\",\"metadata\":{}}"
+
+/* A generation or metageneration that is not 1..GCS_GEN_MAX makes the
+ * answer malformed: a refresh computes metageneration + 1, which at
+ * INT64_MAX overflowed, and a 0 or negative one cannot be written
+ * against. */
+static void
+test_impossible_generations(void **state)
+{
+	static const char *bad[] = {
+		OBJ_ANSWER("\"1\"", "\"9223372036854775807\""),
+		OBJ_ANSWER("\"9223372036854775807\"", "\"1\""),
+		OBJ_ANSWER("\"1\"", "\"0\""),
+		OBJ_ANSWER("\"1\"", "-5"),
+		OBJ_ANSWER("\"0\"", "\"1\""),
+		OBJ_ANSWER("\"1\"", "\"-1\""),
+		OBJ_ANSWER("\"1\"", "\"+1\""),
+		OBJ_ANSWER("\"1\"", "\" 1\""),
+		NULL,
+	};
+	canned c;
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	(void)state;
+	for (i = 0; bad[i] != NULL; i++) {
+		canned_start(&c, bad[i], &s);
+		memset(&o, 0, sizeof(o));
+		if (gcs_get(s, "x", &o, &err) != GCS_UNAVAILABLE)
+			fail_msg("answer %d taken: metageneration %lld", i,
+			    (long long)o.metageneration);
+		gcs_object_clear(&o);
+		canned_stop(&c, s);
+	}
+	/* The largest allowed, to show the server and the check work. */
+	canned_start(&c, OBJ_ANSWER("\"4611686018427387903\"", "7"), &s);
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_OK);
+	assert_int_equal(o.generation, GCS_GEN_MAX);
+	assert_int_equal(o.metageneration, 7);
+	gcs_object_clear(&o);
+	canned_stop(&c, s);
+}
+
+/* An answer whose connection closes inside its header block does not
+ * say whether the request was applied: libcurl 7.88 reports it as a
+ * complete answer with the status of its first line, and a delete was
+ * taken as done. */
+static void
+test_headers_cut_off(void **state)
+{
+	static const char *cut[] = {
+		"HTTP/1.1 204 No Content\r\n",
+		"HTTP/1.1 204 No Content\r\nDate: Wed, 25 Nov 2026 08:00:00 "
+		"GMT",
+		"HTTP/1.1 200 OK\r\nContent-Le",
+		NULL,
+	};
+	canned c;
+	gcs_store *s;
+	gcs_err err;
+	int i;
+
+	(void)state;
+	for (i = 0; cut[i] != NULL; i++) {
+		canned_start(&c, cut[i], &s);
+		if (gcs_remove(s, "x", 5, 1, &err) == GCS_OK)
+			fail_msg("delete taken as done on '%s'", cut[i]);
+		assert_int_equal(err.status, GCS_UNAVAILABLE);
+		assert_true(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) >= 1);
+		canned_stop(&c, s);
+	}
+	canned_start(&c, "HTTP/1.1 204 No Content\r\n\r\n", &s);
+	assert_int_equal(gcs_remove(s, "x", 5, 1, &err), GCS_OK);
+	canned_stop(&c, s);
+}
+
+/* A status Cloud Storage does not give to a request means something else
+ * answers in its place: unavailable (503 to callers), not a bug of ours
+ * (500).  A 412 is about the object only where a precondition was sent;
+ * a 400 refuses a request we built. */
+static void
+test_unexpected_statuses(void **state)
+{
+	static const char *kinds[] = { "301", "304", "405", "410", "413", "412",
+		"409", NULL };
+	gcs_store *s = *state;
+	gcs_object o;
+	gcs_err err;
+	char q[96];
+	int i;
+
+	insert_ok(s, "st", &o);
+	gcs_object_clear(&o);
+	for (i = 0; kinds[i] != NULL; i++) {
+		snprintf(q, sizeof(q), "/_fake/fault?op=get&kind=%s", kinds[i]);
+		assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+		if (gcs_get(s, "st", &o, &err) != GCS_UNAVAILABLE)
+			fail_msg("get answered %s: status %d", kinds[i],
+			    err.status);
+	}
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=get&kind=400",
+	                     NULL),
+	    200);
+	assert_int_equal(gcs_get(s, "st", &o, &err), GCS_INVALID);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=delete&kind=412",
+	                     NULL),
+	    200);
+	assert_int_equal(gcs_remove(s, "st", 1, 1, &err), GCS_PRECONDITION);
+}
+
 int
 main(void)
 {
@@ -978,6 +1249,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_give_up_at_shutdown,
 		    test_setup, test_teardown),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test_setup_teardown(test_list_page_too_large,
+		    test_setup, test_teardown),
+		cmocka_unit_test(test_impossible_generations),
+		cmocka_unit_test(test_headers_cut_off),
+		cmocka_unit_test_setup_teardown(test_unexpected_statuses,
+		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_mixed_methods,
