@@ -343,6 +343,17 @@ digits(const char **p, int n, int *out)
 	return 0;
 }
 
+static int
+month_days(int y, int m)
+{
+	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30,
+		31 };
+
+	if (m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))
+		return 29;
+	return days[m - 1];
+}
+
 /* Days from 1970-01-01 to Y-M-D (proleptic Gregorian, M 1..12): whole
  * 400-year eras of 146097 days, then years of 365 days plus the leap days,
  * counting the year from March so that February's leap day comes last. */
@@ -384,10 +395,9 @@ gcs_parse_rfc3339(const char *s)
 			s++;
 		}
 	}
-	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
-	    sec > 60)
+	if (mo < 1 || mo > 12 || d < 1 || d > month_days(y, mo) || h > 23 ||
+	    mi > 59 || sec > 60)
 		return -1;
-	/* A day past the month's end rolls into the next, as timegm does. */
 	t = (((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 + sec) *
 	        1000 +
 	    ms;
@@ -397,7 +407,7 @@ gcs_parse_rfc3339(const char *s)
 		return -1;
 	sign = *s++ == '-' ? -1 : 1;
 	if (digits(&s, 2, &oh) || *s++ != ':' || digits(&s, 2, &om) ||
-	    *s != '\0')
+	    *s != '\0' || oh > 23 || om > 59)
 		return -1;
 	return t - sign * ((int64_t)oh * 3600 + om * 60) * 1000;
 }
@@ -407,17 +417,6 @@ static int
 digits_at(const char *s, int n, int *out)
 {
 	return digits(&s, n, out);
-}
-
-static int
-month_days(int y, int m)
-{
-	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30,
-		31 };
-
-	if (m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))
-		return 29;
-	return days[m - 1];
 }
 
 /* Index of the 3-letter name at S in NAMES (COUNT names back to back),
