@@ -297,18 +297,13 @@ gen_in_range(long long x, int64_t *out)
 	return 0;
 }
 
-/* A generation as a JSON string of digits, the way GCS sends it, or a
- * plain integer. */
+/* A generation written in decimal digits, nothing else. */
 static int
-parse_gen(const json_t *v, int64_t *out)
+gen_of_text(const char *s, int64_t *out)
 {
-	const char *s;
 	char *end;
 	long long x;
 
-	if (json_is_integer(v))
-		return gen_in_range(json_integer_value(v), out);
-	s = json_string_value(v);
 	if (s == NULL || *s < '0' || *s > '9')
 		return -1;
 	errno = 0;
@@ -316,6 +311,16 @@ parse_gen(const json_t *v, int64_t *out)
 	if (errno != 0 || *end != '\0')
 		return -1;
 	return gen_in_range(x, out);
+}
+
+/* A generation as a JSON string of digits, the way GCS sends it, or a
+ * plain integer. */
+static int
+parse_gen(const json_t *v, int64_t *out)
+{
+	if (json_is_integer(v))
+		return gen_in_range(json_integer_value(v), out);
+	return gen_of_text(json_string_value(v), out);
 }
 
 /* Fill OUT from an object resource J.  NOW_MS is the storage's clock. */
@@ -695,18 +700,11 @@ text_copy(char *dst, size_t dstsz, const char *s, size_t n)
 static int
 pick_gen(const gcs_jpick *p, int64_t *out)
 {
-	char buf[32], *end;
-	long long x;
+	char buf[32];
 
-	if (p->val == NULL || p->len == 0 ||
-	    text_copy(buf, sizeof(buf), p->val, p->len) != 0 || buf[0] < '0' ||
-	    buf[0] > '9')
+	if (p->val == NULL || text_copy(buf, sizeof(buf), p->val, p->len) != 0)
 		return -1;
-	errno = 0;
-	x = strtoll(buf, &end, 10);
-	if (errno != 0 || *end != '\0')
-		return -1;
-	return gen_in_range(x, out);
+	return gen_of_text(buf, out);
 }
 
 static int64_t
