@@ -72,6 +72,9 @@ typedef struct gs_req {
 	 * then is a 409 or 412 an answer about the object. */
 	int guarded;
 	int *too_big; /* set to 1 when a 2xx answer passed GCS_RESP_MAX */
+	/* The status of success: 204 for a delete, 200 (0) for the rest.
+	 * Another 2xx is no answer Cloud Storage gives: unavailable. */
+	long ok_status;
 } gs_req;
 
 /* ---- handle pool ---- */
@@ -364,9 +367,10 @@ retryable(long status)
  * unusable until --store is corrected (503 + Retry-After to the caller),
  * never "not held" or a bug of ours.  A 400 refuses a request we built: a
  * bug of ours.  Any other status Cloud Storage does not give to REQ (a
- * redirect, a 304 or 412 to a request without a precondition, 405, 410,
- * ...) means something else answers in its place, a proxy or the wrong
- * endpoint: unavailable, like a 5xx.
+ * 2xx other than its success status, a redirect, a 304 or 412 to a
+ * request without a precondition, 405, 410, ...) means something else
+ * answers in its place, a proxy or the wrong endpoint: unavailable, like
+ * a 5xx.
  */
 static gcs_status
 classify(long status, const gs_req *req)
@@ -529,7 +533,8 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		reached += resp->sends;
 		err->attempts = reached;
 		err->http_status = sent == 0 ? (int)resp->status : 0;
-		if (sent == 0 && resp->status >= 200 && resp->status < 300) {
+		if (sent == 0 &&
+		    resp->status == (req->ok_status ? req->ok_status : 200)) {
 			if (resp->too_big) {
 				if (req->too_big != NULL)
 					*req->too_big = 1;
@@ -927,6 +932,7 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "delete",
 		.guarded = 1,
+		.ok_status = 204,
 		.method = "DELETE",
 		.url = url,
 		.name = name };

@@ -1169,6 +1169,44 @@ test_headers_cut_off(void **state)
 	canned_stop(&c, s);
 }
 
+/* Success has one status per request (204 for a delete, 200 for the
+ * rest); another 2xx is no answer of Cloud Storage's, and a delete it
+ * answers is not taken as done. */
+static void
+test_unexpected_success(void **state)
+{
+	static const char *to_delete[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 206 Partial Content\r\nContent-Length: 2\r\n\r\n{}",
+		NULL,
+	};
+	canned c;
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	(void)state;
+	for (i = 0; to_delete[i] != NULL; i++) {
+		canned_start(&c, to_delete[i], &s);
+		if (gcs_remove(s, "x", 5, 1, &err) == GCS_OK)
+			fail_msg("delete taken as done on '%s'", to_delete[i]);
+		assert_int_equal(err.status, GCS_UNAVAILABLE);
+		canned_stop(&c, s);
+	}
+	canned_start(&c,
+	    "HTTP/1.1 201 Created\r\nConnection: close\r\n\r\n"
+	    "{\"name\":\"locks/x\",\"generation\":\"5\","
+	    "\"metageneration\":\"1\","
+	    "\"updated\":\"2026-11-25T00:00:00.000Z\"}",
+	    &s);
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	gcs_object_clear(&o);
+	canned_stop(&c, s);
+}
+
 /* A status Cloud Storage does not give to a request means something else
  * answers in its place: unavailable (503 to callers), not a bug of ours
  * (500).  A 412 is about the object only where a precondition was sent;
@@ -1253,6 +1291,7 @@ main(void)
 		    test_setup, test_teardown),
 		cmocka_unit_test(test_impossible_generations),
 		cmocka_unit_test(test_headers_cut_off),
+		cmocka_unit_test(test_unexpected_success),
 		cmocka_unit_test_setup_teardown(test_unexpected_statuses,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_one_connection,
