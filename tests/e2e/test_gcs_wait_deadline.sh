@@ -18,39 +18,51 @@ lg_start
 A="Authorization: Bearer $(lg_token alice)"
 B="Authorization: Bearer $(lg_token bob)"
 
+# round DIR TTL WAIT OP: alice holds DIR/h0..h{N-1} for TTL s; bob waits
+# WAIT s on each; once all wait, the fake holds every OP request for
+# HOLD_MS.  Leaves "CODE SECONDS" of waiter i in $LG_TMP/DIR.i.
+round() {
+	i=0
+	while [ $i -lt $N ]; do
+		code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+		    "$LG_URL/v1/locks/$1/h$i:acquire?ttl=$2")
+		lg_eq "$code" 200 "alice holds $1/h$i"
+		i=$((i + 1))
+	done
+	pids=""
+	i=0
+	while [ $i -lt $N ]; do
+		(
+			lg_curl -o "$LG_TMP/$1.$i.body" \
+			    -w '%{http_code} %{time_total}' -X POST -H "$B" \
+			    "$LG_URL/v1/locks/$1/h$i:acquire?wait=$3" \
+			    >"$LG_TMP/$1.$i"
+		) &
+		pids="$pids $!"
+		i=$((i + 1))
+	done
+	sleep 0.5 # each has made its first attempt (refused) and waits
+	lg_fake "fault?op=$4&kind=latency&count=-1&ms=$HOLD_MS" >/dev/null
+	for p in $pids; do
+		wait "$p"
+	done
+	lg_fake clear-faults >/dev/null
+}
+
+# under SECONDS BOUND: 0 when SECONDS < BOUND.
+under() { awk -v s="$1" -v b="$2" 'BEGIN { exit !(s < b) }'; }
+
+round wd 60 "$WAIT" get
 i=0
 while [ $i -lt $N ]; do
-	code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
-	    "$LG_URL/v1/locks/wd/h$i:acquire?ttl=60")
-	lg_eq "$code" 200 "alice holds wd/h$i"
-	i=$((i + 1))
-done
-pids=""
-i=0
-while [ $i -lt $N ]; do
-	(
-		lg_curl -o "$LG_TMP/w$i.body" -w '%{http_code} %{time_total}' \
-		    -X POST -H "$B" "$LG_URL/v1/locks/wd/h$i:acquire?wait=$WAIT" \
-		    >"$LG_TMP/w$i.out"
-	) &
-	pids="$pids $!"
-	i=$((i + 1))
-done
-sleep 0.5 # each has made its first attempt and waits
-lg_fake "fault?op=get&kind=latency&count=-1&ms=$HOLD_MS" >/dev/null
-for p in $pids; do
-	wait "$p"
-done
-i=0
-while [ $i -lt $N ]; do
-	code=$(cut -d' ' -f1 "$LG_TMP/w$i.out")
-	secs=$(cut -d' ' -f2 "$LG_TMP/w$i.out")
-	lg_eq "$code" 409 "waiter $i: the wait ran out ($(head -c 200 "$LG_TMP/w$i.body"))"
-	awk -v s="$secs" -v b="$BOUND" 'BEGIN { exit !(s < b) }' ||
+	read -r code secs <<EOT
+$(cat "$LG_TMP/wd.$i")
+EOT
+	lg_eq "$code" 409 "waiter $i: the wait ran out ($(head -c 200 "$LG_TMP/wd.$i.body"))"
+	under "$secs" "$BOUND" ||
 	    lg_fail "waiter $i answered after $secs s, want under $BOUND (wait=$WAIT)"
 	i=$((i + 1))
 done
-lg_fake clear-faults >/dev/null
 
 # The same when the pollers are held by writes, which keep the store's
 # budget: leases that expire make every poller take one over, and the
@@ -58,43 +70,19 @@ lg_fake clear-faults >/dev/null
 # working on are answered by the sweeper at their deadline; before, they
 # waited for a poller to come back from the storage (10 s).
 WAIT2=4
-i=0
-while [ $i -lt $N ]; do
-	code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
-	    "$LG_URL/v1/locks/wd2/h$i:acquire?ttl=2")
-	lg_eq "$code" 200 "alice holds wd2/h$i for 2 s"
-	i=$((i + 1))
-done
-pids=""
-i=0
-while [ $i -lt $N ]; do
-	(
-		lg_curl -o "$LG_TMP/v$i.body" -w '%{http_code} %{time_total}' \
-		    -X POST -H "$B" "$LG_URL/v1/locks/wd2/h$i:acquire?wait=$WAIT2" \
-		    >"$LG_TMP/v$i.out"
-	) &
-	pids="$pids $!"
-	i=$((i + 1))
-done
-sleep 0.5 # each has made its first attempt (refused) and waits
-lg_fake "fault?op=insert&kind=latency&count=-1&ms=$HOLD_MS" >/dev/null
-for p in $pids; do
-	wait "$p"
-done
+round wd2 2 "$WAIT2" insert
 on_time=0
 i=0
 while [ $i -lt $N ]; do
-	code=$(cut -d' ' -f1 "$LG_TMP/v$i.out")
-	secs=$(cut -d' ' -f2 "$LG_TMP/v$i.out")
+	read -r code secs <<EOT
+$(cat "$LG_TMP/wd2.$i")
+EOT
 	[ "$code" = 200 ] && lg_fail "waiter $i granted though every insert was held"
-	if awk -v s="$secs" -v b="$((WAIT2 + 2))" 'BEGIN { exit !(s < b) }'; then
-		on_time=$((on_time + 1))
-	fi
+	under "$secs" $((WAIT2 + 2)) && on_time=$((on_time + 1))
 	i=$((i + 1))
 done
 # At most 4 pollers are held by an insert; the others' waiters are swept.
 [ "$on_time" -ge $((N - 4)) ] ||
     lg_fail "$on_time of $N waiters answered by their wait ($WAIT2 s) + 2 s, want at least $((N - 4))"
-lg_fake clear-faults >/dev/null
 lg_stop
 echo ok

@@ -1136,6 +1136,22 @@ test_impossible_generations(void **state)
 	canned_stop(&c, s);
 }
 
+/* A delete answered with ANSWER is not taken as done: unavailable. */
+static void
+delete_not_done(const char *answer)
+{
+	canned c;
+	gcs_store *s;
+	gcs_err err;
+
+	canned_start(&c, answer, &s);
+	if (gcs_remove(s, "x", 5, 1, &err) == GCS_OK)
+		fail_msg("delete taken as done on '%s'", answer);
+	assert_int_equal(err.status, GCS_UNAVAILABLE);
+	assert_true(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) >= 1);
+	canned_stop(&c, s);
+}
+
 /* An answer whose connection closes inside its header block does not
  * say whether the request was applied: libcurl 7.88 reports it as a
  * complete answer with the status of its first line, and a delete was
@@ -1156,14 +1172,8 @@ test_headers_cut_off(void **state)
 	int i;
 
 	(void)state;
-	for (i = 0; cut[i] != NULL; i++) {
-		canned_start(&c, cut[i], &s);
-		if (gcs_remove(s, "x", 5, 1, &err) == GCS_OK)
-			fail_msg("delete taken as done on '%s'", cut[i]);
-		assert_int_equal(err.status, GCS_UNAVAILABLE);
-		assert_true(__atomic_load_n(&c.served, __ATOMIC_SEQ_CST) >= 1);
-		canned_stop(&c, s);
-	}
+	for (i = 0; cut[i] != NULL; i++)
+		delete_not_done(cut[i]);
 	canned_start(&c, "HTTP/1.1 204 No Content\r\n\r\n", &s);
 	assert_int_equal(gcs_remove(s, "x", 5, 1, &err), GCS_OK);
 	canned_stop(&c, s);
@@ -1188,13 +1198,8 @@ test_unexpected_success(void **state)
 	int i;
 
 	(void)state;
-	for (i = 0; to_delete[i] != NULL; i++) {
-		canned_start(&c, to_delete[i], &s);
-		if (gcs_remove(s, "x", 5, 1, &err) == GCS_OK)
-			fail_msg("delete taken as done on '%s'", to_delete[i]);
-		assert_int_equal(err.status, GCS_UNAVAILABLE);
-		canned_stop(&c, s);
-	}
+	for (i = 0; to_delete[i] != NULL; i++)
+		delete_not_done(to_delete[i]);
 	canned_start(&c,
 	    "HTTP/1.1 201 Created\r\nConnection: close\r\n\r\n"
 	    "{\"name\":\"locks/x\",\"generation\":\"5\","
