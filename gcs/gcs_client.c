@@ -1009,7 +1009,8 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		return rc;
 	out->now_ms = now_of(&r);
 	j = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-	if (!json_is_object(j))
+	/* An error object is no page, though a 200 carried it. */
+	if (!json_is_object(j) || json_object_get(j, "error") != NULL)
 		goto bad;
 	items = json_object_get(j, "items"); /* absent on an empty page */
 	if (items != NULL && !json_is_array(items))

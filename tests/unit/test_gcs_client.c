@@ -1194,12 +1194,20 @@ test_unexpected_success(void **state)
 	canned c;
 	gcs_store *s;
 	gcs_object o;
+	gcs_page pg;
 	gcs_err err;
 	int i;
 
 	(void)state;
 	for (i = 0; to_delete[i] != NULL; i++)
 		delete_not_done(to_delete[i]);
+	/* An error object in a 200 is no empty page of a list. */
+	canned_start(&c,
+	    "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+	    "{\"error\":{\"code\":500,\"message\":\"Backend Error\"}}",
+	    &s);
+	assert_int_equal(gcs_list(s, "", 10, NULL, &pg, &err), GCS_UNAVAILABLE);
+	canned_stop(&c, s);
 	canned_start(&c,
 	    "HTTP/1.1 201 Created\r\nConnection: close\r\n\r\n"
 	    "{\"name\":\"locks/x\",\"generation\":\"5\","
