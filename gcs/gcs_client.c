@@ -68,14 +68,24 @@ typedef struct gs_req {
 	 * missing. */
 	int no_object;
 	int large_answer; /* a list page: GCS_HTTP_BUF_LARGE */
-	/* Carries a generation precondition (insert, patch, delete): only
-	 * then is a 409 or 412 an answer about the object. */
-	int guarded;
-	int *too_big; /* set to 1 when a 2xx answer passed GCS_RESP_MAX */
-	/* The status of success: 204 for a delete, 200 (0) for the rest.
-	 * Another 2xx is no answer Cloud Storage gives: unavailable. */
-	long ok_status;
+	int *too_big;     /* set to 1 when a 2xx answer passed GCS_RESP_MAX */
 } gs_req;
+
+/* Every request but a read (GET) carries a generation precondition:
+ * only then is a 409 or 412 an answer about the object. */
+static int
+guarded(const gs_req *req)
+{
+	return strcmp(req->method, "GET") != 0;
+}
+
+/* The status of success: 204 for a delete, 200 for the rest.  Another
+ * 2xx is no answer Cloud Storage gives: unavailable. */
+static long
+ok_status(const gs_req *req)
+{
+	return strcmp(req->method, "DELETE") == 0 ? 204 : 200;
+}
 
 /* ---- handle pool ---- */
 
@@ -380,7 +390,7 @@ classify(long status, const gs_req *req)
 		return req->no_object ? GCS_UNAVAILABLE : GCS_NOT_FOUND;
 	case 409: /* FALLTHROUGH */
 	case 412:
-		return req->guarded ? GCS_PRECONDITION : GCS_UNAVAILABLE;
+		return guarded(req) ? GCS_PRECONDITION : GCS_UNAVAILABLE;
 	case 429:
 		return GCS_BUSY;
 	case 401: /* FALLTHROUGH */
@@ -533,8 +543,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		reached += resp->sends;
 		err->attempts = reached;
 		err->http_status = sent == 0 ? (int)resp->status : 0;
-		if (sent == 0 &&
-		    resp->status == (req->ok_status ? req->ok_status : 200)) {
+		if (sent == 0 && resp->status == ok_status(req)) {
 			if (resp->too_big) {
 				if (req->too_big != NULL)
 					*req->too_big = 1;
@@ -831,7 +840,6 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		goto out;
 	}
 	req = (gs_req){ .op = "insert",
-		.guarded = 1,
 		.no_object = 1,
 		.method = "POST",
 		.url = g->insert_url,
@@ -899,7 +907,6 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (body == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	req = (gs_req){ .op = "patch",
-		.guarded = 1,
 		.method = "PATCH",
 		.url = url,
 		.ctype = "application/json",
@@ -931,8 +938,6 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	if (u.failed)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "delete",
-		.guarded = 1,
-		.ok_status = 204,
 		.method = "DELETE",
 		.url = url,
 		.name = name };

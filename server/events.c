@@ -84,16 +84,6 @@ slot_clear(ev_slot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* This machine's clock, for an event the store gave no time for. */
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Fill S with copies of EV's strings: 0, or -1 when out of memory. */
 static int
 slot_fill(ev_slot *s, const api_event *ev)
@@ -128,7 +118,8 @@ slot_fill(ev_slot *s, const api_event *ev)
 	}
 	s->kind = ev->kind;
 	s->fencing_token = ev->fencing_token;
-	s->at_ms = ev->at_ms > 0 ? ev->at_ms : wall_ms();
+	/* No time from the store (a delete): this machine's clock. */
+	s->at_ms = ev->at_ms > 0 ? ev->at_ms : gcs_clock_real(NULL);
 	s->count = 1;
 	return 0;
 }

@@ -551,6 +551,12 @@ req_free(srv_req *r)
 static char mark_many_args; /* more than SRV_QUERY_ARGS_MAX arguments */
 static char mark_nul;       /* an encoded NUL (%00) */
 
+static bool
+is_mark(const void *ctx)
+{
+	return ctx == &mark_many_args || ctx == &mark_nul;
+}
+
 /*
  * libmicrohttpd's URI callback: it sees the request target before the
  * query is split into arguments and anything is decoded.
@@ -650,7 +656,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	unsigned long long n;
 
 	(void)version;
-	if (r == NULL || mark == &mark_many_args || mark == &mark_nul) {
+	if (r == NULL || is_mark(mark)) {
 		r = req_new();
 		if (r == NULL)
 			return MHD_NO;
@@ -739,10 +745,10 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	double secs;
 
 	(void)conn;
-	if (*con_cls == &mark_many_args || *con_cls == &mark_nul)
-		*con_cls = NULL; /* gone before access_handler */
-	if (*con_cls == NULL)
+	if (r == NULL || is_mark(r)) { /* is_mark: gone before the handler */
+		*con_cls = NULL;
 		return;
+	}
 	secs = (double)(now_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
