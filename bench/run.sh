@@ -13,6 +13,9 @@
 #   gsfloor build/bench/storage_floor against a fresh fake_gcs: the
 #          insert+delete of one gs cycle made by a bare libcurl client,
 #          no lockgate (the storage floor; 64 clients only)
+#   rawfloor the same requests from storage_floor --raw 1: plain sockets,
+#          HTTP/1.1 written and read by hand, no libcurl (a measuring
+#          instrument, not a client; 64 clients only)
 #   gs20   the same as gs with 20 ms added to every write by the fake, as
 #          a real bucket answers in tens of ms (no target: it shows that
 #          requests waiting on the storage do not hold the server up)
@@ -32,14 +35,15 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs gsfloor gs20") picks targets.
+# BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20") picks
+# targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor gs20}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
@@ -334,16 +338,17 @@ bench_gs() {
 	stop_pid "$fpid"
 }
 
-# bench_gsfloor: the storage floor, 64 clients, against a fresh fake.  Its
-# CPU per cycle is its own (the client's side of the two requests).
+# bench_gsfloor NAME RAW: the storage floor, 64 clients, against a fresh
+# fake, through libcurl (RAW 0) or hand-written HTTP (RAW 1).  Its CPU per
+# cycle is its own (the client's side of the two requests).
 bench_gsfloor() {
-	start_fake gsfloor || return 1
+	start_fake "$1" || return 1
 	r=1
 	while [ $r -le "$BENCH_RUNS" ]; do
 		if ! out=$("$STORAGE_FLOOR" --port "$fport" \
 		    --clients "$GSFLOOR_CLIENTS" --seconds "$BENCH_SECONDS" \
-		    --warmup "$BENCH_WARMUP_MS" --label gsfloor); then
-			echo "bench: gsfloor, run $r: storage_floor failed" \
+		    --warmup "$BENCH_WARMUP_MS" --label "$1" --raw "$2"); then
+			echo "bench: $1, run $r: storage_floor failed" \
 			    "(see above)" >&2
 			BROKEN=1
 			stop_pid "$fpid"
@@ -365,9 +370,10 @@ for t in $BENCH_TARGETS; do
 		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
-	gsfloor) bench_gsfloor ;;
+	gsfloor) bench_gsfloor gsfloor 0 ;;
+	rawfloor) bench_gsfloor rawfloor 1 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
-	*) die "unknown target '$t' (floor mem file gs gsfloor gs20)" ;;
+	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20)" ;;
 	esac
 done
 
@@ -423,7 +429,7 @@ END {
 	printf "1 client: server (and fake_gcs) and loadgen pinned to CPU %d: the CPU\n", cpu
 	print "  path of a request without cross-CPU wake-ups; 64 clients: not pinned"
 	print "-2cpu: 1 client, server and loadgen pinned to two different CPUs"
-	print "CPU us/cycle: the server alone (lockgate, not the fake); gsfloor: its own"
+	print "CPU us/cycle: the server alone (lockgate, not the fake); gsfloor, rawfloor: their own"
 	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
 	for (k = 1; k <= nkeys; k++) {
 		key = order[k]
@@ -462,16 +468,21 @@ END {
 		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
 	}
 	# Informational: a gs cycle does the work of a mem cycle plus two
-	# storage requests, which cost at least what the storage floor spends.
-	sf64 = "gsfloor" SUBSEP 64
-	if ((sf64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[sf64] != "-" && m_cpu[m64] > 0) {
-		print ""
-		print "gs/mem lower bound from the storage floor: (mem CPU + gsfloor CPU) / mem CPU"
-		printf "  (%.1f + %.1f) / %.1f = %.2f at 64 clients", m_cpu[m64], m_cpu[sf64], m_cpu[m64], (m_cpu[m64] + m_cpu[sf64]) / m_cpu[m64]
-		if (gs_mem != "")
-			printf ", against %.2f measured", gs_mem
-		print ""
-	}
+	# storage requests, which cost at least what the storage floor spends
+	# (libcurl), or the hand-written one (any HTTP/1.1 client).
+	bound("gsfloor", "the storage floor (libcurl)")
+	bound("rawfloor", "the hand-written floor (no libcurl)")
+}
+function bound(name, what,    sf64) {
+	sf64 = name SUBSEP 64
+	if (!((sf64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[sf64] != "-" && m_cpu[m64] > 0))
+		return
+	print ""
+	print "gs/mem lower bound from " what ": (mem CPU + " name " CPU) / mem CPU"
+	printf "  (%.1f + %.1f) / %.1f = %.2f at 64 clients", m_cpu[m64], m_cpu[sf64], m_cpu[m64], (m_cpu[m64] + m_cpu[sf64]) / m_cpu[m64]
+	if (gs_mem != "")
+		printf ", against %.2f measured", gs_mem
+	print ""
 }' "$RESULTS"
 
 if [ "$BROKEN" != 0 ]; then

@@ -35,19 +35,39 @@
  * over the measured window divided by the cycles: the client side only,
  * not the fake's.
  *
+ * With --raw 1 the same requests go over plain keep-alive sockets with
+ * HTTP/1.1 written and read by hand (the *hand-written floor*, label
+ * rawfloor): each client's socket is connected once and stays in the
+ * epoll set for reading; a request is one send() of the bytes libcurl
+ * sends (request line, Host, Accept, and for the insert Content-Type and
+ * Content-Length; the body); an answer is read until its headers and
+ * Content-Length bytes of body are in.  It is a measuring instrument,
+ * not a client: no TLS, no chunked answers, no reconnect, no proxy; a
+ * partial send, a closed connection or an answer it cannot frame fails
+ * the run.  What it measures is what the two requests cost the kernel
+ * and the least user-space work, so (mem + rawfloor) / mem bounds the
+ * gs/mem ratio of any HTTP/1.1 client over loopback TCP, hand-written
+ * or not.
+ *
  * Usage: storage_floor --port P [--clients C] [--seconds D] [--warmup W]
- *            [--label L]     (the fake listens on 127.0.0.1:P)
+ *            [--label L] [--raw 0|1]  (the fake listens on 127.0.0.1:P)
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -78,6 +98,8 @@
 #define SF_ERROR_BODY_SHOWN 300    /* bytes of such an answer printed */
 #define SF_LAT_INIT         65536  /* latency slots first allocated */
 #define SF_LAT_MAX          (64u << 20) /* latency slots at most */
+#define SF_REQ_MAX          2048 /* bytes of a raw request, body included */
+#define SF_HEAD_MAX         2048 /* bytes of a raw answer's headers */
 
 /* No 100-continue round trip for a small body (libcurl's slist wants a
  * writable string). */
@@ -99,6 +121,11 @@ typedef struct sf_client {
 	char resp[SF_RESP_MAX + 1]; /* the answer's body, NUL-terminated */
 	size_t resp_len;
 	bool resp_too_big;
+	long status; /* of the answer, 0 before one */
+	/* --raw: the socket, and the answer as read so far */
+	int fd;
+	char in[SF_HEAD_MAX + SF_RESP_MAX + 1];
+	size_t in_len;
 	int64_t gen, metagen; /* of the object inserted */
 	int64_t cycle_start_ns;
 	char cerr[CURL_ERROR_SIZE];
@@ -106,6 +133,7 @@ typedef struct sf_client {
 
 static struct {
 	bench_opts opt; /* --port --clients --seconds --warmup --label */
+	bool raw;       /* --raw 1: hand-written HTTP/1.1, no libcurl */
 	char origin[SF_ORIGIN_MAX];
 } cfg;
 
@@ -169,7 +197,6 @@ static void
 fail(sf_run *r, const sf_client *c, const char *what)
 {
 	const char *op = c->phase == SF_INSERT ? "insert" : "delete";
-	long status = 0;
 	int shown;
 
 	if (r->errors++ < SF_ERRORS_SHOWN) {
@@ -177,16 +204,13 @@ fail(sf_run *r, const sf_client *c, const char *what)
 			fprintf(stderr, "storage_floor: %s of %s: %s\n", op,
 			    c->name, what);
 		else {
-			if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE,
-			        &status) != CURLE_OK)
-				status = 0;
 			shown = c->resp_len > SF_ERROR_BODY_SHOWN
 			    ? SF_ERROR_BODY_SHOWN
 			    : (int)c->resp_len;
 			fprintf(stderr,
 			    "storage_floor: %s of %s answered %ld: "
 			    "%.*s\n",
-			    op, c->name, status, shown, c->resp);
+			    op, c->name, c->status, shown, c->resp);
 		}
 	}
 	r->stopping = true;
@@ -249,15 +273,47 @@ on_timer(CURLM *m, long ms, void *userp)
 
 /* ---- the two requests ---- */
 
-/* The options every transfer of C shares, set once (gcs_http_new). */
+/* --raw: C's socket, connected to the fake (TCP_NODELAY, as libcurl
+ * sets it), non-blocking, in the epoll set for reading under C's index. */
 static int
-client_init(sf_client *c, int idx)
+raw_connect(sf_run *r, sf_client *c)
+{
+	struct sockaddr_in a;
+	struct epoll_event ev;
+	int one = 1;
+
+	if ((c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)cfg.opt.port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.u32 = (uint32_t)c->idx;
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) !=
+	        0 ||
+	    connect(c->fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    fcntl(c->fd, F_SETFL, O_NONBLOCK) != 0 ||
+	    epoll_ctl(r->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+		return -1;
+	return 0;
+}
+
+/* The options every transfer of C shares, set once (gcs_http_new); with
+ * --raw, its socket instead. */
+static int
+client_init(sf_run *r, sf_client *c, int idx)
 {
 	c->idx = idx;
 	c->phase = SF_IDLE;
+	c->fd = -1;
 	if ((size_t)snprintf(c->name, sizeof(c->name), "%s%s%d", SF_PREFIX,
-	        SF_NAME_PREFIX, idx) >= sizeof(c->name) ||
-	    (c->h = curl_easy_init()) == NULL)
+	        SF_NAME_PREFIX, idx) >= sizeof(c->name))
+		return -1;
+	if (cfg.raw)
+		return raw_connect(r, c);
+	if ((c->h = curl_easy_init()) == NULL)
 		return -1;
 	if (curl_easy_setopt(c->h, CURLOPT_PROXY, "") != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_NOPROXY, "") != CURLE_OK ||
@@ -281,14 +337,47 @@ client_init(sf_client *c, int idx)
 	return 0;
 }
 
-/* Hand C's easy handle, its request set, to the multi handle. */
+/* --raw: send C's request, METHOD on c->target with the insert's body
+ * when BODY, in one send() (a request this small always fits in an idle
+ * connection's send buffer; a partial send is an error). */
 static int
-client_go(sf_run *r, sf_client *c)
+raw_send(sf_client *c, const char *method, bool body)
+{
+	char req[SF_REQ_MAX];
+	ssize_t sent;
+	int n;
+
+	if (body)
+		n = snprintf(req, sizeof(req),
+		    "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: */*\r\n"
+		    "%s\r\nContent-Length: %zu\r\n\r\n%s",
+		    method, c->target, cfg.opt.port, c->ctype, c->body_len,
+		    c->body);
+	else
+		n = snprintf(req, sizeof(req),
+		    "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: */*\r\n"
+		    "\r\n",
+		    method, c->target, cfg.opt.port);
+	if (n < 0 || (size_t)n >= sizeof(req))
+		return -1;
+	sent = send(c->fd, req, (size_t)n, MSG_NOSIGNAL);
+	return sent == n ? 0 : -1;
+}
+
+/* Start C's request: METHOD (and the insert's body when BODY) on the
+ * raw socket, or its easy handle, its options set, handed to the multi
+ * handle. */
+static int
+client_go(sf_run *r, sf_client *c, const char *method, bool body)
 {
 	c->resp_len = 0;
 	c->resp[0] = '\0';
 	c->resp_too_big = false;
+	c->status = 0;
+	c->in_len = 0;
 	c->cerr[0] = '\0';
+	if (cfg.raw)
+		return raw_send(c, method, body);
 	return curl_multi_add_handle(r->multi, c->h) == CURLM_OK ? 0 : -1;
 }
 
@@ -329,18 +418,21 @@ start_insert(sf_run *r, sf_client *c)
 	c->hdr[0].next = &c->hdr[1];
 	c->hdr[1].data = c->ctype;
 	c->hdr[1].next = NULL;
-	if (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
-	        CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, &c->hdr[0]) !=
-	        CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, NULL) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->body) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE,
-	        (curl_off_t)c->body_len) != CURLE_OK)
+	if (!cfg.raw &&
+	    (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
+	            CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, &c->hdr[0]) !=
+	            CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, NULL) !=
+	            CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, c->body) !=
+	            CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE_LARGE,
+	            (curl_off_t)c->body_len) != CURLE_OK))
 		return -1;
 	c->phase = SF_INSERT;
 	c->cycle_start_ns = bench_now_ns();
-	return client_go(r, c);
+	return client_go(r, c, "POST", true);
 }
 
 /* gs_remove's request: the object deleted under both preconditions. */
@@ -356,15 +448,17 @@ start_delete(sf_run *r, sf_client *c)
 	    SF_BUCKET, c->idx, c->gen, c->metagen);
 	if (n < 0 || (size_t)n >= sizeof(c->target))
 		return -1;
-	if (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
-	        CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, NULL) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_HTTPGET, 1L) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, "DELETE") != CURLE_OK)
+	if (!cfg.raw &&
+	    (curl_easy_setopt(c->h, CURLOPT_REQUEST_TARGET, c->target) !=
+	            CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL) != CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, NULL) != CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_HTTPGET, 1L) != CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, "DELETE") !=
+	            CURLE_OK))
 		return -1;
 	c->phase = SF_DELETE;
-	return client_go(r, c);
+	return client_go(r, c, "DELETE", false);
 }
 
 /* The value of the top-level member KEY (given with its quotes) of the
@@ -403,26 +497,15 @@ member_i64(const char *body, const char *key)
 	return errno != 0 || *end != '\0' || v <= 0 ? -1 : (int64_t)v;
 }
 
-/* C's transfer ended with RC: check the answer, go on with the cycle. */
+/* C's answer is in (c->status, c->resp): check it, go on with the
+ * cycle. */
 static void
-client_done(sf_run *r, sf_client *c, CURLcode rc)
+client_answered(sf_run *r, sf_client *c)
 {
-	long status = 0;
 	int64_t t;
 
-	if (curl_multi_remove_handle(r->multi, c->h) != CURLM_OK) {
-		fail(r, c, "curl_multi_remove_handle failed");
-		goto idle;
-	}
-	if (rc != CURLE_OK) {
-		fail(r, c, c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
-		goto idle;
-	}
-	if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status) !=
-	    CURLE_OK)
-		status = 0;
 	if (c->phase == SF_INSERT) {
-		if (status != 200) {
+		if (c->status != 200) {
 			fail(r, c, NULL);
 			goto idle;
 		}
@@ -443,7 +526,7 @@ client_done(sf_run *r, sf_client *c, CURLcode rc)
 		}
 		return;
 	}
-	if (status != 204) {
+	if (c->status != 204) {
 		fail(r, c, NULL);
 		goto idle;
 	}
@@ -457,6 +540,114 @@ client_done(sf_run *r, sf_client *c, CURLcode rc)
 		fail(r, c, "cannot set up the insert");
 		goto idle;
 	}
+	return;
+idle:
+	c->phase = SF_IDLE;
+	r->busy--;
+}
+
+/* C's transfer ended with RC. */
+static void
+client_done(sf_run *r, sf_client *c, CURLcode rc)
+{
+	if (curl_multi_remove_handle(r->multi, c->h) != CURLM_OK)
+		fail(r, c, "curl_multi_remove_handle failed");
+	else if (rc != CURLE_OK)
+		fail(r, c, c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
+	else {
+		if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE,
+		        &c->status) != CURLE_OK)
+			c->status = 0;
+		client_answered(r, c);
+		return;
+	}
+	c->phase = SF_IDLE;
+	r->busy--;
+}
+
+/* The value of header NAME (lowercase, with its colon) in the header
+ * block HEAD (NUL-terminated, lines ending in CRLF) as a whole decimal
+ * number, or -1 when absent or not one. */
+static long
+raw_header_num(const char *head, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+	char *end;
+	long v;
+
+	for (p = strstr(head, "\r\n"); p != NULL; p = strstr(p, "\r\n")) {
+		p += 2;
+		if (strncasecmp(p, name, n) != 0)
+			continue;
+		p += n;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (errno != 0 || end == p || v < 0 ||
+		    (*end != '\r' && *end != ' ' && *end != '\t'))
+			return -1;
+		return v;
+	}
+	return -1;
+}
+
+/* --raw: C's socket is readable.  Read what is there; once the answer's
+ * headers and its Content-Length bytes of body are in, it is answered.
+ * An answer it cannot frame (no Content-Length where a body may follow,
+ * Transfer-Encoding, too big), a closed connection or an error fails the
+ * run. */
+static void
+raw_readable(sf_run *r, sf_client *c)
+{
+	size_t head_len, room = sizeof(c->in) - 1 - c->in_len;
+	const char *end;
+	long clen;
+	ssize_t got;
+
+	if (c->phase == SF_IDLE)
+		return;
+	got = recv(c->fd, c->in + c->in_len, room, 0);
+	if (got < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (got <= 0) {
+		fail(r, c, got == 0 ? "connection closed" : strerror(errno));
+		goto idle;
+	}
+	c->in_len += (size_t)got;
+	c->in[c->in_len] = '\0';
+	if ((end = strstr(c->in, "\r\n\r\n")) == NULL) {
+		if (c->in_len >= SF_HEAD_MAX) {
+			fail(r, c, "answer headers too large");
+			goto idle;
+		}
+		return;
+	}
+	head_len = (size_t)(end - c->in) + 4;
+	if (strncmp(c->in, "HTTP/1.1 ", 9) != 0 ||
+	    raw_header_num(c->in, "transfer-encoding:") != -1) {
+		fail(r, c, "an answer this client cannot frame");
+		goto idle;
+	}
+	c->status = strtol(c->in + 9, NULL, 10);
+	clen = raw_header_num(c->in, "content-length:");
+	if (clen < 0 && c->status == 204)
+		clen = 0;
+	if (clen < 0 || clen > SF_RESP_MAX) {
+		fail(r, c, "an answer without a usable Content-Length");
+		goto idle;
+	}
+	if (c->in_len < head_len + (size_t)clen)
+		return;
+	if (c->in_len > head_len + (size_t)clen) {
+		fail(r, c, "bytes after the answer");
+		goto idle;
+	}
+	memcpy(c->resp, c->in + head_len, (size_t)clen);
+	c->resp[clen] = '\0';
+	c->resp_len = (size_t)clen;
+	client_answered(r, c);
 	return;
 idle:
 	c->phase = SF_IDLE;
@@ -528,7 +719,9 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 			    strerror(errno));
 			return -1;
 		}
-		for (i = 0; i < n; i++) {
+		for (i = 0; cfg.raw && i < n; i++)
+			raw_readable(r, &r->clients[evs[i].data.u32]);
+		for (i = 0; !cfg.raw && i < n; i++) {
 			flags = 0;
 			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
 				flags |= CURL_CSELECT_IN;
@@ -544,7 +737,7 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 				return -1;
 			}
 		}
-		if (r->curl_due_ms >= 0 &&
+		if (!cfg.raw && r->curl_due_ms >= 0 &&
 		    r->curl_due_ms <= bench_now_ns() / 1000000) {
 			r->curl_due_ms = -1;
 			if (curl_multi_socket_action(r->multi,
@@ -555,10 +748,23 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 				return -1;
 			}
 		}
-		collect_done(r);
+		if (!cfg.raw)
+			collect_done(r);
 	}
 	if (*cpu1 < 0) /* the clients stopped early, on errors */
 		*cpu1 = cpu_us();
+	return 0;
+}
+
+/* --raw 0|1 */
+static int
+parse_extra(const char *key, const char *val)
+{
+	long v;
+
+	if (strcmp(key, "--raw") != 0 || bench_parse_int(val, 0, 1, &v) != 0)
+		return -1;
+	cfg.raw = v == 1;
 	return 0;
 }
 
@@ -570,7 +776,7 @@ parse_args(int argc, char **argv)
 	cfg.opt.warmup_ms = 1000;
 	snprintf(cfg.opt.label, sizeof(cfg.opt.label), "gsfloor");
 	if (bench_parse_args(argc, argv, &cfg.opt, SF_CLIENTS_MAX,
-	        SF_SECONDS_MAX, NULL) != 0)
+	        SF_SECONDS_MAX, parse_extra) != 0)
 		return -1;
 	snprintf(cfg.origin, sizeof(cfg.origin), "http://127.0.0.1:%d",
 	    cfg.opt.port);
@@ -592,7 +798,7 @@ main(int argc, char **argv)
 	if (parse_args(argc, argv) != 0) {
 		fprintf(stderr,
 		    "usage: storage_floor --port P [--clients 1..%d] "
-		    "[--seconds 1..%d] [--warmup MS] [--label L]\n",
+		    "[--seconds 1..%d] [--warmup MS] [--label L] [--raw 0|1]\n",
 		    SF_CLIENTS_MAX, SF_SECONDS_MAX);
 		return 2;
 	}
@@ -626,7 +832,9 @@ main(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < cfg.opt.clients; i++)
-		if (client_init(&r.clients[i], i) != 0) {
+		r.clients[i].fd = -1;
+	for (i = 0; i < cfg.opt.clients; i++)
+		if (client_init(&r, &r.clients[i], i) != 0) {
 			fprintf(stderr,
 			    "storage_floor: cannot set up client "
 			    "%d\n",
@@ -672,6 +880,8 @@ out:
 	for (i = 0; r.clients != NULL && i < cfg.opt.clients; i++) {
 		sf_client *c = &r.clients[i];
 
+		if (c->fd >= 0)
+			close(c->fd);
 		if (c->h == NULL)
 			continue;
 		if (c->phase != SF_IDLE && r.multi != NULL)
