@@ -45,9 +45,9 @@
  * not a client: no TLS, no chunked answers, no reconnect, no proxy; a
  * partial send, a closed connection or an answer it cannot frame fails
  * the run.  What it measures is what the two requests cost the kernel
- * and the least user-space work, so (mem + rawfloor) / mem bounds the
- * gs/mem ratio of any HTTP/1.1 client over loopback TCP, hand-written
- * or not.
+ * and the least user-space work, so (mem + rawfloor) / mem is about the
+ * best gs/mem ratio an HTTP/1.1 client over loopback TCP that sends and
+ * receives once per request could reach, hand-written or not.
  *
  * Usage: storage_floor --port P [--clients C] [--seconds D] [--warmup W]
  *            [--label L] [--raw 0|1]  (the fake listens on 127.0.0.1:P)
