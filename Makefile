@@ -83,13 +83,13 @@ run: all
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) build/lockgate build/asan/lockgate \
-	    $(UNIT) $(AUNIT) $(TOOLS)
+	    $(UNIT) $(AUNIT) $(TOOLS) $(BENCHES)
 	@sh tests/run.sh
 
 unit: $(UNIT) $(TOOLS)
 	@sh tests/run.sh unit
 
-e2e: build/lockgate build/asan/lockgate $(TOOLS)
+e2e: build/lockgate build/asan/lockgate $(TOOLS) $(BENCHES)
 	@sh tests/run.sh e2e
 
 lint: deps-build
