@@ -223,6 +223,35 @@
 		return e;
 	}
 
+	/* A caller's text, isolated for bidi (<bdi>): a right-to-left override
+	 * or mark in it reorders only itself, never the page's text around it
+	 * (a holder ending in U+202E would otherwise turn the fencing token 37
+	 * written after it into 73). */
+	function iso(text) {
+		return el('bdi', str(text));
+	}
+
+	/* KEY=VALUE of a label or claim, each part isolated. */
+	function pairNode(k, v, cls) {
+		const e = el('span', null, cls);
+		e.append(iso(k), '=', iso(v));
+		return e;
+	}
+
+	/* The pairs of OBJ (labels, claims) by key, a space apart; objects
+	 * and arrays among the values as JSON. */
+	function pairsNode(obj) {
+		const e = document.createElement('span');
+		Object.keys(obj).sort().forEach((k, i) => {
+			const v = obj[k];
+			if (i)
+				e.append(' ');
+			e.appendChild(pairNode(k, v !== null && typeof v === 'object' ?
+			    JSON.stringify(v) : v));
+		});
+		return e;
+	}
+
 	function holderNode(holder) {
 		if (isUrl(holder)) {
 			const a = el('a', holder);
@@ -537,7 +566,7 @@
 		const labels = td(tr, 'Labels', 'labels');
 		if (l.labels && typeof l.labels === 'object')
 			for (const k of Object.keys(l.labels).sort())
-				labels.appendChild(el('span', k + '=' + str(l.labels[k]), 'chip'));
+				labels.appendChild(pairNode(k, l.labels[k], 'chip'));
 		const acq = td(tr, 'Acquired', 'acquired');
 		acq.title = str(l.acquired_at);
 		const exp = td(tr, 'Expires in', 'expires');
@@ -678,15 +707,22 @@
 			li.appendChild(el('strong', ' ' + what));
 			const who = [];
 			if (e.owner)
-				who.push('owner ' + e.owner);
+				who.push(['owner ', e.owner]);
 			if (e.holder)
-				who.push('holder ' + e.holder);
+				who.push(['holder ', e.holder]);
 			if (e.actor && e.actor !== e.owner)
-				who.push('by ' + e.actor);
+				who.push(['by ', e.actor]);
 			if (e.fencing_token)
-				who.push('token ' + e.fencing_token);
-			if (who.length)
-				li.appendChild(el('span', ' — ' + who.join(', '), 'muted'));
+				who.push(['token ', e.fencing_token]);
+			if (who.length) {
+				const span = el('span', ' — ', 'muted');
+				who.forEach(([what, v], i) => {
+					if (i)
+						span.append(', ');
+					span.append(what, iso(v));
+				});
+				li.appendChild(span);
+			}
 			frag.appendChild(li);
 		}
 		ol.replaceChildren(frag);
@@ -711,11 +747,10 @@
 		field(tmp, 'Owner', str(l.owner));
 		field(tmp, 'Holder', holderNode(l.holder));
 		field(tmp, 'Purpose', str(l.purpose));
-		field(tmp, 'Labels', l._labels || '—');
+		field(tmp, 'Labels', l.labels && typeof l.labels === 'object' &&
+		    Object.keys(l.labels).length ? pairsNode(l.labels) : '—');
 		if (l.claims && typeof l.claims === 'object' && Object.keys(l.claims).length)
-			field(tmp, 'Claims', Object.keys(l.claims).sort().map(
-			    (k) => k + '=' + str(typeof l.claims[k] === 'object' ?
-			    JSON.stringify(l.claims[k]) : l.claims[k])).join(' '));
+			field(tmp, 'Claims', pairsNode(l.claims));
 		field(tmp, 'Fencing token', str(l.fencing_token));
 		field(tmp, 'Acquired', str(l.acquired_at) + ' (' + ago(l._acq) + ')');
 		field(tmp, 'Last refresh', str(l.refreshed_at) + ' (' + ago(l._ref) + ')');
@@ -736,10 +771,14 @@
 		const admin = !!(st.whoami && st.whoami.admin);
 		box.hidden = false;
 		$('force').disabled = !admin;
-		$('forcehint').textContent = admin ? '' :
-		    'Only an admin can force-release a lock' +
-		    (st.whoami && st.whoami.owner ? '; you are signed in as ' +
-		    st.whoami.owner + '.' : '; sign in with an admin token.');
+		const hint = $('forcehint');
+		hint.replaceChildren();
+		if (!admin && st.whoami && st.whoami.owner)
+			hint.append('Only an admin can force-release a lock; you are ' +
+			    'signed in as ', iso(st.whoami.owner), '.');
+		else if (!admin)
+			hint.append('Only an admin can force-release a lock; sign in ' +
+			    'with an admin token.');
 		box.dataset.for = l.name;
 	}
 
@@ -765,10 +804,12 @@
 		text.appendChild(document.createTextNode('Force release '));
 		text.appendChild(el('strong', l.name));
 		text.appendChild(document.createTextNode(', held by '));
-		text.appendChild(el('strong', str(l.holder) || '(no holder given)'));
-		text.appendChild(document.createTextNode(' (owner ' + str(l.owner) +
-		    ', fencing token ' + str(l.fencing_token) + ')? ' +
-		    'Its holder loses the lease at once and may still be working.'));
+		const holder = el('strong', l.holder ? null : '(no holder given)');
+		if (l.holder)
+			holder.appendChild(iso(l.holder));
+		text.append(holder, ' (owner ', iso(l.owner), ', fencing token ' +
+		    str(l.fencing_token) + ')? ' +
+		    'Its holder loses the lease at once and may still be working.');
 		const d = $('confirmdlg');
 		d.returnValue = '';
 		d.showModal();
@@ -819,12 +860,12 @@
 
 	function showWho() {
 		const w = st.whoami, tok = getToken();
-		let text = '';
+		const who = $('who');
+		who.replaceChildren();
 		if (w && w.owner)
-			text = w.owner + (w.admin ? ' (admin)' : '');
+			who.append(iso(w.owner), w.admin ? ' (admin)' : '');
 		else if (w && w.public_read)
-			text = 'public read';
-		$('who').textContent = text;
+			who.append('public read');
 		$('signin').hidden = !!(w && w.owner);
 		$('signout').hidden = !tok;
 		if (st.detail && st.detailLock)
@@ -915,6 +956,10 @@
 		});
 		$('detailclose').addEventListener('click', closeDetail);
 		$('detaildlg').addEventListener('close', () => {
+			/* The event comes a frame after close(): by then another
+			 * lock's detail may be open, and it is not this event's. */
+			if ($('detaildlg').open)
+				return;
 			st.detail = null;
 			st.detailLock = null;
 		});

@@ -266,6 +266,93 @@ await run('dashboard', [
 		await page.click('#detailclose');
 	}],
 
+	['a right-to-left override in a value reorders only that value', async () => {
+		// U+202E (RIGHT-TO-LEFT OVERRIDE) at the end of a caller's text
+		// would reverse what the page writes after it (fencing token 37
+		// shown as 73) unless the text is isolated: each such text must sit
+		// alone in a <bdi> (unicode-bidi: isolate) or be all there is in
+		// its table cell or detail field (a paragraph of its own).
+		const RLO = '\u202e';
+		const erin = token(SECRET, 'erin' + RLO);
+		await seed(erin, 'bidi/probe', {
+			ttl: 300, holder: 'ci-runner-7' + RLO, purpose: 'p' + RLO,
+			labels: { k: 'v' + RLO, env: 'prod' },
+		});
+		await within(LIVE_MS, () => page.$(row('bidi/probe')), 'bidi/probe row');
+		await openDetail('bidi/probe');
+		await within(3000, async () => /acquired/.test(await page.textContent('#timeline')),
+		    'timeline of bidi/probe');
+		await page.click('#force');
+		await page.waitForSelector('#confirmdlg[open]', { timeout: 2000 });
+		const bad = await page.evaluate((rlo) => {
+			const out = [];
+			let seen = 0;
+			for (const root of ['#rows', '#detaildlg', '#confirmdlg', '#who']) {
+				const w = document.createTreeWalker(document.querySelector(root),
+				    NodeFilter.SHOW_TEXT);
+				for (let n = w.nextNode(); n; n = w.nextNode()) {
+					if (!n.data.includes(rlo))
+						continue;
+					seen++;
+					const p = n.parentElement;
+					const b = p.closest('bdi');
+					const alone = (e) => e && e.textContent === n.data;
+					const cell = p.closest('td, dd');
+					const ok = (b && alone(b) &&
+					    getComputedStyle(b).unicodeBidi === 'isolate') ||
+					    (cell && alone(cell));
+					if (!ok)
+						out.push(root + ': ' + JSON.stringify((b || p).textContent) +
+						    ' in ' + JSON.stringify(p.parentElement.textContent));
+				}
+			}
+			return { out, seen };
+		}, RLO);
+		// row: owner, holder, purpose, label value; detail: the same,
+		// the timeline's owner and holder; the confirmation: holder, owner
+		assert(bad.seen >= 10, 'texts with U+202E found: ' + bad.seen);
+		eq(bad.out.join('\n'), '', 'texts not isolated');
+		await page.click('#confirmcancel');
+		await page.click('#detailclose');
+	}],
+
+	['closing a detail and at once opening another keeps the new one live', async () => {
+		// The dialog's close event comes a frame after close(); it used to
+		// clear the detail that had been opened in between.
+		await openDetail('ci/nightly');
+		await page.evaluate(() => {
+			document.getElementById('detailclose').click();
+			document.querySelector('#rows tr[data-name="bidi/probe"] td.name button').click();
+		});
+		await within(3000, async () => (await page.textContent('#detailtitle')) === 'bidi/probe',
+		    'second detail open');
+		await within(3000, async () => /acquired/.test(await page.textContent('#timeline')),
+		    'the second detail loads its timeline');
+		await page.click('#force');
+		await page.waitForSelector('#confirmdlg[open]', { timeout: 2000 });
+		assert((await page.textContent('#confirmtext')).includes('bidi/probe'),
+		    'confirmation for the second lock');
+		await page.click('#confirmcancel');
+		await page.click('#detailclose');
+	}],
+
+	['the longest legal label keeps every column on the screen', async () => {
+		await seed(root, 'wide/label', {
+			ttl: 300, holder: 'h', purpose: 'p',
+			labels: { ['k'.repeat(63)]: 'v'.repeat(128) },
+		});
+		await within(LIVE_MS, () => page.$(row('wide/label')), 'wide/label row');
+		const m = await page.evaluate(() => ({
+			vw: document.documentElement.clientWidth,
+			right: Math.max(...[...document.querySelectorAll('#rows td.state')]
+			    .map((td) => td.getBoundingClientRect().right)),
+			table: document.querySelector('#rows').closest('table').scrollWidth,
+		}));
+		assert(m.right <= m.vw && m.table <= m.vw,
+		    'columns past the screen: state column ends at ' + m.right +
+		    ' px, table ' + m.table + ' px, viewport ' + m.vw + ' px');
+	}],
+
 	['screenshots', async () => {
 		await seed(root, 'deploy/web', {
 			ttl: 900, holder: 'https://ci.example/acme/web/-/jobs/8812',
