@@ -87,6 +87,11 @@ int auth_reload(auth_ctx *a, char *err, size_t errlen);
 int auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
     auth_refusal *why);
 void auth_identity_clear(auth_identity *id);
+/* Whether this thread may block up to a couple of seconds in auth_verify
+ * for a JWKS re-fetch that a token's unknown kid asked for (default: no).
+ * Storage workers say yes; an event loop's thread, which serves many
+ * connections, never should. */
+void auth_thread_may_wait(bool may);
 
 /* 1 when ID may take ACTION on lock NAME, else 0 and a sentence in WHY.
  * NAME NULL asks "on some lock": use it before a list, then filter the

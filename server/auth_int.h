@@ -33,6 +33,8 @@
 	2000                     /* a request waits this long for a
 				     re-fetch on an unknown kid */
 #define AUTH_JWKS_WAIT_STEP_MS 5 /* a task waiting for that fetch looks again */
+#define AUTH_JWKS_THREAD_WAITERS \
+	4 /* threads (not tasks) waiting for that fetch at once, at most */
 #define AUTH_JWKS_MIN_INTERVAL 60    /* s between re-fetches on unknown kids */
 #define AUTH_JWKS_AGE_DEFAULT  300   /* s to cache without Cache-Control */
 #define AUTH_JWKS_AGE_MIN      60    /* s: clamp of max-age */
@@ -123,11 +125,15 @@ int auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 int auth_keyset_add_pem_file(auth_keyset *ks, const char *path, const char *kid,
     char *err, size_t errlen);
 /* A JWKS document (JSON text) into a new key set of AUTH_SRC_PUBLIC keys:
- * RSA keys (n, e) as RS256, EC P-256 keys (x, y) as ES256; keys with
- * "use" other than "sig", or an "alg" that disagrees, are skipped.  NULL and
- * ERR when the document is not a JWKS or holds no usable key. */
+ * RSA keys (n, e) as RS256, EC P-256 keys (x, y) as ES256.  Skipped: keys
+ * with "use" other than "sig", key_ops without "verify", an "alg" that
+ * disagrees, a member of the wrong type, and usable keys past
+ * AUTH_KEYS_MAX.  A well-formed document is the issuer's whole key list,
+ * so one with no usable key gives an empty set (every key it once had is
+ * gone).  NOTE says what to report ("" when nothing): no usable key, keys
+ * dropped.  NULL, and NOTE why, when the document is not a JWKS. */
 auth_keyset *
-auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen);
+auth_jwks_parse(const char *json, size_t len, char *note, size_t notelen);
 
 /* auth_jwks.c */
 
@@ -142,9 +148,17 @@ void auth_jwks_free(auth_jwks *j);
  * were ever fetched. */
 auth_keyset *auth_jwks_keys(auth_jwks *j);
 /* A token named a kid we do not have: ask for a re-fetch (at most once per
- * min_interval) and wait up to AUTH_JWKS_WAIT_MS for it.  Returns the keys
- * then current (a reference, or NULL). */
+ * min_interval) and wait up to AUTH_JWKS_WAIT_MS for it.  Who waits: an
+ * event-loop task (it yields, its thread serves on); a thread that said
+ * it may (auth_thread_may_wait), while fewer than AUTH_JWKS_THREAD_WAITERS
+ * threads wait.  Any other caller (an event loop's own thread) takes the
+ * keys at hand: a forged token must not hold a thread that serves others.
+ * Returns the keys then current (a reference, or NULL). */
 auth_keyset *auth_jwks_refetch(auth_jwks *j);
+/* Requests that waited for a fetch in auth_jwks_refetch, and the most
+ * threads ever waiting at once (tests). */
+unsigned long auth_jwks_waits(auth_jwks *j);
+int auth_jwks_thread_waiters_max(auth_jwks *j);
 /* The number of keys now cached; when none, ERR says why (the last
  * fetch's error). */
 size_t auth_jwks_status(auth_jwks *j, char *err, size_t errlen);

@@ -8,7 +8,12 @@
  * failure, keeping the old keys meanwhile), and early when a token names a
  * kid we do not know, at most once per min_interval (the first time at
  * once: a rotation right after start is served); such a request waits at
- * most AUTH_JWKS_WAIT_MS for that fetch.
+ * most AUTH_JWKS_WAIT_MS for that fetch, if it may (auth_jwks_refetch).
+ *
+ * A well-formed document is the issuer's whole key list and replaces the
+ * cached one, even when it holds no usable key; a failed fetch (transport,
+ * status, not a JWKS) keeps the cached keys.  Failures, recoveries and
+ * documents with nothing usable are logged once each, not every retry.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -22,7 +27,9 @@
 #include <curl/curl.h>
 
 #include "gcs/gcs_loop.h"
+#include "server/auth.h"
 #include "server/auth_int.h"
+#include "server/srv.h"
 
 struct auth_jwks {
 	char *url;
@@ -31,11 +38,17 @@ struct auth_jwks {
 	pthread_cond_t cv; /* CLOCK_MONOTONIC */
 	/* guarded by mu */
 	auth_keyset *keys;
+	auth_keyset *old; /* replaced by install, dropped by its caller */
 	unsigned long fetches;
 	time_t next_refresh; /* monotonic s */
 	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
 				kid caused; 0 = never */
-	char last_err[200];  /* of the last failed fetch */
+	char last_err[200];  /* why there is no key: the last failed fetch,
+				or a document with none */
+	char logged[200];    /* the last problem logged; "" = none */
+	unsigned long waits; /* requests that waited for a fetch */
+	int thread_waiters;  /* threads waiting for one now */
+	int thread_waiters_max;
 	bool want;
 	bool stop;
 	bool started;
@@ -106,7 +119,33 @@ on_header(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-/* One fetch.  A new key set and *MAX_AGE, or NULL and ERR. */
+static __thread bool tl_may_wait;
+
+void
+auth_thread_may_wait(bool may)
+{
+	tl_may_wait = may;
+}
+
+/* Log PROBLEM (a failed fetch, a document with nothing usable; "" once
+ * fetches are fine again) unless it is what was logged last.  Called with
+ * J->mu held. */
+static void
+log_problem(auth_jwks *j, const char *problem, size_t nkeys)
+{
+	if (strcmp(problem, j->logged) == 0)
+		return;
+	if (problem[0] != '\0')
+		srv_logf("WARNING", "JWKS %s: %s (%zu key%s in use)", j->url,
+		    problem, nkeys, nkeys == 1 ? "" : "s");
+	else
+		srv_logf("INFO", "JWKS %s: fetched, %zu key%s", j->url, nkeys,
+		    nkeys == 1 ? "" : "s");
+	snprintf(j->logged, sizeof(j->logged), "%s", problem);
+}
+
+/* One fetch.  A new key set (perhaps empty) and *MAX_AGE, ERR saying
+ * what to report about it ("" when nothing); or NULL and ERR. */
 static auth_keyset *
 fetch(const char *url, long *max_age, char *err, size_t errlen)
 {
@@ -116,6 +155,7 @@ fetch(const char *url, long *max_age, char *err, size_t errlen)
 	long status = 0;
 	CURLcode rc;
 
+	err[0] = '\0';
 	if (c == NULL) {
 		snprintf(err, errlen, "JWKS: cannot start libcurl");
 		return NULL;
@@ -151,6 +191,34 @@ out:
 	return ks;
 }
 
+/* The outcome of a fetch, with J->mu held: KS (a new set; perhaps empty)
+ * replaces the keys, kept MAX_AGE s (clamped), the old set left in
+ * j->old for the caller to drop outside the mutex; or, KS NULL, the keys
+ * stay and the fetch is tried again in AUTH_JWKS_RETRY s.  ERR is what
+ * the fetch had to say. */
+static void
+install(auth_jwks *j, auth_keyset *ks, long max_age, const char *err,
+    time_t now)
+{
+	if (ks != NULL) {
+		if (max_age < 0)
+			max_age = AUTH_JWKS_AGE_DEFAULT;
+		if (max_age < AUTH_JWKS_AGE_MIN)
+			max_age = AUTH_JWKS_AGE_MIN;
+		if (max_age > AUTH_JWKS_AGE_MAX)
+			max_age = AUTH_JWKS_AGE_MAX;
+		j->old = j->keys;
+		j->keys = ks;
+		j->next_refresh = now + max_age;
+		snprintf(j->last_err, sizeof(j->last_err), "%s",
+		    ks->n == 0 ? err : "");
+	} else {
+		snprintf(j->last_err, sizeof(j->last_err), "%s", err);
+		j->next_refresh = now + AUTH_JWKS_RETRY;
+	}
+	log_problem(j, err, j->keys != NULL ? j->keys->n : 0);
+}
+
 /* Fetches and installs; called without the mutex. */
 static void
 refresh(auth_jwks *j)
@@ -162,21 +230,9 @@ refresh(auth_jwks *j)
 	time_t now = mono_now();
 
 	pthread_mutex_lock(&j->mu);
-	if (ks != NULL) {
-		if (max_age < 0)
-			max_age = AUTH_JWKS_AGE_DEFAULT;
-		if (max_age < AUTH_JWKS_AGE_MIN)
-			max_age = AUTH_JWKS_AGE_MIN;
-		if (max_age > AUTH_JWKS_AGE_MAX)
-			max_age = AUTH_JWKS_AGE_MAX;
-		old = j->keys;
-		j->keys = ks;
-		j->next_refresh = now + max_age;
-	} else {
-		/* Keep what we had; try again soon. */
-		snprintf(j->last_err, sizeof(j->last_err), "%s", err);
-		j->next_refresh = now + AUTH_JWKS_RETRY;
-	}
+	install(j, ks, max_age, err, now);
+	old = ks != NULL ? j->old : NULL;
+	j->old = NULL;
 	j->fetches++;
 	pthread_cond_broadcast(&j->cv);
 	pthread_mutex_unlock(&j->mu);
@@ -209,6 +265,33 @@ run(void *arg)
 	return NULL;
 }
 
+/* Whether URL is http:// to a loopback host (127.0.0.0/8, ::1,
+ * localhost): a test's issuer, which no one on the path can change. */
+static bool
+loopback_http(const char *url)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL;
+	bool ok = false;
+	size_t n;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    strcmp(scheme, "http") == 0) {
+		n = strlen(host);
+		if (n > 2 && host[0] == '[' && host[n - 1] == ']') {
+			memmove(host, host + 1, n - 2);
+			host[n - 2] = '\0';
+		}
+		ok = srv_host_is_loopback(host) == 1;
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return ok;
+}
+
 auth_jwks *
 auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 {
@@ -220,11 +303,11 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (strncmp(url, "https://", 8) != 0 &&
-	    strncmp(url, "http://", 7) != 0) {
+	if (strncmp(url, "https://", 8) != 0 && !loopback_http(url)) {
 		snprintf(err, errlen,
-		    "LOCKGATE_JWKS_URL must start with "
-		    "https:// (or http:// for tests)");
+		    "LOCKGATE_JWKS_URL must start with https:// (http:// "
+		    "only to a loopback address, for tests): whoever can "
+		    "change a JWKS in transit can sign any token");
 		free(j->url);
 		free(j);
 		return NULL;
@@ -242,18 +325,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		long max_age = -1;
 		auth_keyset *ks = fetch(url, &max_age, err, errlen);
 
-		if (ks == NULL) {
-			snprintf(j->last_err, sizeof(j->last_err), "%s", err);
-			j->next_refresh = mono_now() + AUTH_JWKS_RETRY;
-		} else {
-			if (max_age < AUTH_JWKS_AGE_MIN)
-				max_age = max_age < 0 ? AUTH_JWKS_AGE_DEFAULT
-				                      : AUTH_JWKS_AGE_MIN;
-			if (max_age > AUTH_JWKS_AGE_MAX)
-				max_age = AUTH_JWKS_AGE_MAX;
-			j->keys = ks;
-			j->next_refresh = mono_now() + max_age;
-		}
+		install(j, ks, max_age, err, mono_now());
 		j->fetches = 1;
 	}
 	if (pthread_create(&j->thread, NULL, run, j) != 0) {
@@ -333,13 +405,20 @@ auth_jwks_refetch(auth_jwks *j)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (gcs_loop_in_task())
+		if (gcs_loop_in_task()) {
+			j->waits++;
 			wait_in_task(j, seen);
-		else
+		} else if (tl_may_wait &&
+		    j->thread_waiters < AUTH_JWKS_THREAD_WAITERS) {
+			j->waits++;
+			if (++j->thread_waiters > j->thread_waiters_max)
+				j->thread_waiters_max = j->thread_waiters;
 			while (j->fetches == seen && !j->stop &&
 			    pthread_cond_timedwait(&j->cv, &j->mu, &until) !=
 			        ETIMEDOUT)
 				;
+			j->thread_waiters--;
+		}
 	}
 	ks = auth_keyset_ref(j->keys);
 	pthread_mutex_unlock(&j->mu);
@@ -379,6 +458,28 @@ auth_jwks_fetches(auth_jwks *j)
 
 	pthread_mutex_lock(&j->mu);
 	n = j->fetches;
+	pthread_mutex_unlock(&j->mu);
+	return n;
+}
+
+unsigned long
+auth_jwks_waits(auth_jwks *j)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&j->mu);
+	n = j->waits;
+	pthread_mutex_unlock(&j->mu);
+	return n;
+}
+
+int
+auth_jwks_thread_waiters_max(auth_jwks *j)
+{
+	int n;
+
+	pthread_mutex_lock(&j->mu);
+	n = j->thread_waiters_max;
 	pthread_mutex_unlock(&j->mu);
 	return n;
 }

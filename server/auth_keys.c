@@ -6,6 +6,7 @@
  * never from a token.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #include "server/auth_int.h"
 
 #define RSA_BITS_MIN   2048
+/* An RSA public exponent must be odd and at least 3 (e = 1 makes every
+ * padded hash its own signature: anyone could sign) and at most 32 bits
+ * (65537 is the norm; a huge e only makes each verification slow). */
+#define RSA_E_BITS_MAX 32
 #define EC_COORD_BYTES 32   /* P-256 */
 #define JWK_FIELD_MAX  1024 /* bytes of a decoded n, e, x or y */
 
@@ -122,13 +127,29 @@ pkey_alg(EVP_PKEY *pkey, char *err, size_t errlen)
 	size_t glen = 0;
 
 	switch (EVP_PKEY_get_base_id(pkey)) {
-	case EVP_PKEY_RSA:
+	case EVP_PKEY_RSA: {
+		BIGNUM *e = NULL;
+		bool e_ok;
+
 		if (EVP_PKEY_get_bits(pkey) < RSA_BITS_MIN) {
 			snprintf(err, errlen, "RSA keys need at least %d bits",
 			    RSA_BITS_MIN);
 			return JWT_ALG_INVAL;
 		}
+		e_ok = EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_RSA_E, &e) ==
+		        1 &&
+		    BN_is_odd(e) && !BN_is_one(e) &&
+		    BN_num_bits(e) <= RSA_E_BITS_MAX;
+		BN_free(e);
+		if (!e_ok) {
+			snprintf(err, errlen,
+			    "an RSA key's public exponent must be odd, at "
+			    "least 3 and at most %d bits",
+			    RSA_E_BITS_MAX);
+			return JWT_ALG_INVAL;
+		}
 		return JWT_ALG_RS256;
+	}
 	case EVP_PKEY_EC:
 		if (EVP_PKEY_get_utf8_string_param(pkey,
 		        OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group),
@@ -304,38 +325,70 @@ out:
 	return pkey;
 }
 
+/* The string member NAME of JWK in *OUT (NULL when absent).  -1 when it
+ * is there but not a string: such a key is not used (a "use": 1 or a
+ * "kid": 7 must not read as a key with no use or no kid). */
+static int
+jwk_text(const json_t *jwk, const char *name, const char **out)
+{
+	const json_t *v = json_object_get(jwk, name);
+
+	*out = json_string_value(v);
+	return v != NULL && *out == NULL ? -1 : 0;
+}
+
+/* Whether JWK's key_ops (RFC 7517 4.3), when there, allow "verify". */
+static bool
+jwk_verifies(const json_t *jwk)
+{
+	const json_t *ops = json_object_get(jwk, "key_ops"), *op;
+	size_t i;
+
+	if (ops == NULL)
+		return true;
+	if (!json_is_array(ops))
+		return false;
+	json_array_foreach(ops, i, op)
+	{
+		if (json_is_string(op) &&
+		    strcmp(json_string_value(op), "verify") == 0)
+			return true;
+	}
+	return false;
+}
+
 auth_keyset *
-auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
+auth_jwks_parse(const char *json, size_t len, char *note, size_t notelen)
 {
 	json_error_t jerr;
 	json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	const json_t *keys = json_object_get(doc, "keys");
 	auth_keyset *ks = NULL;
+	size_t i, dropped = 0;
 	char why[160];
-	size_t i;
 
+	note[0] = '\0';
 	if (!json_is_array(keys)) {
-		snprintf(err, errlen,
+		snprintf(note, notelen,
 		    "the JWKS is not an object with \"keys\"");
 		goto fail;
 	}
 	ks = auth_keyset_new();
-	if (ks == NULL)
+	if (ks == NULL) {
+		snprintf(note, notelen, "out of memory");
 		goto fail;
-	for (i = 0; i < json_array_size(keys) && ks->n < AUTH_KEYS_MAX; i++) {
+	}
+	for (i = 0; i < json_array_size(keys); i++) {
 		const json_t *jwk = json_array_get(keys, i);
-		const char *kty =
-		    json_string_value(json_object_get(jwk, "kty"));
-		const char *use =
-		    json_string_value(json_object_get(jwk, "use"));
-		const char *alg =
-		    json_string_value(json_object_get(jwk, "alg"));
-		const char *kid =
-		    json_string_value(json_object_get(jwk, "kid"));
-		const char *want;
+		const char *kty, *use, *alg, *kid, *want;
 		EVP_PKEY *pkey;
 
-		if (kty == NULL || (use != NULL && strcmp(use, "sig") != 0))
+		if (!json_is_object(jwk) || jwk_text(jwk, "kty", &kty) != 0 ||
+		    jwk_text(jwk, "use", &use) != 0 ||
+		    jwk_text(jwk, "alg", &alg) != 0 ||
+		    jwk_text(jwk, "kid", &kid) != 0 || kty == NULL ||
+		    (use != NULL && strcmp(use, "sig") != 0) ||
+		    !jwk_verifies(jwk))
 			continue;
 		if (strcmp(kty, "RSA") == 0) {
 			want = "RS256";
@@ -347,15 +400,22 @@ auth_jwks_parse(const char *json, size_t len, char *err, size_t errlen)
 			continue;
 		}
 		/* A key published for another algorithm stays unused. */
-		if (pkey != NULL && (alg == NULL || strcmp(alg, want) == 0))
-			(void)add_pkey(ks, pkey, kid, why, sizeof(why));
+		if (pkey != NULL && (alg == NULL || strcmp(alg, want) == 0)) {
+			if (ks->n < AUTH_KEYS_MAX)
+				(void)add_pkey(ks, pkey, kid, why, sizeof(why));
+			else
+				dropped++;
+		}
 		EVP_PKEY_free(pkey);
 	}
-	if (ks->n == 0) {
-		snprintf(err, errlen,
+	if (ks->n == 0)
+		snprintf(note, notelen,
 		    "the JWKS holds no usable RS256 or ES256 key");
-		goto fail;
-	}
+	else if (dropped > 0)
+		snprintf(note, notelen,
+		    "the JWKS holds %zu usable keys past the first %d, "
+		    "which are not used",
+		    dropped, AUTH_KEYS_MAX);
 	json_decref(doc);
 	return ks;
 fail:

@@ -3,8 +3,10 @@
  * described once in the table below, which also writes --help.  Numbers
  * are parsed whole and bounded; a bad value names the option and why.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +357,14 @@ srv_parse_listen(const char *listen, char *host, size_t hostlen, int *port)
 int
 srv_host_is_loopback(const char *host)
 {
-	return !strcmp(host, "localhost") || !strcmp(host, "::1") ||
-	    !strncmp(host, "127.", 4);
+	struct in_addr v4;
+	struct in6_addr v6;
+
+	/* An address, not a name that starts like one: 127.evil.example is
+	 * wherever its DNS says. */
+	if (inet_pton(AF_INET, host, &v4) == 1)
+		return (ntohl(v4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &v6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&v6);
+	return strcmp(host, "localhost") == 0;
 }

@@ -108,6 +108,9 @@ job_main(void *arg)
 	srv_jobs *j = w->jobs;
 	srv_req *r;
 
+	/* A worker runs one request at a time: it may wait for a JWKS
+	 * re-fetch (a few workers at once, at most). */
+	auth_thread_may_wait(true);
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
 		if ((r = j->head) != NULL) {

@@ -56,9 +56,11 @@ if [ "$what" = all ] || [ "$what" = e2e ]; then
 	done
 fi
 # The core suites on the durable file:// store (served by storage
-# workers, as gs:// is).
+# workers, threads that wait for the storage; gs:// and mem:// run
+# requests as event-loop tasks), and the JWKS suite, whose rotation is
+# served to the first request by waiting for a re-fetch on a worker.
 if [ "$what" = all ] || [ "$what" = e2e-file ]; then
-	for t in tests/e2e/test_core_*.sh; do
+	for t in tests/e2e/test_core_*.sh tests/e2e/test_auth_jwks.sh; do
 		[ -f "$t" ] || continue
 		run "e2e-file-$(basename "$t" .sh)" env LG_STORE=file sh "$t"
 	done

@@ -3,7 +3,9 @@
 # source: GitHub-style RS256 tokens verify; a key that appears after start
 # is fetched on first sight of its kid; further unknown kids cannot make
 # the daemon hammer the issuer; an issuer failing, then gone, does not stop
-# tokens of cached keys.
+# tokens of cached keys.  Runs on mem:// (requests are event-loop tasks)
+# and, from tests/run.sh, on file:// (storage workers): both wait for the
+# re-fetch a new kid asks for.
 . tests/e2e/lib.sh
 FJ=build/tools/fake_jwks
 [ -x "$FJ" ] || lg_fail "build/tools/fake_jwks is not built (make build/tools/fake_jwks)"

@@ -1,8 +1,13 @@
 /*
  * test_auth_jwks.c: the JWKS cache against a fake JWKS server on
  * loopback, in this process: rotation (a new kid appears, the old one
- * disappears), a failing fetch keeps the cached keys, the re-fetch rate
- * limit, and a hanging fetch never holding a request whose kid is cached.
+ * disappears), a failing fetch keeps the cached keys while a well-formed
+ * document with no usable key revokes them, the re-fetch rate limit, a
+ * hanging fetch never holding a request whose kid is cached, who waits for
+ * a re-fetch (tasks, threads that may, a few at once), and which published
+ * keys are refused (e = 1, members of the wrong type, key_ops).
+ *
+ * The test thread says it may wait for re-fetches, as a storage worker.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,11 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <microhttpd.h>
 
 #include "auth_testutil.h"
+#include "server/auth.h"
 
 #define HANG_LIMIT_S 10 /* a hanging answer gives up after this */
 
@@ -112,6 +119,7 @@ setup(void **state)
 	const union MHD_DaemonInfo *info;
 
 	(void)state;
+	auth_thread_may_wait(true);
 	rsa_priv = authtest_keygen("RSA", NULL);
 	rsa2_priv = authtest_keygen("RSA", NULL);
 	ec_priv = authtest_keygen("EC", NULL);
@@ -267,13 +275,59 @@ test_failure_keeps_cache(void **state)
 	/* ... and the cached k1 still works. */
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "ok");
-	/* A document with no usable key is a failure too. */
-	serve(200, "{\"kty\":\"oct\",\"k\":\"c2VjcmV0\",\"kid\":\"k8\"}", NULL);
+	/* So does it when the answer is not a JWKS at all. */
+	serve(200, NULL, NULL);
+	pthread_mutex_lock(&mu);
+	snprintf(doc, 8192, "{\"keys\":{}}");
+	pthread_mutex_unlock(&mu);
 	assert_string_equal(verdict(a, "RS256", "k8", JWT_ALG_RS256, rsa_priv),
 	    "unknown_key");
+	assert_int_equal(nrequests(), base + 2);
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "ok");
 	auth_free(a);
+	free(k1);
+}
+
+/* A well-formed JWKS is the issuer's whole key list: one with no usable
+ * key (none at all, or only keys of other kinds) removes every cached key,
+ * as a rotation that drops a kid does; --check says why none is left. */
+static void
+test_no_usable_key_revokes(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1"), buf[256];
+	static const char *const nothing_usable[] = {
+		NULL, /* {"keys":[]} */
+		"{\"kty\":\"oct\",\"k\":\"c2VjcmV0\",\"kid\":\"k8\"}",
+	};
+	auth_ctx *a;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		serve(200, k1, NULL);
+		a = jwks_ctx(-1);
+		assert_non_null(a);
+		assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256,
+		                        rsa_priv),
+		    "ok");
+		serve(200, nothing_usable[i], NULL);
+		/* an unknown kid makes it look */
+		assert_string_equal(verdict(a, "RS256", "k8", JWT_ALG_RS256,
+		                        rsa_priv),
+		    "unknown_key");
+		assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256,
+		                        rsa_priv),
+		    "unknown_key");
+		assert_int_equal(auth_describe(a, buf, sizeof(buf)), -1);
+		assert_non_null(strstr(buf, "no usable RS256 or ES256 key"));
+		/* and the key comes back with the issuer's next list */
+		serve(200, k1, NULL);
+		assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256,
+		                        rsa_priv),
+		    "ok");
+		auth_free(a);
+	}
 	free(k1);
 }
 
@@ -329,6 +383,36 @@ test_server_down_at_start(void **state)
 	c.jwks_url = "ftp://127.0.0.1/jwks";
 	assert_null(auth_new(&c, err, sizeof(err)));
 	assert_non_null(strstr(err, "https://"));
+	/* Plain http only to a loopback address: whoever can change the
+	 * document in transit can sign any token. */
+	{
+		static const char *const refused[] = {
+			"http://example.com/jwks",
+			"http://127.evil.example/jwks",
+			"http://10.0.0.1/jwks",
+			"http://[::2]/jwks",
+		};
+		static const char *const loopback[] = {
+			"http://127.0.0.2:1/jwks",
+			"http://[::1]:1/jwks",
+			"http://localhost:1/jwks",
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+			c.jwks_url = refused[i];
+			if (auth_new(&c, err, sizeof(err)) != NULL)
+				fail_msg("%s was accepted", refused[i]);
+			assert_non_null(strstr(err, "loopback"));
+		}
+		for (i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++) {
+			c.jwks_url = loopback[i];
+			a = auth_new(&c, err, sizeof(err));
+			if (a == NULL)
+				fail_msg("%s was refused: %s", loopback[i], err);
+			auth_free(a);
+		}
+	}
 }
 
 typedef struct asker {
@@ -385,6 +469,221 @@ test_hanging_fetch_does_not_stall(void **state)
 	pthread_join(t, NULL);
 	assert_string_equal(k.reason, "unknown_key");
 	auth_free(a);
+	free(k1);
+}
+
+typedef struct nowaiter {
+	auth_ctx *a;
+	const char *reason;
+	unsigned long fetches_seen; /* completed fetches when it was answered */
+	auth_jwks *j;
+} nowaiter;
+
+static void *
+ask_without_waiting(void *arg)
+{
+	nowaiter *w = arg;
+
+	/* A thread that has not said it may wait, as an event loop's. */
+	w->reason = verdict(w->a, "ES256", "k2", JWT_ALG_ES256, ec_priv);
+	return NULL;
+}
+
+/* An event loop's thread never waits for a re-fetch: the request that
+ * asked for it is answered with the keys at hand, the fetch goes on, and
+ * the next request finds the new key.  A thread that may wait (the test's
+ * own, as a storage worker) gets the new key at once. */
+static void
+test_loop_thread_does_not_wait(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	char *k2 = authtest_jwk(ec_priv, "k2");
+	auth_ctx *a;
+	pthread_t t;
+	nowaiter w;
+	int i, base;
+
+	(void)state;
+	serve(200, k1, NULL);
+	a = jwks_ctx(-1);
+	assert_non_null(a);
+	base = nrequests();
+	serve(200, k1, k2);
+	memset(&w, 0, sizeof(w));
+	w.a = a;
+	assert_int_equal(pthread_create(&t, NULL, ask_without_waiting, &w), 0);
+	pthread_join(t, NULL);
+	assert_string_equal(w.reason, "unknown_key");
+	/* the fetch it asked for happens anyway (bounded wait for it) */
+	for (i = 0; i < 500 && nrequests() == base; i++)
+		usleep(10000);
+	assert_int_equal(nrequests(), base + 1);
+	for (i = 0; i < 500; i++) {
+		if (strcmp(verdict(a, "ES256", "k2", JWT_ALG_ES256, ec_priv),
+		        "ok") == 0)
+			break;
+		usleep(10000);
+	}
+	assert_true(i < 500);
+	/* the test thread may wait: a rotation is served to its request */
+	{
+		char *k3 = authtest_jwk(rsa2_priv, "k3");
+
+		serve(200, k3, NULL);
+		assert_string_equal(verdict(a, "RS256", "k3", JWT_ALG_RS256,
+		                        rsa2_priv),
+		    "ok");
+		free(k3);
+	}
+	auth_free(a);
+	free(k1);
+	free(k2);
+}
+
+typedef struct refetcher {
+	auth_jwks *j;
+	auth_keyset *ks;
+} refetcher;
+
+static void *
+refetch_may_wait(void *arg)
+{
+	refetcher *f = arg;
+
+	auth_thread_may_wait(true);
+	f->ks = auth_jwks_refetch(f->j);
+	return NULL;
+}
+
+/* Against a hanging issuer, threads that may wait do so only a few at a
+ * time: a flood of unknown kids cannot park every storage worker. */
+static void
+test_thread_waiters_bounded(void **state)
+{
+	enum { N = AUTH_JWKS_THREAD_WAITERS + 3 };
+	char *k1 = authtest_jwk(rsa_priv, "k1"), err[200];
+	refetcher f[N];
+	pthread_t t[N];
+	auth_jwks *j;
+	int i;
+
+	(void)state;
+	serve(200, k1, NULL);
+	j = auth_jwks_new(url, 0, err, sizeof(err)); /* no rate limit */
+	assert_non_null(j);
+	pthread_mutex_lock(&mu);
+	hang = 1;
+	pthread_mutex_unlock(&mu);
+	for (i = 0; i < N; i++) {
+		f[i].j = j;
+		f[i].ks = NULL;
+		assert_int_equal(pthread_create(&t[i], NULL, refetch_may_wait,
+		                     &f[i]),
+		    0);
+	}
+	for (i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		/* every one is answered, with the keys at hand */
+		assert_non_null(f[i].ks);
+		assert_int_equal(f[i].ks->n, 1);
+		auth_keyset_unref(f[i].ks);
+	}
+	pthread_mutex_lock(&mu);
+	hang = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	/* they all waited at once (a fetch hangs far longer than one wait),
+	 * but never more than the bound */
+	assert_int_equal(auth_jwks_thread_waiters_max(j),
+	    AUTH_JWKS_THREAD_WAITERS);
+	assert_int_equal(auth_jwks_waits(j), AUTH_JWKS_THREAD_WAITERS);
+	auth_jwks_free(j);
+	free(k1);
+}
+
+/* K (a JWK's JSON text) with member NAME's value (the text after
+ * "NAME":) replaced by VALUE; a new string. */
+static char *
+jwk_with(const char *k, const char *name, const char *value)
+{
+	char key[32], *out;
+	const char *p, *end;
+	size_t n;
+
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	p = strstr(k, key);
+	assert_non_null(p);
+	p += strlen(key);
+	end = p;
+	if (*end == '"')
+		end = strchr(end + 1, '"') + 1;
+	else
+		while (*end != ',' && *end != '}')
+			end++;
+	n = strlen(k) + strlen(value) + 1;
+	out = malloc(n);
+	assert_non_null(out);
+	snprintf(out, n, "%.*s%s%s", (int)(p - k), k, value, end);
+	return out;
+}
+
+/* Published keys that must never verify anything: an RSA public exponent
+ * of 1 (every padded hash is its own signature), an even or huge one;
+ * kty, use, alg or kid of the wrong type; key_ops without "verify". */
+static void
+test_jwks_refuses_bad_keys(void **state)
+{
+	static const struct {
+		const char *name, *value;
+	} bad[] = {
+		{ "e", "\"AQ\"" },       /* 1 */
+		{ "e", "\"Ag\"" },       /* 2 */
+		{ "e", "\"AQAAAAAB\"" }, /* 2^40 + 1 */
+		{ "alg", "256" },        /* not a string */
+		{ "kid", "7" },          /* not a string */
+		{ "kty", "[\"RSA\"]" },  /* not a string */
+		{ "use", "1" },          /* not "no use given" */
+	};
+	char *k1 = authtest_jwk(rsa_priv, "k1"), *k, d[8192], note[256];
+	auth_keyset *ks;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		k = jwk_with(k1, bad[i].name, bad[i].value);
+		snprintf(d, sizeof(d), "{\"keys\":[%s]}", k);
+		ks = auth_jwks_parse(d, strlen(d), note, sizeof(note));
+		assert_non_null(ks);
+		if (ks->n != 0)
+			fail_msg("a JWK with %s %s was used", bad[i].name,
+			    bad[i].value);
+		assert_non_null(strstr(note, "no usable"));
+		auth_keyset_unref(ks);
+		free(k);
+	}
+	/* e = 3 is odd and small: fine */
+	k = jwk_with(k1, "e", "\"Aw\"");
+	snprintf(d, sizeof(d), "{\"keys\":[%s]}", k);
+	ks = auth_jwks_parse(d, strlen(d), note, sizeof(note));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 1);
+	auth_keyset_unref(ks);
+	free(k);
+	/* key_ops: used only when it allows verify */
+	snprintf(d, sizeof(d), "{\"keys\":[%.*s,\"key_ops\":[\"encrypt\"]}]}",
+	    (int)strlen(k1) - 1, k1);
+	ks = auth_jwks_parse(d, strlen(d), note, sizeof(note));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 0);
+	auth_keyset_unref(ks);
+	snprintf(d, sizeof(d),
+	    "{\"keys\":[%.*s,\"key_ops\":[\"sign\",\"verify\"]}]}",
+	    (int)strlen(k1) - 1, k1);
+	ks = auth_jwks_parse(d, strlen(d), note, sizeof(note));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 1);
+	assert_string_equal(note, "");
+	auth_keyset_unref(ks);
 	free(k1);
 }
 
@@ -463,9 +762,38 @@ test_jwks_parse(void **state)
 
 		memcpy(p, "ES256", 5);
 	}
-	assert_null(auth_jwks_parse(d, strlen(d), err, sizeof(err)));
+	ks = auth_jwks_parse(d, strlen(d), err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 0);
+	auth_keyset_unref(ks);
+	/* Not a JWKS: no key set at all (the cached one stays). */
 	assert_null(auth_jwks_parse("[]", 2, err, sizeof(err)));
-	assert_null(auth_jwks_parse("{\"keys\":[]}", 11, err, sizeof(err)));
+	assert_null(auth_jwks_parse("{\"keys\":7}", 10, err, sizeof(err)));
+	assert_non_null(strstr(err, "not an object"));
+	/* An empty list is the issuer saying it has no key. */
+	ks = auth_jwks_parse("{\"keys\":[]}", 11, err, sizeof(err));
+	assert_non_null(ks);
+	assert_int_equal(ks->n, 0);
+	assert_non_null(strstr(err, "no usable"));
+	auth_keyset_unref(ks);
+	/* Past AUTH_KEYS_MAX usable keys: the first are used, and the note
+	 * says the rest are not. */
+	{
+		size_t cap = (AUTH_KEYS_MAX + 2) * (strlen(k1) + 1) + 16, i;
+		char *big = malloc(cap), *p = big;
+
+		assert_non_null(big);
+		p += sprintf(p, "{\"keys\":[");
+		for (i = 0; i < AUTH_KEYS_MAX + 2; i++)
+			p += sprintf(p, "%s%s", i ? "," : "", k1);
+		sprintf(p, "]}");
+		ks = auth_jwks_parse(big, strlen(big), err, sizeof(err));
+		assert_non_null(ks);
+		assert_int_equal(ks->n, AUTH_KEYS_MAX);
+		assert_non_null(strstr(err, "2 usable keys past the first"));
+		auth_keyset_unref(ks);
+		free(big);
+	}
 	free(k1);
 	free(k2);
 }
@@ -477,6 +805,10 @@ main(void)
 		cmocka_unit_test(test_jwks_parse),
 		cmocka_unit_test(test_rotation),
 		cmocka_unit_test(test_failure_keeps_cache),
+		cmocka_unit_test(test_no_usable_key_revokes),
+		cmocka_unit_test(test_loop_thread_does_not_wait),
+		cmocka_unit_test(test_thread_waiters_bounded),
+		cmocka_unit_test(test_jwks_refuses_bad_keys),
 		cmocka_unit_test(test_refetch_rate_limit),
 		cmocka_unit_test(test_server_down_at_start),
 		cmocka_unit_test(test_hanging_fetch_does_not_stall),
