@@ -409,7 +409,8 @@ test_server_down_at_start(void **state)
 			c.jwks_url = loopback[i];
 			a = auth_new(&c, err, sizeof(err));
 			if (a == NULL)
-				fail_msg("%s was refused: %s", loopback[i], err);
+				fail_msg("%s was refused: %s", loopback[i],
+				    err);
 			auth_free(a);
 		}
 	}
