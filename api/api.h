@@ -173,6 +173,10 @@ int api_name_valid(const char *name, char *why, size_t whylen);
  * (C0, DEL or C1; NUL included): the text of holder, purpose, label values
  * and owners. */
 int api_text_clean(const char *s, size_t n);
+/* Every byte of S that starts no well-formed UTF-8 sequence replaced by
+ * '?', in place: a message that quotes a caller's text, cut to fit a
+ * buffer in the middle of a character, is still text JSON can carry. */
+void api_utf8_scrub(char *s);
 /* 1 when ID is a valid client lease_id / idempotency key. */
 int api_lease_id_valid(const char *id);
 /* 1 when LABELS is an object of at most API_LABELS_MAX short strings of

@@ -23,41 +23,71 @@ alnum(int c)
 	    (c >= '0' && c <= '9');
 }
 
+/* The length (1..4) of the well-formed UTF-8 sequence at P (before END),
+ * its code point in *CP; 0 when there is none (a stray or missing
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF). */
+static size_t
+utf8_seq(const unsigned char *p, const unsigned char *end, uint32_t *cp)
+{
+	uint32_t c;
+	size_t k, i;
+
+	if (*p < 0x80) {
+		*cp = *p;
+		return 1;
+	}
+	if (*p >= 0xc2 && *p <= 0xdf) /* 0xc0, 0xc1: overlong */
+		k = 1, c = *p & 0x1fu;
+	else if ((*p & 0xf0) == 0xe0)
+		k = 2, c = *p & 0x0fu;
+	else if (*p >= 0xf0 && *p <= 0xf4)
+		k = 3, c = *p & 0x07u;
+	else
+		return 0;
+	if ((size_t)(end - p) <= k)
+		return 0;
+	for (i = 1; i <= k; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3fu);
+	}
+	if ((k == 2 && c < 0x800) || (k == 3 && c < 0x10000) || c > 0x10ffff ||
+	    (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return k + 1;
+}
+
 int
 api_text_clean(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 	uint32_t c;
-	size_t k, i;
+	size_t k;
 
 	while (p < end) {
-		if (*p < 0x80) {
-			if (*p < 0x20 || *p == 0x7f)
-				return 0;
-			p++;
-			continue;
-		}
-		if (*p >= 0xc2 && *p <= 0xdf) /* 0xc0, 0xc1: overlong */
-			k = 1, c = *p & 0x1fu;
-		else if ((*p & 0xf0) == 0xe0)
-			k = 2, c = *p & 0x0fu;
-		else if (*p >= 0xf0 && *p <= 0xf4)
-			k = 3, c = *p & 0x07u;
-		else
+		if ((k = utf8_seq(p, end, &c)) == 0)
 			return 0;
-		if ((size_t)(end - p) <= k)
-			return 0;
-		for (i = 1; i <= k; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return 0;
-			c = c << 6 | (p[i] & 0x3fu);
-		}
-		if ((k == 2 && c < 0x800) || (k == 3 && c < 0x10000) ||
-		    c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) || c <= 0x9f)
-			return 0; /* overlong, surrogate, too large or C1 */
-		p += k + 1;
+		if (c < 0x20 || (c >= 0x7f && c <= 0x9f))
+			return 0; /* C0, DEL, C1 */
+		p += k;
 	}
 	return 1;
+}
+
+void
+api_utf8_scrub(char *s)
+{
+	unsigned char *p = (unsigned char *)s, *end = p + strlen(s);
+	uint32_t c;
+	size_t k;
+
+	while (p < end) {
+		if ((k = utf8_seq(p, end, &c)) == 0)
+			*p++ = '?';
+		else
+			p += k;
+	}
 }
 
 static int

@@ -394,20 +394,24 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 {
 	struct MHD_Response *resp;
 	json_t *body, *e;
-	char *text, ra[16];
+	char *text, ra[16], msg[sizeof(err->message)];
 	int status = api_code_status(err->code);
 	size_t len;
 
+	/* A message quoting a caller's text may have been cut in the middle
+	 * of a character; JSON carries only text. */
+	api_copy(msg, sizeof(msg), err->message);
+	api_utf8_scrub(msg);
 	e = json_pack("{s:s, s:s}", "code",
 	    err->reason ? err->reason : api_code_reason(err->code), "message",
-	    err->message);
+	    msg);
 	if (e != NULL && lock != NULL && lock->name[0] != '\0')
 		json_object_set_new(e, "lock", api_lock_json(lock, false));
 	body = json_pack("{s:o}", "error", e);
 	if (body == NULL)
 		return MHD_NO;
 	if (status >= 500) /* the log line says why */
-		api_copy(r->error, sizeof(r->error), err->message);
+		api_copy(r->error, sizeof(r->error), msg);
 	if (r->env_format)
 		return env_answer(r, status, body,
 		    status == 409 || status == 503

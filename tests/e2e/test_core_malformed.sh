@@ -106,6 +106,18 @@ case_ 400 too_many_parameters GET "/v1/locks?$(qargs 65)" -H "$A"
 case_ 400 too_many_parameters GET "/v1/locks?$(qargs 3000)" -H "$A"
 case_ 400 too_many_parameters GET "/v1/locks?$(python3 -c 'print("&" * 5000)')"
 case_ 400 too_many_parameters POST "/v1/locks/keep:release?lease_id=$(lg_json lease_id <"$LG_TMP/held")&$(qargs 600)" -H "$A"
+
+# Messages that quote a caller's text are cut to fit, perhaps in the
+# middle of a character; they are still answered as JSON (they used to
+# end the connection with no answer at all).
+case_ 400 unknown_parameter GET "/v1/locks?a$(python3 -c 'print("%C3%A9" * 25)')=1" -H "$A"
+CUT_OWNER="Authorization: Bearer $(lg_token "$(python3 -c 'print("a" * 179 + "\u00e9")')")"
+lg_curl -o "$LG_TMP/cut" -X POST -H "$CUT_OWNER" "$LG_URL/v1/locks/cut:acquire?ttl=60" >/dev/null
+case_ 409 locked POST "/v1/locks/cut:acquire" -H "$A"
+case_ 409 locked POST "/v1/locks/cut:acquire?wait=1" -H "$A"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$CUT_OWNER" \
+    "$LG_URL/v1/locks/cut:release?lease_id=$(lg_json lease_id <"$LG_TMP/cut")")
+lg_eq "$code" 204 "release the lock of the long owner"
 case_ 400 - GET '/v1/locks?page_size=5000' -H "$A"
 # Text is strict UTF-8 without control characters (C1 included); a
 # surrogate was a 500 before.

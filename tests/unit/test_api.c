@@ -152,6 +152,36 @@ t_text_clean(void **state)
 	assert_int_equal(api_text_clean("\xc3\xa9", 1), 0);
 }
 
+/* A message cut in the middle of a character is made text again: each
+ * byte that starts no well-formed sequence becomes '?', the rest stays. */
+static void
+t_utf8_scrub(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "held by aaa\xc3", "held by aaa?" },  /* cut after the lead */
+		{ "caf\xc3\xa9 ok", "caf\xc3\xa9 ok" }, /* whole: kept */
+		{ "\xf0\x9f\x94 x", "??? x" },          /* 4 bytes cut to 3 */
+		{ "\xed\xa0\x80", "???" },              /* a surrogate */
+		{ "\xc0\xaf", "??" },                   /* overlong */
+		{ "a\x80"
+		  "b\xff"
+		  "c",
+		    "a?b?c" },                /* stray bytes */
+		{ "tab\tnl\n", "tab\tnl\n" }, /* controls are text (escaped) */
+	};
+	char buf[64];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s", cases[i].in);
+		api_utf8_scrub(buf);
+		assert_string_equal(buf, cases[i].out);
+	}
+}
+
 static void
 t_lease_ids_and_labels(void **state)
 {
@@ -892,6 +922,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_names),
 		cmocka_unit_test(t_text_clean),
+		cmocka_unit_test(t_utf8_scrub),
 		cmocka_unit_test(t_lease_ids_and_labels),
 		cmocka_unit_test_setup_teardown(t_one_write_each, setup,
 		    teardown),
