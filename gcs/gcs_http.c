@@ -83,8 +83,9 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* Called once per header line: only Date matters, so every other line is
- * dismissed at its first byte. */
+/* Called once per header line: only Date (and the metadata server's
+ * Metadata-Flavor) matters, so every other line is dismissed at its first
+ * byte. */
 static size_t
 on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
@@ -105,6 +106,18 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 		t = gcs_parse_http_date(buf + 5, n - 5);
 		if (t > 0)
 			r->date_ms = t;
+	} else if (n > 16 && (buf[0] == 'M' || buf[0] == 'm') &&
+	    strncasecmp(buf, "Metadata-Flavor:", 16) == 0) {
+		size_t i = 16, e = n;
+
+		while (i < e && (buf[i] == ' ' || buf[i] == '\t'))
+			i++;
+		while (e > i &&
+		    (buf[e - 1] == '\r' || buf[e - 1] == '\n' ||
+		        buf[e - 1] == ' ' || buf[e - 1] == '\t'))
+			e--;
+		r->metadata_flavor =
+		    e - i == 6 && strncmp(buf + i, "Google", 6) == 0;
 	}
 	return n;
 }

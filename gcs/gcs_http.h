@@ -30,8 +30,10 @@ typedef struct gcs_resp {
 	char *body; /* owned, NUL-terminated, NULL when empty */
 	size_t len;
 	int64_t date_ms; /* the Date header in ms since the epoch, 0 if none */
-	int too_big;     /* the body passed GCS_RESP_MAX and was cut */
-	int sends;       /* times the request may have gone out, counted by
+	int metadata_flavor; /* "Metadata-Flavor: Google" was among the
+				headers (the metadata server's mark) */
+	int too_big;         /* the body passed GCS_RESP_MAX and was cut */
+	int sends;           /* times the request may have gone out, counted by
 			     libcurl's pre-request callback: 0 when it never
 			     left (no connection), 2 when libcurl silently
 			     sent it again on a new connection because a

@@ -7,14 +7,21 @@
  * file at each refresh rather than kept in memory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <jwt.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "gcs_http.h"
 #include "gcs_loop.h"
@@ -54,12 +61,28 @@ sa_load(const char *path, gcs_err *err)
 	FILE *f;
 	json_t *j = NULL;
 	json_error_t je;
+	struct stat st;
+	int fd;
 
-	f = fopen(path, "rb");
-	if (f == NULL) {
+	/* Without O_NONBLOCK, opening a FIFO waits for a writer, for ever
+	 * and with our signals blocked; only a regular file is a key. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
 		gcs_fail(err, GCS_INVALID,
 		    "cannot open GOOGLE_APPLICATION_CREDENTIALS file: %s",
 		    strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		gcs_fail(err, GCS_INVALID,
+		    "GOOGLE_APPLICATION_CREDENTIALS is not a regular file");
+		close(fd);
+		return NULL;
+	}
+	f = fdopen(fd, "rb");
+	if (f == NULL) {
+		gcs_fail(err, GCS_NOMEM, "out of memory");
+		close(fd);
 		return NULL;
 	}
 	buf = malloc(GCS_SA_KEY_FILE_MAX + 1);
@@ -107,6 +130,34 @@ copy_str(char *dst, size_t dstsz, const char *src)
 	return 0;
 }
 
+/* OpenSSL's passphrase callback: never ask (the default one reads the
+ * terminal, and would wait there for ever). */
+static int
+no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)u;
+	return -1;
+}
+
+/* Whether KEY is an unencrypted PEM RSA private key (what RS256 signs
+ * with, and what Google issues). */
+static int
+rsa_private_pem(const char *key)
+{
+	BIO *bio = BIO_new_mem_buf(key, -1);
+	EVP_PKEY *pkey = bio != NULL
+	    ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL)
+	    : NULL;
+	int ok = pkey != NULL && EVP_PKEY_get_base_id(pkey) == EVP_PKEY_RSA;
+
+	EVP_PKEY_free(pkey); /* clears the key's memory */
+	BIO_free(bio);
+	return ok;
+}
+
 /* Check the key file's fields and copy the public ones into T. */
 static int
 sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
@@ -115,7 +166,8 @@ sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
 	const char *email =
 	    json_string_value(json_object_get(j, "client_email"));
 	const char *key = json_string_value(json_object_get(j, "private_key"));
-	const char *uri = json_string_value(json_object_get(j, "token_uri"));
+	const json_t *juri = json_object_get(j, "token_uri");
+	const char *uri = json_string_value(juri);
 
 	if (type == NULL || strcmp(type, "service_account") != 0)
 		return gcs_fail(err, GCS_INVALID,
@@ -129,6 +181,13 @@ sa_fields(gcs_token_src *t, json_t *j, gcs_err *err)
 	if (key == NULL || strstr(key, "PRIVATE KEY") == NULL)
 		return gcs_fail(err, GCS_INVALID,
 		    "service-account key: private_key missing or not PEM");
+	if (strstr(key, "ENCRYPTED") != NULL || !rsa_private_pem(key))
+		return gcs_fail(err, GCS_INVALID,
+		    "service-account key: private_key is not an unencrypted "
+		    "RSA key");
+	if (juri != NULL && uri == NULL)
+		return gcs_fail(err, GCS_INVALID,
+		    "service-account key: token_uri is not a string");
 	if (uri == NULL)
 		uri = GCS_DEFAULT_TOKEN_URI;
 	if ((strncmp(uri, "https://", 8) != 0 &&
@@ -275,7 +334,7 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	size_t formlen = 0;
 	gcs_resp r;
 	json_t *j = NULL;
-	const char *at;
+	const char *at, *ttype;
 	json_int_t exp;
 	int rc = GCS_UNAVAILABLE, n;
 
@@ -329,16 +388,30 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 		    src, r.status);
 		goto out;
 	}
+	if (t->kind == SRC_METADATA && !r.metadata_flavor) {
+		/* What answers without the header is not the metadata
+		 * server (a proxy, a captive portal, a wrong host). */
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot get a Cloud Storage access token: the answer of "
+		    "the metadata server has no Metadata-Flavor: Google");
+		goto out;
+	}
 	j = r.body && !r.too_big ? json_loadb(r.body, r.len, 0, NULL) : NULL;
 	at = json_string_value(json_object_get(j, "access_token"));
 	exp = json_integer_value(json_object_get(j, "expires_in"));
+	ttype = json_string_value(json_object_get(j, "token_type"));
 	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz ||
-	    !token_chars_ok(at)) {
+	    !token_chars_ok(at) ||
+	    (json_object_get(j, "token_type") != NULL &&
+	        (ttype == NULL || strcasecmp(ttype, "Bearer") != 0))) {
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "the %s gave no usable access_token/expires_in", src);
+		    "the %s gave no usable access_token/expires_in/token_type",
+		    src);
 		goto out;
 	}
 	memcpy(tok, at, strlen(at) + 1);
+	if (exp > GCS_TOKEN_LIFE_MAX_S) /* and no overflow below */
+		exp = GCS_TOKEN_LIFE_MAX_S;
 	*life_ms = (int64_t)exp * 1000;
 	rc = GCS_OK;
 out:
@@ -384,7 +457,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	uint64_t seq;
 	long timeout;
 	struct timespec ts;
-	int rc, fetched = 0;
+	int rc, fetched = 0, valid = 0;
 
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
@@ -437,20 +510,28 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 			}
 			continue;
 		}
+		valid = t->token[0] != '\0' && now < t->expires_ms;
 		if (!t->last_ok && t->last_fail_ms != 0 &&
-		    now - t->last_fail_ms < GCS_TOKEN_FAIL_HOLD_MS &&
-		    !(t->token[0] != '\0' && now < t->expires_ms)) {
-			rc = gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
+		    now - t->last_fail_ms < (valid ? GCS_TOKEN_EARLY_RETRY_MS
+		                                   : GCS_TOKEN_FAIL_HOLD_MS)) {
+			/* The source failed a moment ago: the token in
+			 * hand while it lasts, else fail fast. */
+			rc = valid
+			    ? copy_token(t, out, outsz, err)
+			    : gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
 			goto out;
 		}
 		break;
 	}
-	/* We fetch; others use the old token while it lasts, or wait. */
+	/* We fetch; others use the old token while it lasts, or wait.  With
+	 * a valid token in hand we wait for the source only briefly. */
 	t->refreshing = 1;
 	pthread_mutex_unlock(&t->mu);
 	timeout = (long)(deadline_ms - now);
 	if (timeout > GCS_TOKEN_FETCH_TIMEOUT_MS)
 		timeout = GCS_TOKEN_FETCH_TIMEOUT_MS;
+	if (valid && timeout > GCS_TOKEN_EARLY_FETCH_MS)
+		timeout = GCS_TOKEN_EARLY_FETCH_MS;
 	if (timeout < 1)
 		timeout = 1;
 	fetched = 1;
@@ -466,7 +547,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 		if (early > GCS_TOKEN_EARLY_MS)
 			early = GCS_TOKEN_EARLY_MS;
 		memcpy(t->token, tok, sizeof(t->token));
-		t->expires_ms = now + life;
+		t->expires_ms = now + life; /* life <= 1 day: no overflow */
 		t->refresh_ms = now + life - early;
 		t->last_fail_ms = 0;
 		rc = copy_token(t, out, outsz, err);

@@ -24,6 +24,14 @@
 #define GCS_TOKEN_EARLY_DIV        5 /* ...or 1/5 of the lifetime if shorter */
 #define GCS_TOKEN_FETCH_TIMEOUT_MS 5000 /* one token request */
 #define GCS_TOKEN_FAIL_HOLD_MS     1000 /* after a failed fetch, fail fast */
+/* While the token in hand is still valid (the early-refresh window), a
+ * refresh waits at most this long for the token source, the request that
+ * makes it then going on with the old token, and after a failed one the
+ * next try comes this much later: a failing or hanging token endpoint
+ * neither delays requests nor is asked on every one. */
+#define GCS_TOKEN_EARLY_FETCH_MS   1000
+#define GCS_TOKEN_EARLY_RETRY_MS   10000
+#define GCS_TOKEN_LIFE_MAX_S       86400 /* expires_in past this is cut to it */
 #define GCS_TOKEN_WAIT_STEP_MS \
 	5 /* a task waiting on another's fetch looks again this often */
 #define GCS_SA_KEY_FILE_MAX       65536 /* bytes of a service-account key file */

@@ -28,11 +28,14 @@
  *       KIND: an HTTP status (503, 429, 500, 408, 401, ...) answered
  *           without applying (after DELAY ms when given: a slow error);
  *           reset (close the connection before applying); drop (apply,
- *           then close without an answer); latency (hold MS, then serve).
+ *           then close without an answer); latency (hold MS, then serve);
+ *           noflavor (metadata: served without Metadata-Flavor: Google,
+ *           the mark its answers carry).
  *           COUNT requests (default 1; -1 = until cleared).  MS and DELAY
  *           are at most 60000.
  *   /_fake/clear-faults
  *   /_fake/config?rate_limit=0|1&clock_offset_ms=MS&token_expires=S
+ *                &token_type=T (of the tokens issued; Bearer)
  *                &require_auth=0|1
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
@@ -146,7 +149,8 @@ static struct {
 	int64_t last_gen;
 	int64_t clock_offset_ms;
 	int rate_limit;
-	int token_expires_s;
+	int64_t token_expires_s; /* expires_in of the tokens issued */
+	char token_type[16];     /* and their token_type */
 	int require_auth;
 	fault faults[FAULTS_MAX];
 	int nfaults;
@@ -162,7 +166,9 @@ static struct {
 	size_t ntokens;
 	char *pubkey;
 	size_t pubkey_len;
-} G = { .mu = PTHREAD_MUTEX_INITIALIZER, .token_expires_s = 3600 };
+} G = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	.token_expires_s = 3600,
+	.token_type = "Bearer" };
 
 /* Where a request is in a hold (a latency fault, a slow error). */
 enum hold_state {
@@ -333,9 +339,11 @@ form_param(const char *body, const char *key)
  * call of serve(), never another request. */
 static int drop_answer;
 
+/* An answer with header HNAME: HVAL besides Date and Content-Type (none
+ * when HNAME is NULL). */
 static enum MHD_Result
-send_raw(struct MHD_Connection *c, int status, const char *ctype,
-    const char *body)
+send_raw_h(struct MHD_Connection *c, int status, const char *ctype,
+    const char *body, const char *hname, const char *hval)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -352,9 +360,18 @@ send_raw(struct MHD_Connection *c, int status, const char *ctype,
 	MHD_add_response_header(r, MHD_HTTP_HEADER_DATE, date);
 	if (ctype != NULL)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (hname != NULL)
+		MHD_add_response_header(r, hname, hval);
 	ret = MHD_queue_response(c, (unsigned)status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result
+send_raw(struct MHD_Connection *c, int status, const char *ctype,
+    const char *body)
+{
+	return send_raw_h(c, status, ctype, body, NULL, NULL);
 }
 
 static enum MHD_Result
@@ -1387,11 +1404,14 @@ issue_token(void)
 	}
 	t = &G.tokens[G.ntokens++];
 	snprintf(t->tok, sizeof(t->tok), "%s", tok);
-	t->exp_ms = real_ms() + (int64_t)G.token_expires_s * 1000;
+	/* a lifetime past a year is "for ever" here (and no overflow) */
+	t->exp_ms = G.token_expires_s > 366 * 86400
+	    ? INT64_MAX
+	    : real_ms() + G.token_expires_s * 1000;
 	G.tokens_issued++;
 	pthread_mutex_unlock(&G.mu);
-	return json_pack("{sssiss}", "access_token", tok, "expires_in",
-	    G.token_expires_s, "token_type", "Bearer");
+	return json_pack("{sssIss}", "access_token", tok, "expires_in",
+	    (json_int_t)G.token_expires_s, "token_type", G.token_type);
 }
 
 static int
@@ -1593,7 +1613,11 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 		if (qint(rq->uri, "require_auth", &x) > 0)
 			G.require_auth = x != 0;
 		if (qint(rq->uri, "token_expires", &x) > 0 && x > 0)
-			G.token_expires_s = (int)x;
+			G.token_expires_s = x;
+		v = qparam(rq->uri, "token_type");
+		if (v != NULL && strlen(v) < sizeof(G.token_type))
+			snprintf(G.token_type, sizeof(G.token_type), "%s", v);
+		free(v);
 		v = qparam(rq->uri, "clock_offset_ms");
 		if (v != NULL)
 			G.clock_offset_ms = strtoll(v, NULL, 10);
@@ -1648,7 +1672,7 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	char path[2048], bucket[256], *key = NULL;
 	const char *p, *slash;
 	size_t plen = strcspn(rq->uri, "?");
-	int op = OP_OTHER, status = 0, is_upload = 0, hold_ms;
+	int op = OP_OTHER, status = 0, is_upload = 0, hold_ms, noflavor = 0;
 	enum MHD_Result ret;
 	const fault *f;
 
@@ -1736,6 +1760,8 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		goto done;
 	} else if (strcmp(f->kind, "drop") == 0) {
 		drop_answer = 1;
+	} else if (strcmp(f->kind, "noflavor") == 0) {
+		noflavor = 1; /* served, without the metadata server's mark */
 	} else {
 		status = (int)strtol(f->kind, NULL, 10);
 		if (status < 300 || status > 599)
@@ -1784,8 +1810,19 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 			ret = send_raw(c, 403, "text/plain",
 			    "Missing Metadata-Flavor: Google header.\n");
 		} else {
+			/* The metadata server marks its answers, as it wants
+			 * its requests marked. */
+			json_t *jt = issue_token();
+			char *tok = jt ? json_dumps(jt, JSON_COMPACT) : NULL;
+
 			status = 200;
-			ret = send_json(c, 200, issue_token());
+			ret = tok == NULL
+			    ? MHD_NO
+			    : send_raw_h(c, 200, "application/json", tok,
+			          noflavor ? NULL : "Metadata-Flavor",
+			          "Google");
+			free(tok);
+			json_decref(jt);
 		}
 		break;
 	}
@@ -1960,7 +1997,7 @@ main(int argc, char **argv)
 			G.require_auth = 1;
 		} else if (strcmp(argv[i], "--token-expires") == 0 &&
 		    i + 1 < argc) {
-			G.token_expires_s = (int)strtol(argv[++i], &end, 10);
+			G.token_expires_s = strtoll(argv[++i], &end, 10);
 			if (*end != '\0' || G.token_expires_s < 1)
 				usage();
 		} else if (strcmp(argv[i], "--oauth-pubkey") == 0 &&

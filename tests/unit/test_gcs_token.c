@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,8 +96,9 @@ test_setup(void **state)
 {
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
-	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=3600",
-	                     NULL),
+	assert_int_equal(
+	    fake_gcs_ctl(&fake,
+	        "/_fake/config?token_expires=3600&token_type=Bearer", NULL),
 	    200);
 	unsetenv("STORAGE_EMULATOR_HOST");
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
@@ -369,6 +371,96 @@ write_key(const char *type, const char *pem, const char *token_uri)
 	return path;
 }
 
+/* What a token source answers is checked: the metadata server's answers
+ * carry its mark, a token_type other than Bearer is refused, and an
+ * absurd expires_in (past int64 milliseconds) is cut to a day, not an
+ * overflow (the ASan+UBSan build would stop on one). */
+static void
+test_token_answer_checked(void **state)
+{
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=noflavor", NULL),
+	    200);
+	s = open_store();
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "Metadata-Flavor"));
+	assert_int_equal(fake_gcs_count(&fake, "get"), 0);
+	gcs_store_free(s);
+
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_type=MAC",
+	                     NULL),
+	    200);
+	s = open_store();
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_UNAVAILABLE);
+	assert_non_null(strstr(err.msg, "token_type"));
+	gcs_store_free(s);
+	/* the type is case-insensitive (RFC 6749 5.1) */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_type=bearer",
+	                     NULL),
+	    200);
+	s = open_store();
+	get_absent(s, GCS_NOT_FOUND);
+	gcs_store_free(s);
+
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/config?token_expires=9223372036854775&"
+	                     "token_type=Bearer",
+	                     NULL),
+	    200);
+	s = open_store();
+	get_absent(s, GCS_NOT_FOUND);
+	get_absent(s, GCS_NOT_FOUND);
+	gcs_store_free(s);
+	/* one fetch per store, the last one's token kept for both gets */
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 4);
+}
+
+/* Ahead of expiry, with a token still valid in hand: a token source that
+ * fails is asked again only after GCS_TOKEN_EARLY_RETRY_MS, not on every
+ * request, and one that hangs holds the request that asked it at most
+ * GCS_TOKEN_EARLY_FETCH_MS, which then goes on with the old token (before,
+ * it waited for the whole fetch, past the old token's end).  A 10 s token
+ * is refreshed from 8 s on; the test sleeps that long. */
+static void
+test_early_refresh_window(void **state)
+{
+	struct timespec ts = { 8, 100 * 1000000 };
+	gcs_store *s;
+	int i;
+
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?token_expires=10",
+	                     NULL),
+	    200);
+	s = open_store();
+	get_absent(s, GCS_NOT_FOUND);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 1);
+	nanosleep(&ts, NULL);
+	/* hangs 3 s, more than the 1.9 s the old token has left */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=latency&ms=3000",
+	                     NULL),
+	    200);
+	get_absent(s, GCS_NOT_FOUND); /* the old token, after 1 s */
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
+	assert_string_equal(last_auth(), "Bearer ya29.fake-1");
+	/* the next ones do not ask again within the retry hold, even while
+	 * the source fails */
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=metadata&kind=500&count=-1",
+	                     NULL),
+	    200);
+	for (i = 0; i < 10; i++)
+		get_absent(s, GCS_NOT_FOUND);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
+	gcs_store_free(s);
+}
+
 static void
 test_service_account(void **state)
 {
@@ -435,6 +527,32 @@ test_service_account_wrong_key(void **state)
 	gcs_store_free(s);
 }
 
+/* A new private key of TYPE ("RSA", "EC") as PEM into OUT, encrypted
+ * (AES-128-CBC, a passphrase) when ENCRYPTED. */
+static void
+other_key_pem(char *out, size_t outsz, const char *type, int encrypted)
+{
+	EVP_PKEY *k = strcmp(type, "EC") == 0
+	    ? EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256")
+	    : EVP_RSA_gen(2048);
+	BIO *b = BIO_new(BIO_s_mem());
+	char *p;
+	long n;
+
+	assert_non_null(k);
+	assert_non_null(b);
+	assert_true(
+	    PEM_write_bio_PrivateKey(b, k, encrypted ? EVP_aes_128_cbc() : NULL,
+	        encrypted ? (unsigned char *)"secret" : NULL, encrypted ? 6 : 0,
+	        NULL, NULL));
+	n = BIO_get_mem_data(b, &p);
+	assert_true(n > 0 && (size_t)n < outsz);
+	memcpy(out, p, (size_t)n);
+	out[n] = '\0';
+	BIO_free(b);
+	EVP_PKEY_free(k);
+}
+
 static void
 test_bad_key_files(void **state)
 {
@@ -468,6 +586,48 @@ test_bad_key_files(void **state)
 	setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json", 1);
 	assert_null(gcs_gs_new("bkt", "", &err));
 	assert_non_null(strstr(err.msg, "GOOGLE_APPLICATION_CREDENTIALS"));
+	/* A FIFO would block the open for ever (no writer); a directory is
+	 * no key either. */
+	snprintf(path, sizeof(path), "%s/fifo.json", tmpdir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	assert_null(gcs_gs_new("bkt", "", &err));
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", tmpdir, 1);
+	assert_null(gcs_gs_new("bkt", "", &err));
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	/* An encrypted key would make OpenSSL ask for a passphrase on the
+	 * terminal; an EC key cannot sign RS256: both refused at start. */
+	{
+		char pem[8192];
+
+		other_key_pem(pem, sizeof(pem), "RSA", 1);
+		setenv("GOOGLE_APPLICATION_CREDENTIALS",
+		    write_key("service_account", pem, "http://x/token"), 1);
+		assert_null(gcs_gs_new("bkt", "", &err));
+		assert_non_null(strstr(err.msg, "not an unencrypted RSA key"));
+		other_key_pem(pem, sizeof(pem), "EC", 0);
+		setenv("GOOGLE_APPLICATION_CREDENTIALS",
+		    write_key("service_account", pem, "http://x/token"), 1);
+		assert_null(gcs_gs_new("bkt", "", &err));
+		assert_non_null(strstr(err.msg, "not an unencrypted RSA key"));
+	}
+	/* token_uri of the wrong type is no reason to use the default. */
+	snprintf(path, sizeof(path), "%s/num_uri.json", tmpdir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	{
+		json_t *j = json_pack("{ss ss ss si}", "type",
+		    "service_account", "client_email", "a@b.c", "private_key",
+		    key_pem, "token_uri", 12);
+
+		assert_int_equal(json_dumpf(j, f, 0), 0);
+		json_decref(j);
+	}
+	fclose(f);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	assert_null(gcs_gs_new("bkt", "", &err));
+	assert_non_null(strstr(err.msg, "token_uri is not a string"));
 	/* The emulator wins over credentials and turns auth off. */
 	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
 	{
@@ -491,6 +651,8 @@ main(void)
 		cmocka_unit_test_setup(test_401_drops_the_token, test_setup),
 		cmocka_unit_test_setup(test_slow_source_bounded_by_deadline,
 		    test_setup),
+		cmocka_unit_test_setup(test_token_answer_checked, test_setup),
+		cmocka_unit_test_setup(test_early_refresh_window, test_setup),
 		cmocka_unit_test_setup(test_service_account, test_setup),
 		cmocka_unit_test_setup(test_service_account_wrong_key,
 		    test_setup),
