@@ -155,17 +155,19 @@ auth_keyset *auth_jwks_keys(auth_jwks *j);
  * keys at hand: a forged token must not hold a thread that serves others.
  * Returns the keys then current (a reference, or NULL). */
 auth_keyset *auth_jwks_refetch(auth_jwks *j);
-/* Requests that waited for a fetch in auth_jwks_refetch, and the most
- * threads ever waiting at once (tests). */
-unsigned long auth_jwks_waits(auth_jwks *j);
-int auth_jwks_thread_waiters_max(auth_jwks *j);
 /* The number of keys now cached; when none, ERR says why (the last
  * fetch's error). */
 size_t auth_jwks_status(auth_jwks *j, char *err, size_t errlen);
 /* Seconds until the cached keys are fetched again (tests). */
 long auth_jwks_ttl(auth_jwks *j);
-/* Number of completed fetches, successful or not (tests). */
-unsigned long auth_jwks_fetches(auth_jwks *j);
+/* Completed fetches (successful or not), requests that waited for one
+ * in auth_jwks_refetch, and the most threads ever waiting at once
+ * (tests). */
+typedef struct auth_jwks_counters {
+	unsigned long fetches, waits;
+	int thread_waiters_max;
+} auth_jwks_counters;
+void auth_jwks_counts(auth_jwks *j, auth_jwks_counters *out);
 
 /* auth_policy.c */
 

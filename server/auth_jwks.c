@@ -451,35 +451,12 @@ auth_jwks_ttl(auth_jwks *j)
 	return left;
 }
 
-unsigned long
-auth_jwks_fetches(auth_jwks *j)
+void
+auth_jwks_counts(auth_jwks *j, auth_jwks_counters *out)
 {
-	unsigned long n;
-
 	pthread_mutex_lock(&j->mu);
-	n = j->fetches;
+	out->fetches = j->fetches;
+	out->waits = j->waits;
+	out->thread_waiters_max = j->thread_waiters_max;
 	pthread_mutex_unlock(&j->mu);
-	return n;
-}
-
-unsigned long
-auth_jwks_waits(auth_jwks *j)
-{
-	unsigned long n;
-
-	pthread_mutex_lock(&j->mu);
-	n = j->waits;
-	pthread_mutex_unlock(&j->mu);
-	return n;
-}
-
-int
-auth_jwks_thread_waiters_max(auth_jwks *j)
-{
-	int n;
-
-	pthread_mutex_lock(&j->mu);
-	n = j->thread_waiters_max;
-	pthread_mutex_unlock(&j->mu);
-	return n;
 }

@@ -563,6 +563,7 @@ test_thread_waiters_bounded(void **state)
 {
 	enum { N = AUTH_JWKS_THREAD_WAITERS + 3 };
 	char *k1 = authtest_jwk(rsa_priv, "k1"), err[200];
+	auth_jwks_counters c;
 	refetcher f[N];
 	pthread_t t[N];
 	auth_jwks *j;
@@ -595,9 +596,9 @@ test_thread_waiters_bounded(void **state)
 	pthread_mutex_unlock(&mu);
 	/* they all waited at once (a fetch hangs far longer than one wait),
 	 * but never more than the bound */
-	assert_int_equal(auth_jwks_thread_waiters_max(j),
-	    AUTH_JWKS_THREAD_WAITERS);
-	assert_int_equal(auth_jwks_waits(j), AUTH_JWKS_THREAD_WAITERS);
+	auth_jwks_counts(j, &c);
+	assert_int_equal(c.thread_waiters_max, AUTH_JWKS_THREAD_WAITERS);
+	assert_int_equal(c.waits, AUTH_JWKS_THREAD_WAITERS);
 	auth_jwks_free(j);
 	free(k1);
 }
