@@ -38,7 +38,6 @@ struct auth_jwks {
 	pthread_cond_t cv; /* CLOCK_MONOTONIC */
 	/* guarded by mu */
 	auth_keyset *keys;
-	auth_keyset *old; /* replaced by install, dropped by its caller */
 	unsigned long fetches;
 	time_t next_refresh; /* monotonic s */
 	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
@@ -127,21 +126,26 @@ auth_thread_may_wait(bool may)
 	tl_may_wait = may;
 }
 
-/* Log PROBLEM (a failed fetch, a document with nothing usable; "" once
- * fetches are fine again) unless it is what was logged last.  Called with
- * J->mu held. */
+/* What a fetch has to be logged as: PROBLEM (a failed fetch, a document
+ * with nothing usable; "" once fetches are fine again) unless it is what
+ * was logged last. */
+typedef struct jwks_note {
+	bool due;
+	char problem[200];
+	size_t nkeys;
+} jwks_note;
+
 static void
-log_problem(auth_jwks *j, const char *problem, size_t nkeys)
+note_log(const auth_jwks *j, const jwks_note *n)
 {
-	if (strcmp(problem, j->logged) == 0)
+	if (!n->due)
 		return;
-	if (problem[0] != '\0')
+	if (n->problem[0] != '\0')
 		srv_logf("WARNING", "JWKS %s: %s (%zu key%s in use)", j->url,
-		    problem, nkeys, nkeys == 1 ? "" : "s");
+		    n->problem, n->nkeys, n->nkeys == 1 ? "" : "s");
 	else
-		srv_logf("INFO", "JWKS %s: fetched, %zu key%s", j->url, nkeys,
-		    nkeys == 1 ? "" : "s");
-	snprintf(j->logged, sizeof(j->logged), "%s", problem);
+		srv_logf("INFO", "JWKS %s: fetched, %zu key%s", j->url,
+		    n->nkeys, n->nkeys == 1 ? "" : "s");
 }
 
 /* One fetch.  A new key set (perhaps empty) and *MAX_AGE, ERR saying
@@ -192,14 +196,16 @@ out:
 }
 
 /* The outcome of a fetch, with J->mu held: KS (a new set; perhaps empty)
- * replaces the keys, kept MAX_AGE s (clamped), the old set left in
- * j->old for the caller to drop outside the mutex; or, KS NULL, the keys
- * stay and the fetch is tried again in AUTH_JWKS_RETRY s.  ERR is what
- * the fetch had to say. */
-static void
+ * replaces the keys, kept MAX_AGE s (clamped); or, KS NULL, the keys stay
+ * and the fetch is tried again in AUTH_JWKS_RETRY s.  ERR is what the
+ * fetch had to say; *NOTE what to log.  Returns the replaced set, for the
+ * caller to drop (and the note to log) outside the mutex. */
+static auth_keyset *
 install(auth_jwks *j, auth_keyset *ks, long max_age, const char *err,
-    time_t now)
+    time_t now, jwks_note *note)
 {
+	auth_keyset *old = NULL;
+
 	if (ks != NULL) {
 		if (max_age < 0)
 			max_age = AUTH_JWKS_AGE_DEFAULT;
@@ -207,7 +213,7 @@ install(auth_jwks *j, auth_keyset *ks, long max_age, const char *err,
 			max_age = AUTH_JWKS_AGE_MIN;
 		if (max_age > AUTH_JWKS_AGE_MAX)
 			max_age = AUTH_JWKS_AGE_MAX;
-		j->old = j->keys;
+		old = j->keys;
 		j->keys = ks;
 		j->next_refresh = now + max_age;
 		snprintf(j->last_err, sizeof(j->last_err), "%s",
@@ -216,7 +222,11 @@ install(auth_jwks *j, auth_keyset *ks, long max_age, const char *err,
 		snprintf(j->last_err, sizeof(j->last_err), "%s", err);
 		j->next_refresh = now + AUTH_JWKS_RETRY;
 	}
-	log_problem(j, err, j->keys != NULL ? j->keys->n : 0);
+	note->due = strcmp(err, j->logged) != 0;
+	snprintf(note->problem, sizeof(note->problem), "%s", err);
+	note->nkeys = j->keys != NULL ? j->keys->n : 0;
+	snprintf(j->logged, sizeof(j->logged), "%s", err);
+	return old;
 }
 
 /* Fetches and installs; called without the mutex. */
@@ -225,18 +235,17 @@ refresh(auth_jwks *j)
 {
 	char err[200];
 	long max_age = -1;
-	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)),
-	            *old = NULL;
+	auth_keyset *ks = fetch(j->url, &max_age, err, sizeof(err)), *old;
 	time_t now = mono_now();
+	jwks_note note;
 
 	pthread_mutex_lock(&j->mu);
-	install(j, ks, max_age, err, now);
-	old = ks != NULL ? j->old : NULL;
-	j->old = NULL;
+	old = install(j, ks, max_age, err, now, &note);
 	j->fetches++;
 	pthread_cond_broadcast(&j->cv);
 	pthread_mutex_unlock(&j->mu);
 	auth_keyset_unref(old);
+	note_log(j, &note);
 }
 
 static void *
@@ -325,7 +334,11 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		long max_age = -1;
 		auth_keyset *ks = fetch(url, &max_age, err, errlen);
 
-		install(j, ks, max_age, err, mono_now());
+		jwks_note note;
+
+		(void)install(j, ks, max_age, err, mono_now(),
+		    &note); /* nothing to replace yet */
+		note_log(j, &note);
 		j->fetches = 1;
 	}
 	if (pthread_create(&j->thread, NULL, run, j) != 0) {
