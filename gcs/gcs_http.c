@@ -83,15 +83,37 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* The value of header line BUF (N bytes, its CRLF included) when it is
+ * header NAME (given with its colon), spaces and the line end trimmed,
+ * its length in *VLEN; NULL otherwise.  Most lines are dismissed at their
+ * first byte. */
+static const char *
+header_value(const char *buf, size_t n, const char *name, size_t *vlen)
+{
+	size_t k = strlen(name), i, e = n;
+
+	if (n <= k || (buf[0] | 0x20) != (name[0] | 0x20) ||
+	    strncasecmp(buf, name, k) != 0)
+		return NULL;
+	for (i = k; i < e && (buf[i] == ' ' || buf[i] == '\t'); i++)
+		;
+	while (e > i &&
+	    (buf[e - 1] == '\r' || buf[e - 1] == '\n' || buf[e - 1] == ' ' ||
+	        buf[e - 1] == '\t'))
+		e--;
+	*vlen = e - i;
+	return buf + i;
+}
+
 /* Called once per header line: only Date (and the metadata server's
- * Metadata-Flavor) matters, so every other line is dismissed at its first
- * byte. */
+ * Metadata-Flavor) matters. */
 static size_t
 on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
 	gcs_http *c = ud;
 	gcs_resp *r = c->resp;
-	size_t n = size * nitems;
+	size_t n = size * nitems, vlen;
+	const char *v;
 	int64_t t;
 
 	/* The empty line that ends a header block, or the status line that
@@ -101,24 +123,13 @@ on_header(char *buf, size_t size, size_t nitems, void *ud)
 		c->head_done = 1;
 	else if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0)
 		c->head_done = 0;
-	if (n > 5 && (buf[0] == 'D' || buf[0] == 'd') &&
-	    strncasecmp(buf, "Date:", 5) == 0) {
-		t = gcs_parse_http_date(buf + 5, n - 5);
+	if ((v = header_value(buf, n, "Date:", &vlen)) != NULL) {
+		t = gcs_parse_http_date(v, vlen);
 		if (t > 0)
 			r->date_ms = t;
-	} else if (n > 16 && (buf[0] == 'M' || buf[0] == 'm') &&
-	    strncasecmp(buf, "Metadata-Flavor:", 16) == 0) {
-		size_t i = 16, e = n;
-
-		while (i < e && (buf[i] == ' ' || buf[i] == '\t'))
-			i++;
-		while (e > i &&
-		    (buf[e - 1] == '\r' || buf[e - 1] == '\n' ||
-		        buf[e - 1] == ' ' || buf[e - 1] == '\t'))
-			e--;
-		r->metadata_flavor =
-		    e - i == 6 && strncmp(buf + i, "Google", 6) == 0;
-	}
+	} else if ((v = header_value(buf, n, "Metadata-Flavor:", &vlen)) !=
+	    NULL)
+		r->metadata_flavor = vlen == 6 && strncmp(v, "Google", 6) == 0;
 	return n;
 }
 

@@ -462,7 +462,8 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		now = gcs_mono_ms();
-		if (t->token[0] != '\0' && now < t->refresh_ms) {
+		valid = t->token[0] != '\0' && now < t->expires_ms;
+		if (valid && now < t->refresh_ms) {
 			rc = copy_token(t, out, outsz, err);
 			goto out;
 		}
@@ -470,7 +471,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 			/* Someone else is fetching: a still-valid token will
 			 * do; otherwise wait for that fetch, within our own
 			 * deadline. */
-			if (t->token[0] != '\0' && now < t->expires_ms) {
+			if (valid) {
 				rc = copy_token(t, out, outsz, err);
 				goto out;
 			}
@@ -510,7 +511,6 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 			}
 			continue;
 		}
-		valid = t->token[0] != '\0' && now < t->expires_ms;
 		if (!t->last_ok && t->last_fail_ms != 0 &&
 		    now - t->last_fail_ms < (valid ? GCS_TOKEN_EARLY_RETRY_MS
 		                                   : GCS_TOKEN_FAIL_HOLD_MS)) {
