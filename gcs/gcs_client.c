@@ -486,7 +486,8 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	gcs_status st;
 	gs_hdrs hl;
 	gcs_http *h;
-	int rc, sent, tries = 0, reached = 0;
+	uint64_t serial = 0;
+	int rc, sent, tries = 0, reached = 0, reauthed = 0;
 
 	deadline = gcs_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
@@ -509,7 +510,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		if (g->tok != NULL) {
 			memset(&terr, 0, sizeof(terr));
 			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
-			        &terr) != GCS_OK)
+			        &serial, &terr) != GCS_OK)
 				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
 				    terr.msg);
 			/* fits: AUTH_HDR_MAX has room for any token */
@@ -554,8 +555,20 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			}
 			return GCS_OK;
 		}
-		if (sent == 0 && resp->status == 401 && g->tok != NULL)
-			gcs_token_invalidate(g->tok);
+		if (sent == 0 && resp->status == 401 && g->tok != NULL) {
+			/* The token was refused (revoked, or expired before
+			 * its expires_in): a 401 applies nothing, so one more
+			 * try with a new token, at once, if it still fits. */
+			gcs_token_invalidate(g->tok, serial);
+			deadline = give_up_by(deadline);
+			if (!reauthed &&
+			    gcs_mono_ms() + try_min(g) <= deadline) {
+				reauthed = 1;
+				gcs_resp_clear(resp);
+				gcs_stat_retry();
+				continue;
+			}
+		}
 		/* Every request we send is a read or carries a precondition,
 		 * so each may be retried (facts §1). */
 		rc = sent == 0 ? (int)resp->status : 0;

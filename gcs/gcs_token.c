@@ -47,6 +47,7 @@ struct gcs_token_src {
 	int64_t last_fail_ms; /* mono time of the last failed fetch */
 	char last_msg[GCS_ERRMSG_MAX];
 	char token[GCS_TOKEN_MAX]; /* "" when none */
+	uint64_t serial;           /* of token: bumped with each new one */
 	int64_t expires_ms;        /* mono time the token expires */
 	int64_t refresh_ms;        /* mono time to refresh from */
 };
@@ -450,7 +451,7 @@ copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
 
 int
 gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
-    gcs_err *err)
+    uint64_t *serial, gcs_err *err)
 {
 	char tok[GCS_TOKEN_MAX];
 	int64_t now, life = 0, early;
@@ -547,6 +548,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 		if (early > GCS_TOKEN_EARLY_MS)
 			early = GCS_TOKEN_EARLY_MS;
 		memcpy(t->token, tok, sizeof(t->token));
+		t->serial++;
 		t->expires_ms = now + life; /* life <= 1 day: no overflow */
 		t->refresh_ms = now + life - early;
 		t->last_fail_ms = 0;
@@ -560,6 +562,8 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	}
 	pthread_cond_broadcast(&t->cv);
 out:
+	if (rc == GCS_OK)
+		*serial = t->serial;
 	pthread_mutex_unlock(&t->mu);
 	if (fetched) /* the usual path never touches TOK: no 4 KiB wipe */
 		gcs_wipe(tok, sizeof(tok));
@@ -567,10 +571,12 @@ out:
 }
 
 void
-gcs_token_invalidate(gcs_token_src *t)
+gcs_token_invalidate(gcs_token_src *t, uint64_t serial)
 {
 	pthread_mutex_lock(&t->mu);
-	gcs_wipe(t->token, sizeof(t->token));
-	t->expires_ms = t->refresh_ms = 0;
+	if (t->serial == serial && t->token[0] != '\0') {
+		gcs_wipe(t->token, sizeof(t->token));
+		t->expires_ms = t->refresh_ms = 0;
+	}
 	pthread_mutex_unlock(&t->mu);
 }

@@ -49,14 +49,17 @@ typedef struct gcs_token_src gcs_token_src;
 gcs_token_src *gcs_token_src_new(gcs_err *err);
 
 /* Copy a valid access token into OUT (OUTSZ bytes; the caller wipes it after
- * use).  Fetches one when none is cached or it is due for refresh, waiting
- * for another thread's fetch at most until DEADLINE_MS (gcs_mono_ms clock).
- * GCS_OK, or GCS_UNAVAILABLE with a message naming the source. */
+ * use) and its serial number into *SERIAL.  Fetches one when none is cached
+ * or it is due for refresh, waiting for another thread's fetch at most until
+ * DEADLINE_MS (gcs_mono_ms clock).  GCS_OK, or GCS_UNAVAILABLE with a
+ * message naming the source. */
 int gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out,
-    size_t outsz, gcs_err *err);
+    size_t outsz, uint64_t *serial, gcs_err *err);
 
-/* Forget the cached token (after a 401), so the next call fetches anew. */
-void gcs_token_invalidate(gcs_token_src *t);
+/* The storage refused the token numbered SERIAL (a 401: revoked, or expired
+ * early): forget it, so the next call fetches anew.  A newer token, which
+ * another thread fetched after its own 401, is kept. */
+void gcs_token_invalidate(gcs_token_src *t, uint64_t serial);
 
 /* "service_account" or "metadata_server"; borrowed. */
 const char *gcs_token_src_kind(const gcs_token_src *t);

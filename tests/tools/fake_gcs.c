@@ -39,6 +39,8 @@
  *                &require_auth=0|1
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
+ *   /_fake/revoke     every token issued so far stops working (401 with
+ *                     --require-auth), as a revoked credential's do
  *   /_fake/stats      {"ops":{"insert":n,...},"writes":n,"reads":n,
  *                      "tokens_issued":n,"objects":n,"connections":n,
  *                      "latency_peak":n (most requests held at once by
@@ -1598,6 +1600,12 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 		return send_json(c, 200, requests_json());
 	if (strcmp(path, "/_fake/reset") == 0) {
 		reset_all();
+		return send_raw(c, 200, "text/plain", "ok\n");
+	}
+	if (strcmp(path, "/_fake/revoke") == 0) {
+		pthread_mutex_lock(&G.mu);
+		G.ntokens = 0; /* tokens_issued still counts them */
+		pthread_mutex_unlock(&G.mu);
 		return send_raw(c, 200, "text/plain", "ok\n");
 	}
 	if (strcmp(path, "/_fake/clear-faults") == 0) {

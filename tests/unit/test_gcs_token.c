@@ -260,6 +260,8 @@ test_metadata_failures(void **state)
 	gcs_store_free(s);
 }
 
+/* A 401 drops the token and the request is tried once more, at once,
+ * with a new one; a second 401 is the caller's GCS_DENIED. */
 static void
 test_401_drops_the_token(void **state)
 {
@@ -273,8 +275,64 @@ test_401_drops_the_token(void **state)
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/fault?op=get&kind=401",
 	                     NULL),
 	    200);
+	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_NOT_FOUND);
+	assert_int_equal(err.attempts, 2);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
+	assert_string_equal(last_auth(), "Bearer ya29.fake-2");
+
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/fault?op=get&kind=401&count=2", NULL),
+	    200);
 	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_DENIED);
-	assert_int_equal(err.attempts, 1);
+	assert_int_equal(err.attempts, 2);
+	assert_int_equal(err.http_status, 401);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 3);
+	get_absent(s, GCS_NOT_FOUND);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 4);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 6);
+	gcs_store_free(s);
+}
+
+/* A token revoked before its expires_in: the requests that carried it,
+ * THREADS at once, are answered 401 and each tried again with the one new
+ * token the first of them fetched; a later 401 to the old token does not
+ * throw the new one away. */
+static void
+test_revoked_token_replaced_once(void **state)
+{
+	pthread_t th[THREADS];
+	gcs_store *s;
+	char ctl[128];
+	void *rc;
+	int i;
+
+	(void)state;
+	s = open_store();
+	get_absent(s, GCS_NOT_FOUND);
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 1);
+	/* Every get is held, then checked for its token: all of them were
+	 * sent with the token revoked meanwhile.  Half are answered 300 ms
+	 * later than the others, once the new token is in hand. */
+	snprintf(ctl, sizeof(ctl),
+	    "/_fake/fault?op=get&kind=latency&ms=300&count=%d", THREADS / 2);
+	assert_int_equal(fake_gcs_ctl(&fake, ctl, NULL), 200);
+	snprintf(ctl, sizeof(ctl),
+	    "/_fake/fault?op=get&kind=latency&ms=600&count=%d",
+	    THREADS - THREADS / 2);
+	assert_int_equal(fake_gcs_ctl(&fake, ctl, NULL), 200);
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, getter, s), 0);
+	for (i = 0; i < 100 && fake_gcs_count(&fake, "get") < 1 + THREADS;
+	     i++)
+		usleep(10000);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 1 + THREADS);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/revoke", NULL), 200);
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(th[i], &rc);
+		assert_int_equal((intptr_t)rc, GCS_NOT_FOUND);
+	}
+	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 1 + 2 * THREADS);
 	get_absent(s, GCS_NOT_FOUND);
 	assert_int_equal(fake_gcs_count(&fake, "metadata"), 2);
 	gcs_store_free(s);
@@ -649,6 +707,8 @@ main(void)
 		cmocka_unit_test_setup(test_one_fetch_at_a_time, test_setup),
 		cmocka_unit_test_setup(test_metadata_failures, test_setup),
 		cmocka_unit_test_setup(test_401_drops_the_token, test_setup),
+		cmocka_unit_test_setup(test_revoked_token_replaced_once,
+		    test_setup),
 		cmocka_unit_test_setup(test_slow_source_bounded_by_deadline,
 		    test_setup),
 		cmocka_unit_test_setup(test_token_answer_checked, test_setup),
