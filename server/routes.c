@@ -282,6 +282,7 @@ static int
 lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
     enum MHD_Result *mr)
 {
+	char why[200];
 	api_err err;
 	long ttl = 0;
 	int have;
@@ -290,7 +291,10 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 	memset(&err, 0, sizeof(err));
 	api_copy(q->name, sizeof(q->name), name);
 	api_copy(q->owner, sizeof(q->owner), r->id.owner);
-	q->admin = r->id.admin;
+	/* Who may refresh or release another owner's lease: an admin, as
+	 * the policy says when there is one (the claim alone is not). */
+	q->admin = auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, name, why,
+	    sizeof(why)) != 0;
 	have = params_str(&r->params, "lease_id", q->lease_id,
 	    sizeof(q->lease_id), &err);
 	if (have < 0 ||
@@ -525,6 +529,7 @@ do_list(srv_req *r)
 static enum MHD_Result
 do_whoami(srv_req *r)
 {
+	char why[200];
 	enum MHD_Result mr;
 	const char *h;
 
@@ -538,9 +543,13 @@ do_whoami(srv_req *r)
 		        "public_read", 1));
 	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
+	/* admin: may force-release some lock (with a policy, the policy's
+	 * admin action; the claim alone is not). */
 	return http_json(r, 200,
 	    json_pack("{s:s, s:b, s:b}", "owner", r->id.owner, "admin",
-	        r->id.admin, "public_read", r->srv->cfg->public_read));
+	        auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, NULL, why,
+	            sizeof(why)),
+	        "public_read", r->srv->cfg->public_read));
 }
 
 static enum MHD_Result

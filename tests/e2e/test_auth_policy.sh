@@ -27,6 +27,9 @@ MAIN="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/ma
 FEAT="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/feat\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\",\"exp\":$exp}")"
 EVIL="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:evil/app\",\"repository_owner\":\"evil\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
 OPS="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-carol\",\"admin\":true,\"exp\":$exp}")"
+# acme's main branch too, so it may acquire prod/, and "admin": true, which
+# under a policy is only a claim: the ops rule does not match its sub.
+MAINADM="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/tools:ref:refs/heads/main\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
 
 post() { # HEADER PATH -> code, body in $out
 	lg_curl -o "$out" -w '%{http_code}' -X POST -H "$1" "$LG_URL/v1/locks/$2"
@@ -47,6 +50,22 @@ lg_eq "$(get "$FEAT" 'prod/eu/deploy')" 200 "acme may read"
 lg_eq "$(get "$EVIL" 'prod/eu/deploy')" 403 "another org may not read"
 lg_eq "$(post "$EVIL" 'prod/eu/deploy:forceRelease')" 403 "admin:true from another org is not admin"
 lg_eq "$(post "$MAIN" 'prod/eu/deploy:forceRelease')" 403 "forceRelease needs the admin action"
+
+# Under a policy the "admin" claim counts for nothing by itself: not to
+# refresh or release another owner's lease, not in whoami; the policy's
+# admin action does both.
+lg_eq "$(post "$MAINADM" "prod/eu/deploy:refresh?lease_id=$LEASE&ttl=3600")" 403 "admin claim without the policy's admin refreshes another's lease"
+lg_eq "$(post "$MAINADM" "prod/eu/deploy:release?lease_id=$LEASE")" 403 "admin claim without the policy's admin releases another's lease"
+lg_eq "$(get "$MAIN" 'prod/eu/deploy')" 200 "the lease is still there"
+lg_eq "$(lg_json ttl <"$out")" 60 "and still has its own ttl"
+whoami() { lg_curl -o "$out" -w '%{http_code}' -H "$1" "$LG_URL/v1/whoami"; }
+lg_eq "$(whoami "$MAINADM")" 200 "whoami, admin claim only"
+lg_eq "$(lg_json admin <"$out")" false "whoami: the claim alone is not admin"
+lg_eq "$(whoami "$OPS")" 200 "whoami, the policy's admin"
+lg_eq "$(lg_json admin <"$out")" true "whoami: the policy's admin"
+lg_eq "$(post "$MAIN" 'prod/eu/held:acquire?ttl=60')" 200 "main acquires prod/eu/held"
+HELD=$(lg_json lease_id <"$out")
+lg_eq "$(post "$OPS" "prod/eu/held:release?lease_id=$HELD")" 204 "the policy's admin releases another's lease"
 
 # Reload: a new policy takes effect on SIGHUP.
 cat >"$POL" <<'JSON'
