@@ -299,6 +299,17 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 	}
 	if (cfg->threads == 0)
 		cfg->threads = SRV_THREADS_BLOCKING;
+	if (cfg->auth.jwks_url != NULL && cfg->auth.policy_file == NULL) {
+		/* GitHub, GitLab and Google sign a token with any audience
+		 * for anyone who asks: without a policy every repository or
+		 * account in the world could take and read every lock. */
+		snprintf(err, errlen,
+		    "--jwks-url/LOCKGATE_JWKS_URL needs --policy/"
+		    "LOCKGATE_POLICY: an OIDC issuer signs tokens for anyone "
+		    "who asks, with any audience, and the policy says whose "
+		    "count (docs/identity.md)");
+		return -1;
+	}
 	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
 		snprintf(err, errlen,
 		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "

@@ -23,8 +23,15 @@ while [ ! -s "$LG_TMP/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); do
 JWKS=http://127.0.0.1:$(cat "$LG_TMP/port")/jwks
 ISS=https://token.actions.githubusercontent.com
 AUD=https://github.com/acme
+# The issuer signs for any repository that asks: the policy says whose
+# tokens count (lockgate refuses a JWKS without one).
+cat >"$LG_TMP/policy.json" <<'JSON'
+{"rules": [{"name": "acme's repositories", "match": {"repository": "acme/*"},
+            "locks": ["**"], "actions": ["read", "acquire"]}]}
+JSON
 lg_start --jwks-url "$JWKS" --jwt-issuer "$ISS" --jwt-audience "$AUD" \
-    --owner-claim repository --display-claims run_id,actor
+    --owner-claim repository --display-claims run_id,actor \
+    --policy "$LG_TMP/policy.json"
 out=$LG_TMP/out
 now=$(date +%s)
 claims="\"sub\":\"repo:acme/app:ref:refs/heads/main\",\"repository\":\"acme/app\",\"run_id\":\"22259804324\",\"actor\":\"octocat\",\"iss\":\"$ISS\",\"aud\":\"$AUD\",\"nbf\":$((now - 300)),\"iat\":$now,\"exp\":$((now + 600))"
@@ -40,6 +47,9 @@ lg_eq "$(try "$K" k1 a)" 200 "k1 token"
 lg_eq "$(lg_json owner <"$out")" acme/app "owner from --owner-claim repository"
 lg_eq "$(lg_json claims.actor <"$out")" octocat "display claim"
 lg_eq "$(fetches)" 1 "known kid: no fetch"
+t=$($FJ sign "$K" k1 "{$(echo "$claims" | sed 's|acme/app|stranger/app|g')}") || lg_fail "sign k1"
+lg_eq "$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "Authorization: Bearer $t" \
+    "$LG_URL/v1/locks/a2:acquire?ttl=30")" 403 "the issuer's token for another repository"
 
 # Rotation: k2 is published; the first token with it makes one fetch.
 cp "$LG_TMP/later/k2.jwk" "$K/"

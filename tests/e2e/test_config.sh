@@ -133,7 +133,14 @@ refuse 'LOCKGATE_JWT_PUBLIC_KEYS|--jwt-public-keys' 'no such file' \
     LOCKGATE_JWT_PUBLIC_KEYS="$TMP/missing.pem" --
 refuse 'LOCKGATE_POLICY|--policy' 'no such file' \
     LOCKGATE_POLICY="$TMP/missing.json" --
-refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'https://' LOCKGATE_JWKS_URL=notaurl --
+printf '%s\n' '{"rules": [{"name": "acme", "match": {"repository_owner": "acme"}, "locks": ["**"], "actions": ["read", "acquire"]}]}' >"$TMP/policy.json"
+refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'https://' LOCKGATE_JWKS_URL=notaurl \
+    LOCKGATE_POLICY="$TMP/policy.json" --
+# An OIDC issuer signs for anyone: its keys without a policy are refused.
+refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'needs --policy' \
+    LOCKGATE_JWKS_URL=https://token.actions.githubusercontent.com/.well-known/jwks --
+refuse '--jwks-url' 'needs --policy' -- \
+    --jwks-url https://gitlab.com/oauth/discovery/keys
 # Command line.
 refuse --bogus 'unknown option' -- --bogus
 refuse stray 'unexpected argument' -- stray

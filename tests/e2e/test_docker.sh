@@ -70,7 +70,7 @@ dpkg-query -W -f='${Package}\t${Depends}\t${Pre-Depends}\t${Provides}\n' \
     >"$TMP/db"
 
 python3 - "$DF" "$CR" "$TMP/pkgs" "$TMP/direct" "$TMP/db" <<'PY'
-import re, sys
+import os, re, sys
 
 df_path, cr_path, pkgs_path, direct_path, db_path = sys.argv[1:6]
 fails = []
@@ -258,6 +258,17 @@ if not re.search(r"name:\s*GOOGLE_CLOUD_PROJECT\s*\n\s*value:\s*\S+", cr):
     fail("cloudrun.yaml: GOOGLE_CLOUD_PROJECT unset: log lines lose their trace")
 if not re.search(r"name:\s*LOCKGATE_STORE\s*\n\s*value:\s*gs://", cr):
     fail("cloudrun.yaml: LOCKGATE_STORE is not a gs:// URL")
+# lockgate refuses a JWKS without a policy, and the policy file must be
+# mounted where LOCKGATE_POLICY points.
+if re.search(r"name:\s*LOCKGATE_JWKS_URL\s*$", cr, re.M):
+    m = re.search(r"name:\s*LOCKGATE_POLICY\s*\n\s*value:\s*(\S+)", cr)
+    mounts = re.findall(r"mountPath:\s*(\S+)", cr)
+    if not m:
+        fail("cloudrun.yaml: LOCKGATE_JWKS_URL without LOCKGATE_POLICY "
+             "(lockgate would refuse to start)")
+    elif os.path.dirname(m.group(1)) not in mounts:
+        fail("cloudrun.yaml: LOCKGATE_POLICY %s is in no mounted volume"
+             % m.group(1))
 
 if fails:
     print("\n".join("FAIL: " + f for f in fails))
