@@ -1179,6 +1179,31 @@ auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
 	return ok;
 }
 
+int
+auth_still_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
+    const char *name, api_err *err)
+{
+	claim_times t = times_of(id->claims);
+	auth_refusal why;
+	char msg[200];
+
+	memset(&why, 0, sizeof(why));
+	memset(err, 0, sizeof(*err));
+	if (check_times(a, &t, &why) != 0) {
+		api_fail(err, API_UNAUTHORIZED, "%s", why.message);
+		err->reason = why.reason;
+		return API_UNAUTHORIZED;
+	}
+	msg[0] = '\0';
+	if (!auth_allowed(a, id, action, name, msg, sizeof(msg))) {
+		api_fail(err, API_FORBIDDEN, "%s",
+		    msg[0] ? msg : "this token may not do that");
+		err->reason = "forbidden";
+		return API_FORBIDDEN;
+	}
+	return API_OK;
+}
+
 /* An HS256 token over the claims object CLAIMS (borrowed). */
 static char *
 mint(const unsigned char *secret, size_t len, const json_t *claims)

@@ -102,6 +102,14 @@ void auth_thread_may_wait(bool may);
 int auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
     const char *name, char *why, size_t whylen);
 
+/* Whether ID, verified when its request arrived, may still take ACTION on
+ * NAME now (a waiting acquire, before it is granted): its token has not
+ * expired or grown too old since, and the policy, as reloaded since,
+ * still allows it.  API_OK, or API_UNAUTHORIZED / API_FORBIDDEN with ERR
+ * filled as the request's answer. */
+int auth_still_allowed(auth_ctx *a, const auth_identity *id,
+    auth_action action, const char *name, api_err *err);
+
 /* An HS256 token for SUB valid TTL seconds, with "admin": true when ADMIN.
  * New string (free()), NULL on failure. */
 char *auth_mint_hs256(const char *secret, size_t secret_len, const char *sub,

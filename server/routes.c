@@ -161,6 +161,15 @@ routes_finish_wait(srv_req *r)
 	return http_error(r, &w->err, w->rc == API_LOCKED ? &w->lock : NULL);
 }
 
+static int
+wait_allowed(srv_waiter *w, api_err *err)
+{
+	srv_req *r = w->ctx;
+
+	return auth_still_allowed(r->srv->auth, &r->id, AUTH_ACQUIRE,
+	    w->req->name, err);
+}
+
 /* Suspend R until the lock is granted, the wait runs out or we stop.  RC
  * and ERR (the holder, HOLDER, may be NULL) are the answer if it runs out
  * with nothing learnt since. */
@@ -172,6 +181,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 
 	w->req = &r->acq;
 	w->done = wait_done;
+	w->allowed = wait_allowed;
 	w->ctx = r;
 	ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

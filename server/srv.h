@@ -140,6 +140,9 @@ struct srv_waiter {
 	srv_waiter *next;           /* queue of its lock, FIFO */
 	const api_acquire_req *req; /* borrowed from the request */
 	srv_wait_done_fn done;      /* called once, no lock held */
+	/* Asked before each try to take the lock: API_OK, or the code (and
+	 * ERR) to end the wait with, the caller no longer being allowed. */
+	int (*allowed)(srv_waiter *w, api_err *err);
 	void *ctx;
 	int fd;              /* the client's socket, for hang-ups */
 	int64_t start_ms;    /* monotonic */

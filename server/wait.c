@@ -194,7 +194,9 @@ note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
 
 /*
  * One poll for the head waiter W of a lock, made without the mutex.
- * Returns the api code: API_OK = W was granted (w->lock is the lease).
+ * Returns the api code: API_OK = W was granted (w->lock is the lease);
+ * -1 = the client left; -2 = the caller may no longer take the lock
+ * (w->rc and w->err say why).
  */
 static int
 poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
@@ -235,6 +237,14 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 	}
 	if (hung_up(w->fd))
 		return -1; /* do not take a lock nobody will be told of */
+	/* Nor one its caller may no longer take: the token expired during
+	 * the wait, or a reloaded policy withdrew the right. */
+	if (w->allowed != NULL && (rc = w->allowed(w, &err)) != API_OK) {
+		api_lock_clear(&w->lock);
+		w->rc = rc;
+		w->err = err;
+		return -2;
+	}
 	rc = api_acquire(ws->svc, w->req, &seen, &err);
 	if (rc == API_OK || rc == API_LOCKED) {
 		if (rc == API_LOCKED)
@@ -313,12 +323,13 @@ poller(void *arg)
 			pthread_mutex_lock(&ws->mu);
 			l->busy = false;
 			now = srv_mono_ms();
-			if (rc == API_OK || rc == -1 || ws->refusing) {
+			if (rc == API_OK || rc == -1 || rc == -2 ||
+			    ws->refusing) {
 				dequeue(l, w);
 				ws->nwaiters--;
 				if (rc == -1)
 					w->hung_up = true;
-				else if (rc != API_OK)
+				else if (rc != API_OK && rc != -2)
 					w->rc = API_SHUTTING_DOWN;
 				w->next = fin;
 				fin = w;

@@ -160,6 +160,56 @@ for public in false true; do
 	grep -qF "$PUB_LEASE" "$LG_LOG" && lg_fail "a lease_id reached the log"
 done
 
+# A waiting acquire is allowed again when it would be granted, not only
+# when it arrived: a policy reloaded meanwhile, or a token that expired
+# meanwhile, ends the wait with 403 or 401 and the lock stays free.
+cat >"$POL" <<'JSON'
+{"rules": [{"name": "team", "match": {"sub": ["alice", "bob", "dave"]},
+            "locks": ["w/**"], "actions": ["acquire"]}]}
+JSON
+lg_start --policy "$POL" --jwt-leeway 0
+ALICE="Authorization: Bearer $(lg_token alice)"
+BOB="Authorization: Bearer $(lg_token bob)"
+now=$(date +%s)
+DAVE="Authorization: Bearer $(lg_jwt "{\"sub\":\"dave\",\"exp\":$((now + 3))}")"
+lg_eq "$(post "$ALICE" 'w/one:acquire?ttl=60')" 200 "alice holds w/one"
+L1=$(lg_json lease_id <"$out")
+lg_eq "$(post "$ALICE" 'w/two:acquire?ttl=60')" 200 "alice holds w/two"
+L2=$(lg_json lease_id <"$out")
+curl -sS --max-time 30 -o "$LG_TMP/bob" -w '%{http_code}' -X POST -H "$BOB" \
+    "$LG_URL/v1/locks/w/one:acquire?ttl=600&wait=20" >"$LG_TMP/bob.code" &
+bobpid=$!
+curl -sS --max-time 30 -o "$LG_TMP/dave" -w '%{http_code}' -X POST -H "$DAVE" \
+    "$LG_URL/v1/locks/w/two:acquire?ttl=600&wait=20" >"$LG_TMP/dave.code" &
+davepid=$!
+sleep 0.5
+cat >"$POL" <<'JSON'
+{"rules": [{"name": "team", "match": {"sub": ["alice", "dave"]},
+            "locks": ["w/**"], "actions": ["acquire"]}]}
+JSON
+kill -HUP "$LG_PID"
+i=0
+while [ $i -lt 100 ]; do
+	grep -q 'reloaded keys and policy' "$LG_LOG" && break
+	sleep 0.05
+	i=$((i + 1))
+done
+lg_eq "$(post "$BOB" 'w/three:acquire')" 403 "bob is out of the reloaded policy"
+lg_eq "$(post "$ALICE" "w/one:release?lease_id=$L1")" 204 "alice releases w/one"
+wait $bobpid
+lg_eq "$(cat "$LG_TMP/bob.code")" 403 "bob's wait, begun under the old policy"
+lg_eq "$(lg_json error.code <"$LG_TMP/bob")" forbidden "bob's wait: 403 code"
+lg_eq "$(get "$ALICE" 'w/one')" 404 "w/one is free, not granted to bob"
+# dave's token runs out (exp + leeway 0) before w/two is released.
+while [ "$(date +%s)" -le $((now + 3)) ]; do sleep 0.2; done
+sleep 1
+lg_eq "$(post "$ALICE" "w/two:release?lease_id=$L2")" 204 "alice releases w/two"
+wait $davepid
+lg_eq "$(cat "$LG_TMP/dave.code")" 401 "dave's wait outlived his token"
+lg_eq "$(lg_json error.code <"$LG_TMP/dave")" token_expired "dave's wait: 401 code"
+lg_eq "$(get "$ALICE" 'w/two')" 404 "w/two is free, not granted to dave"
+lg_stop
+
 # --check refuses a broken policy and says why.
 echo '{"rules": [{"locks": ["a"], "actions": ["write"]}]}' >"$POL"
 LOCKGATE_JWT_SECRET=$LG_SECRET build/lockgate --check --store mem:// --policy "$POL" \
