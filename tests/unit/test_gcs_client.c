@@ -1038,10 +1038,12 @@ canned_main(void *arg)
 		/* The request: whatever arrives within a moment. */
 		while (poll(&p, 1, 50) > 0 && recv(fd, buf, sizeof(buf), 0) > 0)
 			;
+		/* Counted before the answer goes out: the client may look
+		 * at the count as soon as it has read the answer. */
+		__atomic_add_fetch(&c->served, 1, __ATOMIC_SEQ_CST);
 		if (send(fd, c->answer, strlen(c->answer), MSG_NOSIGNAL) < 0)
 			fail_msg("canned send");
 		close(fd);
-		__atomic_add_fetch(&c->served, 1, __ATOMIC_SEQ_CST);
 	}
 	return NULL;
 }
