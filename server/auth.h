@@ -107,8 +107,8 @@ int auth_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
  * expired or grown too old since, and the policy, as reloaded since,
  * still allows it.  API_OK, or API_UNAUTHORIZED / API_FORBIDDEN with ERR
  * filled as the request's answer. */
-int auth_still_allowed(auth_ctx *a, const auth_identity *id,
-    auth_action action, const char *name, api_err *err);
+int auth_still_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
+    const char *name, api_err *err);
 
 /* An HS256 token for SUB valid TTL seconds, with "admin": true when ADMIN.
  * New string (free()), NULL on failure. */

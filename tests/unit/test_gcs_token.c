@@ -322,8 +322,7 @@ test_revoked_token_replaced_once(void **state)
 	assert_int_equal(fake_gcs_ctl(&fake, ctl, NULL), 200);
 	for (i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, getter, s), 0);
-	for (i = 0; i < 100 && fake_gcs_count(&fake, "get") < 1 + THREADS;
-	     i++)
+	for (i = 0; i < 100 && fake_gcs_count(&fake, "get") < 1 + THREADS; i++)
 		usleep(10000);
 	assert_int_equal(fake_gcs_count(&fake, "get"), 1 + THREADS);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/revoke", NULL), 200);
