@@ -44,6 +44,10 @@
 #define API_EXPECTED_MAX      (30 * 86400)
 #define API_PAGE_SIZE_DEFAULT 100
 #define API_PAGE_SIZE_MAX     1000
+/* Store pages one list request reads at most, looking for locks its caller
+ * may see (only a policy hides any): past that, the request ends early
+ * with the page it has, or fails when it has seen none at all. */
+#define API_LIST_SCAN_PAGES   20
 #define API_ACQUIRE_LOOPS     6     /* insert/read/takeover rounds */
 #define API_WRITE_LOOPS       4     /* refresh/release re-read rounds */
 #define API_EXPIRY_MARGIN_MS  1000  /* store time resolution */
@@ -121,9 +125,15 @@ typedef struct api_lease_req {
 
 typedef struct api_list_req {
 	char prefix[API_NAME_MAX + 1];
-	char page_token[GCS_PAGE_TOKEN_MAX + 1];
+	/* The last name of the previous page (next_page_token), or "". */
+	char page_token[API_NAME_MAX + 1];
 	int page_size;
 	bool include_expired;
+	/* Whether the caller may see the lock NAME; NULL: every lock.  Locks
+	 * it may not see are left out, and next_page_token never names one
+	 * (it names the last lock of the page the caller may see). */
+	bool (*visible)(void *ctx, const char *name);
+	void *visible_ctx;
 } api_list_req;
 
 typedef struct api_list_res {

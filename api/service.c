@@ -567,42 +567,109 @@ api_list_res_clear(api_list_res *res)
 	memset(res, 0, sizeof(*res));
 }
 
+/* Append the store's entry E to OUT unless it is expired and REQ did not
+ * ask for those. */
+static void
+list_take(const api_list_req *req, const gcs_entry *e, api_list_res *out)
+{
+	api_lock *l = &out->locks[out->n];
+
+	lease_read(e->name, &e->obj, false, l);
+	if (l->expired && !req->include_expired) {
+		api_lock_clear(l);
+		return;
+	}
+	out->n++;
+}
+
+/*
+ * A page of up to page_size locks the caller may see, read from as many
+ * store pages as that takes (at most API_LIST_SCAN_PAGES).  The page token
+ * handed out is the name of the last lock scanned that the caller may see,
+ * so it never names one it may not; the store's own tokens stay inside
+ * one request (a gs:// token encodes the object name it stopped at).
+ */
 int
 api_list(api_service *svc, const api_list_req *req, api_list_res *out,
     api_err *err)
 {
+	char seen[API_NAME_MAX + 1], *token = NULL;
 	gcs_page page;
 	gcs_err ge;
 	size_t i;
-	int rc;
+	int rc, pages, more = 0;
 
 	memset(out, 0, sizeof(*out));
 	memset(err, 0, sizeof(*err));
-	rc = gcs_list(svc->store, req->prefix, req->page_size,
-	    req->page_token[0] ? req->page_token : NULL, &page, &ge);
-	if (rc == GCS_INVALID && req->page_token[0] != '\0')
-		return api_fail(err, API_BAD_REQUEST,
-		    "the page_token is not one this server handed out");
-	if (rc != GCS_OK)
-		return store_fail(err, &ge);
-	out->locks = calloc(page.n ? page.n : 1, sizeof(*out->locks));
-	if (out->locks == NULL) {
+	api_copy(seen, sizeof(seen), req->page_token);
+	out->locks = calloc((size_t)req->page_size, sizeof(*out->locks));
+	if (out->locks == NULL)
+		return api_fail(err, API_INTERNAL, "out of memory");
+	for (pages = 0;; pages++) {
+		if (pages == API_LIST_SCAN_PAGES) {
+			more = 1;
+			break;
+		}
+		/* The first store page is the page asked for and one more
+		 * lock, which tells whether another page follows (and makes
+		 * up for a store that counts the name it starts after, as
+		 * gs:// does); later ones, only needed when the caller may
+		 * not see some locks or some expired, are as large as the
+		 * store allows. */
+		if (token != NULL)
+			rc = gcs_list(svc->store, req->prefix,
+			    GCS_LIST_PAGE_MAX, token, &page, &ge);
+		else
+			rc = gcs_list_after(svc->store, req->prefix,
+			    req->page_size < GCS_LIST_PAGE_MAX
+			        ? req->page_size + 1
+			        : GCS_LIST_PAGE_MAX,
+			    seen[0] ? seen : NULL, &page, &ge);
+		free(token);
+		token = NULL;
+		if (rc != GCS_OK) {
+			api_list_res_clear(out);
+			return store_fail(err, &ge);
+		}
+		out->now_ms = page.now_ms;
+		for (i = 0; i < page.n && !more; i++) {
+			const gcs_entry *e = &page.items[i];
+
+			if (out->n == (size_t)req->page_size)
+				more = 1; /* E follows a full page */
+			else if (req->visible == NULL ||
+			    req->visible(req->visible_ctx, e->name)) {
+				api_copy(seen, sizeof(seen), e->name);
+				list_take(req, e, out);
+			}
+		}
+		token = page.next_token;
+		page.next_token = NULL;
 		gcs_page_clear(&page);
+		if (more || token == NULL)
+			break;
+		if (out->n == (size_t)req->page_size) {
+			more = 1;
+			break;
+		}
+	}
+	free(token);
+	if (!more)
+		return API_OK;
+	if (seen[0] == '\0' || strcmp(seen, req->page_token) == 0) {
+		api_list_res_clear(out);
+		api_fail(err, API_BAD_REQUEST,
+		    "more than %d store pages in a row hold only locks this "
+		    "token may not read; list a prefix it may read",
+		    API_LIST_SCAN_PAGES);
+		err->reason = "list_too_sparse";
+		return API_BAD_REQUEST;
+	}
+	out->next_page_token = strdup(seen);
+	if (out->next_page_token == NULL) {
+		api_list_res_clear(out);
 		return api_fail(err, API_INTERNAL, "out of memory");
 	}
-	for (i = 0; i < page.n; i++) {
-		api_lock *l = &out->locks[out->n];
-		lease_read(page.items[i].name, &page.items[i].obj, false, l);
-		if (l->expired && !req->include_expired) {
-			api_lock_clear(l);
-			continue;
-		}
-		out->n++;
-	}
-	out->next_page_token = page.next_token;
-	out->now_ms = page.now_ms;
-	page.next_token = NULL;
-	gcs_page_clear(&page);
 	return API_OK;
 }
 

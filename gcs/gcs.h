@@ -118,10 +118,13 @@ typedef struct gcs_store_ops {
 	int (*remove)(gcs_store *s, const char *name, int64_t gen,
 	    int64_t metagen, gcs_err *err);
 	/* List up to MAX (1..GCS_LIST_PAGE_MAX) objects whose names start
-	 * with PREFIX, in name order, continuing after PAGE_TOKEN (NULL for
-	 * the first page). */
+	 * with PREFIX, in name order, continuing after PAGE_TOKEN (a token
+	 * an earlier page handed out) or else after the name AFTER (both
+	 * NULL for the first page).  A page may be shorter than MAX while
+	 * more follow; next_token says so. */
 	int (*list)(gcs_store *s, const char *prefix, int max,
-	    const char *page_token, gcs_page *out, gcs_err *err);
+	    const char *page_token, const char *after, gcs_page *out,
+	    gcs_err *err);
 	/* Readiness: the store answers with the configured credentials. */
 	int (*check)(gcs_store *s, gcs_err *err);
 	/* Free the store and everything it owns. */
@@ -142,6 +145,10 @@ int gcs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 int gcs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
     gcs_err *err);
 int gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    gcs_page *out, gcs_err *err);
+/* The same, starting after the object named AFTER (which need not exist):
+ * where a caller who saw a name goes on from, without a store's token. */
+int gcs_list_after(gcs_store *s, const char *prefix, int max, const char *after,
     gcs_page *out, gcs_err *err);
 int gcs_check(gcs_store *s, gcs_err *err);
 void gcs_store_free(gcs_store *s);

@@ -961,7 +961,7 @@ gs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 
 static int
 list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
-    int max, const char *token, const char *fields)
+    int max, const char *token, const char *after, const char *fields)
 {
 	gs_buf u;
 
@@ -978,6 +978,12 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 	if (token != NULL) {
 		buf_str(&u, "&pageToken=");
 		buf_enc(&u, token);
+	} else if (after != NULL) {
+		/* From the object named AFTER on (startOffset includes it:
+		 * gs_list drops it). */
+		buf_str(&u, "&startOffset=");
+		buf_enc(&u, g->prefix);
+		buf_enc(&u, after);
 	}
 	buf_str(&u, "&fields=");
 	buf_str(&u, fields);
@@ -997,7 +1003,7 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 
 static int
 gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    gcs_page *out, gcs_err *err)
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	gs_store *g = (gs_store *)s;
 	char url[GCS_URL_MAX];
@@ -1010,7 +1016,7 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 
 	for (;;) {
 		if (list_url(g, url, sizeof(url), prefix, max, page_token,
-		        LIST_FIELDS) != 0)
+		        after, LIST_FIELDS) != 0)
 			return gcs_fail(err, GCS_INVALID, "URL too long");
 		req = (gs_req){ .op = "list",
 			.no_object = 1,
@@ -1049,6 +1055,9 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 			goto bad;
 		if (strncmp(nm, g->prefix, g->plen) != 0)
 			continue; /* not ours: cannot happen with prefix= */
+		if (page_token == NULL && after != NULL &&
+		    strcmp(nm + g->plen, after) == 0)
+			continue; /* startOffset's own object: seen already */
 		if (parse_object(it, out->now_ms, &e->obj) != 0)
 			goto bad;
 		e->name = strdup(nm + g->plen);
@@ -1090,7 +1099,8 @@ gs_check(gcs_store *s, gcs_err *err)
 	gs_req req;
 	int rc;
 
-	if (list_url(g, url, sizeof(url), "", 1, NULL, "nextPageToken") != 0)
+	if (list_url(g, url, sizeof(url), "", 1, NULL, NULL, "nextPageToken") !=
+	    0)
 		return gcs_fail(err, GCS_INVALID, "URL too long");
 	req = (gs_req){ .op = "list (readiness check)",
 		.no_object = 1,

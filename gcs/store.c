@@ -242,9 +242,9 @@ gcs_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	return s->ops->remove(s, name, gen, metagen, err);
 }
 
-int
-gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    gcs_page *out, gcs_err *err)
+static int
+list_checked(gcs_store *s, const char *prefix, int max, const char *page_token,
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	if (out != NULL)
 		memset(out, 0, sizeof(*out));
@@ -258,7 +258,26 @@ gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	if (page_token != NULL &&
 	    (page_token[0] == '\0' || strlen(page_token) > GCS_PAGE_TOKEN_MAX))
 		return gcs_fail(err, GCS_INVALID, "bad page token");
-	return s->ops->list(s, prefix, max, page_token, out, err);
+	if (after != NULL && (after[0] == '\0' || strlen(after) > GCS_NAME_MAX))
+		return gcs_fail(err, GCS_INVALID, "bad name to list after");
+	/* Every name under PREFIX sorts at or after PREFIX itself. */
+	if (after != NULL && strcmp(after, prefix) < 0)
+		after = NULL;
+	return s->ops->list(s, prefix, max, page_token, after, out, err);
+}
+
+int
+gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    gcs_page *out, gcs_err *err)
+{
+	return list_checked(s, prefix, max, page_token, NULL, out, err);
+}
+
+int
+gcs_list_after(gcs_store *s, const char *prefix, int max, const char *after,
+    gcs_page *out, gcs_err *err)
+{
+	return list_checked(s, prefix, max, NULL, after, out, err);
 }
 
 int

@@ -1867,7 +1867,7 @@ cand_cmp(const void *a, const void *b)
 
 static int
 file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    gcs_page *out, gcs_err *err)
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	file_store *fs = (file_store *)s;
 	file_cand *c = NULL, *nc;
@@ -1878,6 +1878,8 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	json_t *e;
 	int rc = GCS_OK, kind;
 
+	if (page_token == NULL) /* our tokens are names too */
+		page_token = after;
 	d = dir_stream(fs);
 	if (d == NULL)
 		return gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,

@@ -201,13 +201,15 @@ out:
 
 static int
 mem_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    gcs_page *out, gcs_err *err)
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	mem_store *m = (mem_store *)s;
 	size_t plen = strlen(prefix), i, start;
 	long at;
 	int rc = GCS_OK;
 
+	if (page_token == NULL) /* our tokens are names too */
+		page_token = after;
 	pthread_mutex_lock(&m->mu);
 	out->now_ms = now(m);
 	/* The token is the last name of the previous page. */

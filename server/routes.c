@@ -304,7 +304,7 @@ lease_params(srv_req *r, const char *name, bool with_ttl, api_lease_req *q,
 	/* Who may refresh or release another owner's lease: an admin, as
 	 * the policy says when there is one (the claim alone is not). */
 	q->admin = auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, name, why,
-	    sizeof(why)) != 0;
+	               sizeof(why)) != 0;
 	have = params_str(&r->params, "lease_id", q->lease_id,
 	    sizeof(q->lease_id), &err);
 	if (have < 0 ||
@@ -427,6 +427,19 @@ prefix_valid(const char *p)
 	return 1;
 }
 
+/* Whether the caller of the list request CTX may read the lock NAME (a
+ * policy may allow reading prod/ and not staging/). */
+static bool
+list_visible(void *ctx, const char *name)
+{
+	srv_req *r = ctx;
+	char why[200];
+
+	return !r->have_id ||
+	    auth_allowed(r->srv->auth, &r->id, AUTH_READ, name, why,
+	        sizeof(why));
+}
+
 /* A weak validator of the page's content, "now" excluded. */
 static void
 etag_of(const char *text, char *out, size_t len)
@@ -468,24 +481,21 @@ do_list(srv_req *r)
 	if (!prefix_valid(q.prefix))
 		return http_fail(r, API_BAD_REQUEST, "bad_prefix",
 		    "a prefix may only hold A-Z a-z 0-9 . _ - /");
+	/* A page token is the last lock name of the previous page. */
+	if (!prefix_valid(q.page_token))
+		return http_fail(r, API_BAD_REQUEST, "bad_page_token",
+		    "the page_token is not one this server handed out");
 	q.page_size = (int)size;
 	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
+	q.visible = list_visible;
+	q.visible_ctx = r;
 	if (api_list(r->srv->svc, &q, &res, &err) != API_OK)
 		return http_error(r, &err, NULL);
 	locks = json_array();
-	for (i = 0; locks != NULL && i < res.n; i++) {
-		char why[200];
-
-		/* A policy may allow reading prod/ and not staging/: show
-		 * only the locks this caller may read. */
-		if (r->have_id &&
-		    !auth_allowed(r->srv->auth, &r->id, AUTH_READ,
-		        res.locks[i].name, why, sizeof(why)))
-			continue;
+	for (i = 0; locks != NULL && i < res.n; i++)
 		json_array_append_new(locks,
 		    api_lock_json(&res.locks[i], false));
-	}
 	body = json_pack("{s:o, s:s?}", "locks", locks, "next_page_token",
 	    res.next_page_token);
 	if (body != NULL && res.next_page_token == NULL)

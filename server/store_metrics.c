@@ -85,13 +85,13 @@ m_remove(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 
 static int
 m_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    gcs_page *out, gcs_err *err)
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	gcs_store *in = inner_of(s);
 	double t0 = now_s();
 
 	return record("list",
-	    in->ops->list(in, prefix, max, page_token, out, err), t0);
+	    in->ops->list(in, prefix, max, page_token, after, out, err), t0);
 }
 
 static int

@@ -10,7 +10,8 @@
  *
  * The GCS subset, the way GCS does it: objects.insert (multipart and media),
  * get, patch (metadata merge, null deletes a key), delete, list (prefix,
- * maxResults, pageToken; no "items" when empty); generations unique and
+ * maxResults, pageToken, startOffset; no "items" when empty); generations
+ * unique and
  * increasing across delete and re-create (microsecond clock), metageneration
  * per generation, timeCreated/updated, a Date header on every answer (on
  * the fake's clock, which --clock-offset-ms moves), ifGenerationMatch /
@@ -1298,7 +1299,8 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
     int *status)
 {
 	char *prefix = qparam(rq->uri, "prefix"),
-	     *tok = qparam(rq->uri, "pageToken"), *pk = NULL;
+	     *tok = qparam(rq->uri, "pageToken"), *pk = NULL,
+	     *from = qparam(rq->uri, "startOffset"), *fk = NULL;
 	char *after = NULL;
 	int64_t max = PAGE_MAX;
 	json_t *res = NULL, *items = NULL;
@@ -1344,11 +1346,21 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 		goto out;
 	}
 	plen = strlen(pk);
+	if (from != NULL && asprintf(&fk, "%s/%s", bucket, from) < 0) {
+		fk = NULL;
+		ret = MHD_NO;
+		goto out;
+	}
 	res = json_pack("{ss}", "kind", "storage#objects");
 	items = json_array();
 	pthread_mutex_lock(&G.mu);
 	at = find(after ? after : pk);
 	i = at >= 0 ? (size_t)at + (after ? 1 : 0) : (size_t)(-at - 1);
+	if (fk != NULL) { /* names >= startOffset */
+		at = find(fk);
+		if ((size_t)(at >= 0 ? at : -at - 1) > i)
+			i = (size_t)(at >= 0 ? at : -at - 1);
+	}
 	for (; i < G.n; i++) {
 		if (strncmp(G.objs[i].key, pk, plen) != 0)
 			break;
@@ -1384,6 +1396,8 @@ out:
 	free(prefix);
 	free(tok);
 	free(pk);
+	free(from);
+	free(fk);
 	free(after);
 	return ret;
 }

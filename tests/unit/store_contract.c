@@ -542,6 +542,72 @@ test_list_paging(void **state)
 	}
 }
 
+/* Listing after a name (which need not exist), then on with the page
+ * tokens, gives exactly the names that sort after it, under the prefix,
+ * across pages of any size (a page may be short, even empty, while a
+ * token says more follow: gs:// counts the name it starts from); a name
+ * sorting before the prefix starts at the prefix. */
+static void
+test_list_after(void **state)
+{
+	ct_state *st = *state;
+	int64_t gens[CT_LIST_NAMES];
+	static const char *const afters[] = { "a", "a/", "a/2", "a/25", "b",
+		"zzz" };
+	static const size_t firsts[] = { 1, 3, 5, 5, 8, 9 };
+	char full[CT_NAME_BUF], after[CT_NAME_BUF], *token = NULL;
+	size_t i, j, seen, plen = strlen(st->prefix);
+	gcs_page pg;
+	gcs_err err;
+	int max, rc;
+
+	ct_make_list_objects(st, gens);
+	for (i = 0; i < sizeof(afters) / sizeof(afters[0]); i++) {
+		for (max = 1; max <= 1000; max = max == 1 ? 2 : max * 500) {
+			seen = firsts[i];
+			ct_name(st, after, afters[i]);
+			ct_name(st, full, "");
+			for (j = 0; j < CT_PAGE_LOOPS; j++) {
+				size_t k;
+
+				if (j == 0)
+					rc = gcs_list_after(st->s, full, max,
+					    after, &pg, &err);
+				else
+					rc = gcs_list(st->s, full, max, token,
+					    &pg, &err);
+				assert_int_equal(rc, GCS_OK);
+				assert_true(pg.n <= (size_t)max);
+				for (k = 0; k < pg.n; k++) {
+					assert_true(seen < CT_LIST_NAMES);
+					assert_string_equal(pg.items[k].name +
+					        plen,
+					    ct_list_names[seen]);
+					assert_int_equal(pg.items[k]
+					                     .obj.generation,
+					    gens[seen]);
+					seen++;
+				}
+				free(token);
+				token = pg.next_token;
+				pg.next_token = NULL;
+				gcs_page_clear(&pg);
+				if (token == NULL)
+					break;
+			}
+			assert_null(token);
+			assert_int_equal(seen, CT_LIST_NAMES);
+		}
+	}
+	/* Before the prefix: from its first name. */
+	ct_name(st, full, "a/");
+	assert_int_equal(gcs_list_after(st->s, full, 1000, "!", &pg, &err),
+	    GCS_OK);
+	assert_int_equal(pg.n, 3);
+	assert_string_equal(pg.items[0].name + plen, "a/1");
+	gcs_page_clear(&pg);
+}
+
 static void
 test_list_skips_removed(void **state)
 {
@@ -717,6 +783,8 @@ store_contract_run(const char *suite_name, store_contract_open_fn open,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_recreate_new_generation,
 		    ct_setup, ct_teardown),
+		cmocka_unit_test_setup_teardown(test_list_after, ct_setup,
+		    ct_teardown),
 		cmocka_unit_test_setup_teardown(test_list_paging, ct_setup,
 		    ct_teardown),
 		cmocka_unit_test_setup_teardown(test_list_skips_removed,

@@ -579,7 +579,8 @@ t_list_paging(void **state)
 		api_list_res_clear(&res);
 	} while (lr.page_token[0] && pages < 10);
 	assert_int_equal(seen, 6); /* the expired one left out */
-	assert_int_equal(pages, 3);
+	/* 3 + 3: the second page reads on past the expired one. */
+	assert_int_equal(pages, 2);
 	memset(&lr, 0, sizeof(lr));
 	snprintf(lr.prefix, sizeof(lr.prefix), "team/");
 	lr.page_size = 100;
@@ -616,9 +617,9 @@ t_store_failures(void **state)
 	api_lock_clear(&l);
 }
 
-/* A storage that refuses a list as malformed is a 400 about the caller's
- * page_token only when the caller sent one; otherwise the storage is at
- * fault (503), never the caller. */
+/* A page token is a lock name, checked by the server before it reaches
+ * the store: a storage that refuses a list as malformed is a fault of
+ * ours (500) with or without one, never the caller's. */
 static void
 t_list_refused_by_store(void **state)
 {
@@ -636,7 +637,121 @@ t_list_refused_by_store(void **state)
 	snprintf(lr.page_token, sizeof(lr.page_token), "%s", "x");
 	f->ws->fail_op = W_LIST;
 	f->ws->fail_status = GCS_INVALID;
+	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_INTERNAL);
+	assert_null(res.locks);
+	api_list_res_clear(&res);
+}
+
+static bool
+not_hidden(void *ctx, const char *name)
+{
+	(void)ctx;
+	return strncmp(name, "hidden/", 7) != 0;
+}
+
+/* Locks the caller may not see are left out, pages still fill, and no
+ * page token ever names one, whatever the page size. */
+static void
+t_list_hides_names(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_list_req lr;
+	api_list_res res;
+	api_lock l;
+	api_err e;
+	char name[32], got[512];
+	int i, size, pages;
+
+	for (i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "%s/%02d",
+		    i % 3 == 0       ? "a"
+		        : i % 3 == 1 ? "hidden"
+		                     : "z",
+		    i);
+		acq_req(&q, name, "alice", 60);
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+		api_lock_clear(&l);
+	}
+	for (size = 1; size <= 5; size++) {
+		memset(&lr, 0, sizeof(lr));
+		lr.page_size = size;
+		lr.visible = not_hidden;
+		got[0] = '\0';
+		pages = 0;
+		do {
+			assert_int_equal(api_list(f->svc, &lr, &res, &e),
+			    API_OK);
+			for (i = 0; i < (int)res.n; i++) {
+				assert_true(
+				    not_hidden(NULL, res.locks[i].name));
+				snprintf(got + strlen(got),
+				    sizeof(got) - strlen(got), "%s ",
+				    res.locks[i].name);
+			}
+			/* Only the last page may be short. */
+			if (res.next_page_token != NULL) {
+				assert_int_equal(res.n, size);
+				assert_true(
+				    not_hidden(NULL, res.next_page_token));
+			}
+			snprintf(lr.page_token, sizeof(lr.page_token), "%s",
+			    res.next_page_token ? res.next_page_token : "");
+			api_list_res_clear(&res);
+		} while (lr.page_token[0] && ++pages < 20);
+		assert_string_equal(got,
+		    "a/00 a/03 a/06 a/09 z/02 z/05 "
+		    "z/08 z/11 ");
+	}
+}
+
+static bool
+only_last(void *ctx, const char *name)
+{
+	(void)ctx;
+	return strcmp(name, "zz") == 0;
+}
+
+/* A caller who may see nothing in a long run of locks is told to narrow
+ * the prefix (400) rather than handed a token naming a hidden lock, after
+ * a bounded number of store reads; a shorter run is simply read past. */
+static void
+t_list_too_sparse(void **state)
+{
+	fixture *f = *state;
+	json_t *m = json_pack("{ss}", "owner", "x");
+	int n = API_LIST_SCAN_PAGES * GCS_LIST_PAGE_MAX, i, before;
+	api_list_req lr;
+	api_list_res res;
+	gcs_object o;
+	gcs_err ge;
+	api_err e;
+	char name[32];
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "h/%06d", i);
+		assert_int_equal(gcs_insert(f->ws->inner, name, m, &o, &ge),
+		    GCS_OK);
+		gcs_object_clear(&o);
+	}
+	assert_int_equal(gcs_insert(f->ws->inner, "zz", m, &o, &ge), GCS_OK);
+	gcs_object_clear(&o);
+	json_decref(m);
+	memset(&lr, 0, sizeof(lr));
+	lr.page_size = 1;
+	lr.visible = only_last;
+	before = f->ws->calls[W_LIST];
 	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_BAD_REQUEST);
+	assert_string_equal(e.reason, "list_too_sparse");
+	assert_int_equal(f->ws->calls[W_LIST] - before, API_LIST_SCAN_PAGES);
+	assert_null(res.next_page_token);
+	api_list_res_clear(&res);
+	/* From past most of the run, the visible lock is found. */
+	snprintf(lr.page_token, sizeof(lr.page_token), "h/%06d", n / 2);
+	assert_int_equal(api_list(f->svc, &lr, &res, &e), API_OK);
+	assert_int_equal(res.n, 1);
+	assert_string_equal(res.locks[0].name, "zz");
+	assert_null(res.next_page_token);
 	api_list_res_clear(&res);
 }
 
@@ -951,6 +1066,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(t_overdue_and_json, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_list_paging, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_list_hides_names, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_list_too_sparse, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(t_store_failures, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_metadata_too_large, setup,

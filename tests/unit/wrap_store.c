@@ -85,7 +85,7 @@ w_remove(gcs_store *s, const char *name, int64_t g, int64_t m, gcs_err *err)
 
 static int
 w_list(gcs_store *s, const char *prefix, int max, const char *tok,
-    gcs_page *out, gcs_err *err)
+    const char *after, gcs_page *out, gcs_err *err)
 {
 	wrap_store *w = (wrap_store *)s;
 	int rc;
@@ -93,7 +93,9 @@ w_list(gcs_store *s, const char *prefix, int max, const char *tok,
 	w->calls[W_LIST]++;
 	if ((rc = injected(w, W_LIST, err)) != GCS_OK)
 		return rc;
-	return gcs_list(w->inner, prefix, max, tok, out, err);
+	return after != NULL
+	    ? gcs_list_after(w->inner, prefix, max, after, out, err)
+	    : gcs_list(w->inner, prefix, max, tok, out, err);
 }
 
 static int
