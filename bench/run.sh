@@ -16,6 +16,9 @@
 #   rawfloor the same requests from storage_floor --raw 1: plain sockets,
 #          HTTP/1.1 written and read by hand, no libcurl (a measuring
 #          instrument, not a client; 64 clients only)
+#   gscurl the same as gs with LOCKGATE_GCS_HTTP=curl: the storage
+#          requests through libcurl's own HTTP engine instead of lockgate's
+#          HTTP/1.1 on libcurl's connection (the baseline of that change)
 #   gs20   the same as gs with 20 ms added to every write by the fake, as
 #          a real bucket answers in tens of ms (no target: it shows that
 #          requests waiting on the storage do not hold the server up)
@@ -35,7 +38,7 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20") picks
+# BENCH_TARGETS (default "floor mem file gs gscurl gsfloor rawfloor gs20") picks
 # targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -43,7 +46,7 @@ cd "$(dirname "$0")/.." || exit 1
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gscurl gsfloor rawfloor gs20}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
@@ -321,20 +324,24 @@ start_fake() {
 	echo "bench: $1: fake_gcs (pid $fpid, port $fport)" >&2
 }
 
-# bench_gs NAME LATENCY_MS.  For the 1-client runs the fake is pinned
-# with lockgate: it is half of every storage round trip, and a cross-CPU
-# wake-up each way would show the VM's latency, not lockgate's.
+# bench_gs NAME LATENCY_MS [VAR=value...].  For the 1-client runs the
+# fake is pinned with lockgate: it is half of every storage round trip,
+# and a cross-CPU wake-up each way would show the VM's latency, not
+# lockgate's.
 bench_gs() {
-	start_fake "$1" || return 1
-	if [ "$2" -gt 0 ] && ! curl -sf -o /dev/null \
-	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$2"; then
+	gname=$1
+	glat=$2
+	shift 2
+	start_fake "$gname" || return 1
+	if [ "$glat" -gt 0 ] && ! curl -sf -o /dev/null \
+	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$glat"; then
 		echo "bench: cannot set the fake's latency" >&2
 		BROKEN=1
 		stop_pid "$fpid"
 		return 1
 	fi
-	bench_lockgate "$1" gs://bench-bucket/p/ "$fpid" \
-	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport"
+	bench_lockgate "$gname" gs://bench-bucket/p/ "$fpid" \
+	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport" "$@"
 	stop_pid "$fpid"
 }
 
@@ -370,10 +377,11 @@ for t in $BENCH_TARGETS; do
 		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
+	gscurl) bench_gs gscurl 0 LOCKGATE_GCS_HTTP=curl ;;
 	gsfloor) bench_gsfloor gsfloor 0 ;;
 	rawfloor) bench_gsfloor rawfloor 1 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
-	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20)" ;;
+	*) die "unknown target '$t' (floor mem file gs gscurl gsfloor rawfloor gs20)" ;;
 	esac
 done
 
@@ -466,6 +474,13 @@ END {
 	if ((g64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[g64] != "-" && m_cpu[m64] > 0) {
 		r = gs_mem = m_cpu[g64] / m_cpu[m64]
 		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
+	}
+	# Informational: the same with libcurl's HTTP engine (the baseline).
+	gc64 = "gscurl" SUBSEP 64
+	if ((gc64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[gc64] != "-" && m_cpu[m64] > 0) {
+		printf "%-40s %10.2f %10s  %s\n", "  gscurl/mem (libcurl's HTTP engine)", m_cpu[gc64] / m_cpu[m64], "", ""
+		if (gs_mem != "")
+			printf "%-40s %10.2f %10s  %s\n", "  gs/gscurl CPU per cycle", m_cpu[g64] / m_cpu[gc64], "", ""
 	}
 	# Informational: a gs cycle does the work of a mem cycle plus two
 	# storage requests, which cost at least what the storage floor spends

@@ -16,6 +16,7 @@
  * dangling pointer behind (a stale fd is harmless to libcurl).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -103,6 +104,7 @@ typedef struct gcs_task {
 	bool finished; /* fn returned */
 	bool detached; /* spawn returned 0: DONE is owed */
 	CURLcode curl_rc;
+	bool fd_ready; /* gcs_loop_wait_fd: the fd, not the deadline */
 	int64_t wake_ms;
 	struct gcs_task *next; /* spare, sleeping or ready list */
 	gcs_loop *loop;
@@ -134,6 +136,7 @@ struct gcs_loop {
 	/* libcurl's sockets in epoll, by fd: REG_IN/REG_OUT as registered,
 	 * REG_IDLE while no transfer uses it (see on_socket). */
 	unsigned char *reg;
+	gcs_task **fdwait; /* REG_RAW fds: the task waiting on each */
 	int nreg;
 	unsigned long ctls; /* epoll_ctl calls for libcurl's sockets */
 	struct {
@@ -335,6 +338,10 @@ task_main(void)
 #define REG_IN   1
 #define REG_OUT  2
 #define REG_IDLE 4
+/* An fd of gcs_loop_wait_fd's (not libcurl's): registered for reading
+ * between waits; REG_HUP once it became readable with no waiter. */
+#define REG_RAW  8
+#define REG_HUP  16
 
 static unsigned char *
 reg_slot(gcs_loop *l, int fd)
@@ -345,9 +352,15 @@ reg_slot(gcs_loop *l, int fd)
 	if (fd < 0)
 		return NULL;
 	if (fd >= l->nreg) {
+		gcs_task **nw;
+
 		n = l->nreg ? l->nreg : 64;
 		while (n <= fd)
 			n *= 2;
+		if ((nw = realloc(l->fdwait, (size_t)n * sizeof(*nw))) == NULL)
+			return NULL;
+		memset(nw + l->nreg, 0, (size_t)(n - l->nreg) * sizeof(*nw));
+		l->fdwait = nw;
 		if ((nr = realloc(l->reg, (size_t)n)) == NULL)
 			return NULL;
 		memset(nr + l->nreg, 0, (size_t)(n - l->nreg));
@@ -569,6 +582,124 @@ gcs_loop_cache_put(void *obj, void (*free_fn)(void *))
 	return 0;
 }
 
+/* ---- waiting on a file descriptor ---- */
+
+static void
+sleeper_remove(gcs_loop *l, gcs_task *t)
+{
+	gcs_task **p;
+
+	for (p = &l->sleepers; *p != NULL; p = &(*p)->next)
+		if (*p == t) {
+			*p = t->next;
+			t->next = NULL;
+			return;
+		}
+}
+
+static void
+sleeper_add(gcs_loop *l, gcs_task *t)
+{
+	gcs_task **p;
+
+	for (p = &l->sleepers; *p != NULL && (*p)->wake_ms <= t->wake_ms;
+	     p = &(*p)->next)
+		;
+	t->next = *p;
+	*p = t;
+}
+
+/* An event on a gcs_loop_wait_fd fd: its waiter goes on; with none, the
+ * fd (a kept connection between requests) was closed by its peer, or
+ * sent what nobody asked for: stop watching it, and say so. */
+static void
+raw_event(gcs_loop *l, int fd)
+{
+	gcs_task *t = l->fdwait[fd];
+
+	if (t != NULL) {
+		l->fdwait[fd] = NULL;
+		sleeper_remove(l, t);
+		t->fd_ready = true;
+		ready_push(l, t);
+		return;
+	}
+	reg_set(l, fd, &l->reg[fd], 0);
+	l->reg[fd] = REG_RAW | REG_HUP;
+}
+
+int
+gcs_loop_wait_fd(int fd, bool out, int64_t deadline_ms)
+{
+	gcs_task *t = tl_task;
+	unsigned char *slot;
+	unsigned want = out ? REG_IN | REG_OUT : REG_IN;
+	struct pollfd p;
+	int64_t left;
+	int rc;
+
+	if (t == NULL) {
+		p.fd = fd;
+		p.events = out ? POLLOUT : POLLIN;
+		for (;;) {
+			left = deadline_ms - gcs_mono_ms();
+			if (left < 0)
+				left = 0;
+			rc = poll(&p, 1,
+			    left > INT32_MAX ? INT32_MAX : (int)left);
+			if (rc >= 0 || errno != EINTR)
+				break;
+		}
+		return rc > 0 ? 1 : rc;
+	}
+	slot = reg_slot(t->loop, fd);
+	if (slot == NULL)
+		return -1;
+	if ((*slot & (REG_IN | REG_OUT)) != want || !(*slot & REG_RAW)) {
+		if (reg_set(t->loop, fd, slot, want) != 0)
+			return -1;
+		*slot |= REG_RAW;
+	}
+	t->loop->fdwait[fd] = t;
+	t->fd_ready = false;
+	t->wake_ms = deadline_ms;
+	sleeper_add(t->loop, t);
+	task_yield(t); /* until raw_event, or the deadline */
+	slot = &t->loop->reg[fd];
+	if (!t->fd_ready)
+		t->loop->fdwait[fd] = NULL;
+	/* Back to reading only: level-triggered EPOLLOUT fires at once. */
+	if (out && (*slot & REG_OUT)) {
+		reg_set(t->loop, fd, slot, REG_IN);
+		*slot |= REG_RAW;
+	}
+	return t->fd_ready ? 1 : 0;
+}
+
+void
+gcs_loop_fd_forget(int fd)
+{
+	gcs_loop *l = tl_task ? tl_task->loop : NULL;
+
+	if (l == NULL || fd < 0 || fd >= l->nreg || !(l->reg[fd] & REG_RAW))
+		return;
+	if (l->reg[fd] & (REG_IN | REG_OUT)) {
+		l->ctls++;
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+	}
+	l->reg[fd] = 0;
+	l->fdwait[fd] = NULL;
+}
+
+bool
+gcs_loop_fd_hung_up(int fd)
+{
+	gcs_loop *l = tl_task ? tl_task->loop : NULL;
+
+	return l != NULL && fd >= 0 && fd < l->nreg &&
+	    (l->reg[fd] & REG_HUP) != 0;
+}
+
 /* ---- sleeping ---- */
 
 bool
@@ -580,7 +711,7 @@ gcs_loop_in_task(void)
 void
 gcs_loop_sleep(int64_t ms)
 {
-	gcs_task *t = tl_task, **p;
+	gcs_task *t = tl_task;
 	struct timespec ts;
 
 	if (ms <= 0)
@@ -593,11 +724,7 @@ gcs_loop_sleep(int64_t ms)
 		return;
 	}
 	t->wake_ms = gcs_mono_ms() + ms;
-	for (p = &t->loop->sleepers; *p != NULL && (*p)->wake_ms <= t->wake_ms;
-	     p = &(*p)->next)
-		;
-	t->next = *p;
-	*p = t;
+	sleeper_add(t->loop, t);
 	task_yield(t);
 }
 
@@ -646,6 +773,7 @@ gcs_loop_free(gcs_loop *l)
 	if (l->multi != NULL)
 		curl_multi_cleanup(l->multi);
 	free(l->reg);
+	free(l->fdwait);
 	if (l->wakefd >= 0)
 		close(l->wakefd);
 	if (l->epfd >= 0)
@@ -726,6 +854,10 @@ dispatch(gcs_loop *l, const struct epoll_event *ev)
 			l->watch[i].fn(l->watch[i].arg);
 			return;
 		}
+	if (fd >= 0 && fd < l->nreg && (l->reg[fd] & REG_RAW)) {
+		raw_event(l, fd);
+		return;
+	}
 	if (l->multi == NULL)
 		return;
 	if (fd >= 0 && fd < l->nreg && (l->reg[fd] & REG_IDLE)) {

@@ -101,4 +101,21 @@ void *gcs_loop_cache_take(void (*free_fn)(void *));
  * with curl_easy_perform. */
 CURLcode gcs_loop_perform(CURL *h);
 
+/* Wait until FD can be read (OUT false) or written (OUT true), at most
+ * until DEADLINE_MS (gcs_mono_ms clock).  In a task the task yields, and
+ * FD stays in the loop's epoll set for reading afterwards, so that the
+ * next wait on it costs no system call, until gcs_loop_fd_forget.
+ * Elsewhere, poll(2).  1: ready (an error or hang-up on FD counts: the
+ * next read or write says which); 0: the deadline passed; -1: FD cannot
+ * be watched. */
+int gcs_loop_wait_fd(int fd, bool out, int64_t deadline_ms);
+/* FD, waited on by gcs_loop_wait_fd, is about to be closed: the calling
+ * task's loop forgets it.  Nothing outside a task. */
+void gcs_loop_fd_forget(int fd);
+/* Whether FD, kept in the calling task's loop's epoll set between waits,
+ * became readable while nobody waited on it: its peer closed it (or sent
+ * what nobody asked for).  Its connection is not to be used again.
+ * False outside a task. */
+bool gcs_loop_fd_hung_up(int fd);
+
 #endif

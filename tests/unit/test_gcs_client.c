@@ -1154,6 +1154,66 @@ delete_not_done(const char *answer)
 	canned_stop(&c, s);
 }
 
+/* The storage client reads answers itself (gcs_h1.c): a chunked body and
+ * one ended by the connection's close are whole answers; a body shorter
+ * than its Content-Length, a malformed chunk or two framings at once are
+ * none (unavailable after the retries), never a short object. */
+static void
+test_answer_framings(void **state)
+{
+#define OBJ_JSON \
+	"{\"name\":\"locks/x\",\"generation\":\"5\",\"metageneration\":\"2\"," \
+	"\"updated\":\"2026-11-25T00:00:00.000Z\",\"metadata\":{}}"
+	static const char *good[] = {
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+		"Connection: close\r\n\r\n"
+		"10\r\n{\"name\":\"locks/x\r\n"
+		"5b;ext=1\r\n\",\"generation\":\"5\",\"metageneration\":\"2\","
+		"\"updated\":\"2026-11-25T00:00:00.000Z\",\"metadata\":{}}\r\n"
+		"0\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\n" OBJ_JSON,
+		NULL,
+	};
+	static const char *bad[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n" OBJ_JSON,
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"zz\r\n" OBJ_JSON "\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+		"Content-Length: 107\r\n\r\n" OBJ_JSON,
+		"HTTP/1.1 200 OK\r\nContent-Length: 107\r\n"
+		" folded\r\n\r\n" OBJ_JSON,
+		NULL,
+	};
+	canned c;
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	(void)state;
+	for (i = 0; good[i] != NULL; i++) {
+		canned_start(&c, good[i], &s);
+		memset(&o, 0, sizeof(o));
+		if (gcs_get(s, "x", &o, &err) != GCS_OK)
+			fail_msg("answer %d refused: %s", i, err.msg);
+		assert_int_equal(o.generation, 5);
+		assert_int_equal(o.metageneration, 2);
+		gcs_object_clear(&o);
+		canned_stop(&c, s);
+	}
+	for (i = 0; bad[i] != NULL; i++) {
+		canned_start(&c, bad[i], &s);
+		memset(&o, 0, sizeof(o));
+		if (gcs_get(s, "x", &o, &err) != GCS_UNAVAILABLE)
+			fail_msg("answer %d taken: generation %lld", i,
+			    (long long)o.generation);
+		assert_non_null(strstr(err.msg, "unreachable"));
+		gcs_object_clear(&o);
+		canned_stop(&c, s);
+	}
+#undef OBJ_JSON
+}
+
 /* An answer whose connection closes inside its header block does not
  * say whether the request was applied: libcurl 7.88 reports it as a
  * complete answer with the status of its first line, and a delete was
@@ -1306,6 +1366,7 @@ main(void)
 		    test_setup, test_teardown),
 		cmocka_unit_test(test_impossible_generations),
 		cmocka_unit_test(test_headers_cut_off),
+		cmocka_unit_test(test_answer_framings),
 		cmocka_unit_test(test_unexpected_success),
 		cmocka_unit_test_setup_teardown(test_unexpected_statuses,
 		    test_setup, test_teardown),

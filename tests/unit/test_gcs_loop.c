@@ -685,6 +685,178 @@ test_idle_connection_closed_by_peer(void **state)
 	gcs_loop_free(l);
 }
 
+/* ---- waiting on a file descriptor ---- */
+
+typedef struct fdw {
+	int fd, rc, rc2, hung;
+	int64_t deadline;
+} fdw;
+
+static void
+fdw_fn(void *arg)
+{
+	fdw *w = arg;
+
+	w->rc = gcs_loop_wait_fd(w->fd, false, w->deadline);
+}
+
+static void
+hung_fn(void *arg)
+{
+	fdw *w = arg;
+
+	w->hung = gcs_loop_fd_hung_up(w->fd);
+	gcs_loop_fd_forget(w->fd);
+	w->rc2 = gcs_loop_fd_hung_up(w->fd);
+}
+
+/* A task waiting on an fd goes on when it becomes readable, or at its
+ * deadline with 0; the fd stays watched between waits (no epoll_ctl for
+ * the second wait), and readable with nobody waiting it is reported as
+ * hung up, once, until forgotten.  Outside a task the same call polls. */
+static void
+test_wait_fd(void **state)
+{
+	gcs_loop *l = gcs_loop_new();
+	int pfd[2], i, events = 0;
+	unsigned long ctls;
+	fdw w = { 0 };
+	char b;
+
+	(void)state;
+	assert_non_null(l);
+	assert_int_equal(pipe(pfd), 0);
+	w.fd = pfd[0];
+	w.rc = -9;
+	w.deadline = gcs_mono_ms() + RUN_MAX_MS;
+	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
+	gcs_loop_run_once(l, 0);
+	assert_int_equal(w.rc, -9); /* still waiting */
+	assert_int_equal(write(pfd[1], "x", 1), 1);
+	run_until_idle(l);
+	assert_int_equal(w.rc, 1);
+	assert_int_equal(read(pfd[0], &b, 1), 1);
+	ctls = gcs_loop_epoll_ctls(l);
+	assert_int_equal(ctls, 1);
+
+	/* The deadline: nothing to read. */
+	w.rc = -9;
+	w.deadline = gcs_mono_ms() + 60;
+	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
+	run_until_idle(l);
+	assert_int_equal(w.rc, 0);
+	assert_true(gcs_mono_ms() >= w.deadline);
+	assert_int_equal(gcs_loop_epoll_ctls(l), ctls); /* still watched */
+
+	/* Readable with nobody waiting: seen once, then no longer watched
+	 * (ten rounds see at most one event, not one per round). */
+	assert_int_equal(write(pfd[1], "y", 1), 1);
+	for (i = 0; i < 10; i++)
+		events += gcs_loop_run_once(l, 10);
+	assert_int_equal(events, 1);
+	assert_int_equal(gcs_loop_spawn(l, hung_fn, &w, NULL), 1);
+	assert_int_equal(w.hung, 1);
+	assert_int_equal(w.rc2, 0);                /* forgotten */
+	assert_false(gcs_loop_fd_hung_up(pfd[0])); /* not in a task */
+
+	/* Outside a task: poll. */
+	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, gcs_mono_ms() + 1000),
+	    1);
+	assert_int_equal(read(pfd[0], &b, 1), 1);
+	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, gcs_mono_ms() + 30),
+	    0);
+	assert_int_equal(gcs_loop_wait_fd(pfd[1], true, gcs_mono_ms() + 1000),
+	    1);
+	close(pfd[0]);
+	close(pfd[1]);
+	gcs_loop_free(l);
+}
+
+/* The store client's own HTTP/1.1 on a kept connection: the loop
+ * watches it between requests, so a connection the server closed while
+ * idle is left before a request is sent on it (one send, not a send into
+ * a dead connection and a resend), and never spun on. */
+typedef struct own_call {
+	int port;
+	int rc;
+	gcs_resp resp;
+} own_call;
+
+static void
+http_free_fn(void *h)
+{
+	gcs_http_free(h);
+}
+
+static void
+own_get_fn(void *arg)
+{
+	own_call *o = arg;
+	gcs_http *h = gcs_loop_cache_take(http_free_fn);
+	char url[64], err[128];
+
+	if (h == NULL && (h = gcs_http_new()) == NULL)
+		return;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", o->port);
+	o->rc = gcs_http_perform(h, "GET", url, NULL, NULL, 0, 5000, &o->resp,
+	    err, sizeof(err));
+	if (gcs_loop_cache_put(h, http_free_fn) != 0)
+		gcs_http_free(h);
+}
+
+static void
+test_own_http_idle_connection_closed(void **state)
+{
+	idle_srv v = { 0 };
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	pthread_t th;
+	gcs_loop *l = gcs_loop_new();
+	own_call o = { 0 };
+	int i, events = 0;
+
+	(void)state;
+	v.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(v.lfd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(v.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(v.lfd, 4), 0);
+	assert_int_equal(getsockname(v.lfd, (struct sockaddr *)&sa, &len), 0);
+	v.port = ntohs(sa.sin_port);
+	assert_int_equal(pipe(v.close_pipe), 0);
+	assert_int_equal(pthread_create(&th, NULL, idle_srv_main, &v), 0);
+
+	o.port = v.port;
+	o.rc = -9;
+	if (gcs_loop_spawn(l, own_get_fn, &o, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(o.resp.status, 200);
+	assert_int_equal(o.resp.sends, 1);
+	assert_int_equal(o.resp.len, 2);
+	assert_memory_equal(o.resp.body, "ok", 2);
+	gcs_resp_clear(&o.resp);
+	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
+	for (i = 0; i < 10; i++)
+		events += gcs_loop_run_once(l, 20);
+	assert_true(events <= 1);
+	o.rc = -9;
+	if (gcs_loop_spawn(l, own_get_fn, &o, NULL) == 0)
+		run_until_idle(l);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(o.resp.status, 200);
+	assert_int_equal(o.resp.sends, 1); /* not sent into the dead one */
+	gcs_resp_clear(&o.resp);
+	pthread_join(th, NULL);
+	assert_int_equal(v.served, 2);
+	close(v.lfd);
+	close(v.close_pipe[0]);
+	close(v.close_pipe[1]);
+	gcs_loop_free(l);
+}
+
 int
 main(void)
 {
@@ -699,6 +871,8 @@ main(void)
 		cmocka_unit_test(test_dropped_answer_in_task_counts_sends),
 		cmocka_unit_test(test_kept_connection_stays_registered),
 		cmocka_unit_test(test_idle_connection_closed_by_peer),
+		cmocka_unit_test(test_wait_fd),
+		cmocka_unit_test(test_own_http_idle_connection_closed),
 	};
 
 	return cmocka_run_group_tests_name("gcs_loop", tests, group_setup,
