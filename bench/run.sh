@@ -475,10 +475,10 @@ END {
 		r = gs_mem = m_cpu[g64] / m_cpu[m64]
 		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
 	}
-	# Informational: the same with libcurl's HTTP engine (the baseline).
+	# Informational: the same with the libcurl HTTP engine (the baseline).
 	gc64 = "gscurl" SUBSEP 64
 	if ((gc64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[gc64] != "-" && m_cpu[m64] > 0) {
-		printf "%-40s %10.2f %10s  %s\n", "  gscurl/mem (libcurl's HTTP engine)", m_cpu[gc64] / m_cpu[m64], "", ""
+		printf "%-40s %10.2f %10s  %s\n", "  gscurl/mem (the libcurl HTTP engine)", m_cpu[gc64] / m_cpu[m64], "", ""
 		if (gs_mem != "")
 			printf "%-40s %10.2f %10s  %s\n", "  gs/gscurl CPU per cycle", m_cpu[g64] / m_cpu[gc64], "", ""
 	}

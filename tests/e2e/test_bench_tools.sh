@@ -12,6 +12,9 @@ SFLOOR=build/bench/storage_floor
 [ -x "$LOADGEN" ] && [ -x "$SFLOOR" ] ||
     lg_fail "$LOADGEN or $SFLOOR is missing (make build/bench/loadgen build/bench/storage_floor)"
 fake_port=${LG_FAKE_GCS_URL##*:}
+# The harness itself parses (make bench is too long to run here; a quote
+# in its awk program once broke it after four minutes of runs).
+sh -n bench/run.sh || lg_fail "bench/run.sh does not parse"
 
 # check_line LINE LABEL: a result line of a clean run.
 check_line() {
