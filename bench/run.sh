@@ -484,8 +484,9 @@ END {
 	}
 	# Informational: a gs cycle does the work of a mem cycle plus two
 	# storage requests, which cost at least what the storage floor spends
-	# (libcurl), or the hand-written one (any HTTP/1.1 client).
-	bound("gsfloor", "the storage floor (libcurl)")
+	# (through the libcurl HTTP engine: the bound of gscurl), or the
+	# hand-written one (any HTTP/1.1 client over TCP: the bound of gs).
+	bound("gsfloor", "the storage floor (the libcurl HTTP engine)")
 	bound("rawfloor", "the hand-written floor (no libcurl)")
 }
 function bound(name, what,    sf64) {

@@ -202,6 +202,16 @@ on_prereq(void *ud, char *remote_ip, char *local_ip, int remote_port,
 	return CURL_PREREQFUNC_OK;
 }
 
+/* LOCKGATE_GCS_CA_FILE: the certificates to trust for https instead of
+ * the system's (a private endpoint; tests); NULL when unset. */
+static const char *
+ca_file(void)
+{
+	const char *f = getenv("LOCKGATE_GCS_CA_FILE");
+
+	return f != NULL && f[0] != '\0' ? f : NULL;
+}
+
 gcs_http *
 gcs_http_new(void)
 {
@@ -240,6 +250,9 @@ gcs_http_new(void)
 	    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq) !=
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_PREREQDATA, c) != CURLE_OK)
+		goto fail;
+	if (ca_file() != NULL &&
+	    curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)
 		goto fail;
 	c->buf = GCS_HTTP_BUF_SMALL;
 	/* Our own HTTP/1.1 unless a proxy is configured (libcurl's engine
@@ -484,7 +497,9 @@ own_connect(gcs_http *c, int64_t deadline_ms, char *errbuf, size_t errlen)
 	        (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cto) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, cto) != CURLE_OK) {
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, cto) != CURLE_OK ||
+	    (ca_file() != NULL &&
+	        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)) {
 		curl_easy_cleanup(h);
 		snprintf(errbuf, errlen, "cannot set up a connection");
 		return -1;
