@@ -382,10 +382,17 @@ typedef struct own_job {
 	CURLcode rc;
 } own_job;
 
-#define OWN_CONNECTOR_STACK (1024 * 1024) /* OpenSSL's handshake, ASan */
+#define OWN_CONNECTOR_STACK   (1024 * 1024) /* OpenSSL's handshake, ASan */
+/* Connector threads at once in the process: a burst of new connections
+ * (a cold start under load) waits for a free one rather than making a
+ * thread each. */
+#define OWN_CONNECTORS_MAX    32
+#define OWN_CONNECTOR_WAIT_MS 2 /* a task's pause while all are busy */
+
+static int connectors; /* running now, atomic */
 /* Times a send may find the connection not ready (TLS may want to read
  * first, and a writable socket would not say so): a bound, not a spin. */
-#define OWN_SEND_AGAIN_MAX  1000
+#define OWN_SEND_AGAIN_MAX 1000
 
 static void
 job_unref(own_job *j)
@@ -410,6 +417,7 @@ connector(void *arg)
 		n = write(j->efd, &one, sizeof(one));
 	while (n < 0 && errno == EINTR);
 	job_unref(j);
+	__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
 	return NULL;
 }
 
@@ -419,13 +427,25 @@ connector(void *arg)
 static int
 connect_in_task(CURL *h, int64_t deadline_ms, char *errbuf, size_t errlen)
 {
-	own_job *j = calloc(1, sizeof(*j));
+	own_job *j;
 	pthread_attr_t at;
 	pthread_t tid;
 	CURLcode rc;
 	int w;
 
-	if (j == NULL) {
+	/* A connector of the OWN_CONNECTORS_MAX, or the deadline. */
+	while (__atomic_add_fetch(&connectors, 1, __ATOMIC_ACQ_REL) >
+	    OWN_CONNECTORS_MAX) {
+		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
+		if (gcs_mono_ms() + OWN_CONNECTOR_WAIT_MS >= deadline_ms) {
+			curl_easy_cleanup(h);
+			snprintf(errbuf, errlen, "no connector free in time");
+			return -1;
+		}
+		gcs_loop_sleep(OWN_CONNECTOR_WAIT_MS);
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
 		curl_easy_cleanup(h);
 		snprintf(errbuf, errlen, "out of memory");
 		return -1;
@@ -434,6 +454,7 @@ connect_in_task(CURL *h, int64_t deadline_ms, char *errbuf, size_t errlen)
 	j->refs = 2;
 	j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (j->efd < 0 || pthread_attr_init(&at) != 0) {
+		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
 		if (j->efd >= 0)
 			close(j->efd);
 		curl_easy_cleanup(h);
@@ -444,6 +465,7 @@ connect_in_task(CURL *h, int64_t deadline_ms, char *errbuf, size_t errlen)
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, OWN_CONNECTOR_STACK);
 	if (pthread_create(&tid, &at, connector, j) != 0) {
+		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
 		pthread_attr_destroy(&at);
 		j->refs = 1;
 		job_unref(j);
