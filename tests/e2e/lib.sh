@@ -34,6 +34,22 @@ lg_eq() {
 	[ "$1" = "$2" ] || lg_fail "$3: got '$1', want '$2'"
 }
 
+# lg_wait_port FILE PID: the port a helper PID prints as the first line
+# of FILE, waited for at most 5 s (printed; empty when it never came or
+# the helper died).
+lg_wait_port() {
+	_lgw_i=0
+	_lgw_port=""
+	while [ $_lgw_i -lt 100 ]; do
+		_lgw_port=$(head -n 1 "$1")
+		[ -n "$_lgw_port" ] && break
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+		_lgw_i=$((_lgw_i + 1))
+	done
+	echo "$_lgw_port"
+}
+
 lg_cleanup() {
 	for p in $LG_PIDS; do
 		kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null

@@ -18,15 +18,7 @@ lg_store_setup() {
 	"$LG_FAKE_GCS_BIN" --port 0 ${LG_FAKE_GCS_ARGS:-} \
 	    >"$LG_TMP/fake_gcs.port" 2>"$LG_TMP/fake_gcs.log" &
 	LG_FAKE_GCS_PID=$!
-	_lgf_i=0
-	_lgf_port=""
-	while [ $_lgf_i -lt 100 ]; do
-		_lgf_port=$(head -n 1 "$LG_TMP/fake_gcs.port")
-		[ -n "$_lgf_port" ] && break
-		kill -0 "$LG_FAKE_GCS_PID" 2>/dev/null || break
-		sleep 0.05
-		_lgf_i=$((_lgf_i + 1))
-	done
+	_lgf_port=$(lg_wait_port "$LG_TMP/fake_gcs.port" "$LG_FAKE_GCS_PID")
 	[ -n "$_lgf_port" ] || lg_fail "fake_gcs did not start"
 	LG_FAKE_GCS_URL=http://127.0.0.1:$_lgf_port
 	STORAGE_EMULATOR_HOST=127.0.0.1:$_lgf_port

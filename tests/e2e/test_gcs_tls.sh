@@ -15,20 +15,13 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
     -addext subjectAltName=IP:127.0.0.1 -keyout "$LG_TMP/key.pem" \
     -out "$LG_TMP/cert.pem" >/dev/null 2>&1 || lg_fail "openssl req"
 fake=${LG_FAKE_GCS_URL#http://}
+: >"$LG_TMP/tls.port" # exists before the child opens it
 python3 tests/tools/tls_proxy.py --cert "$LG_TMP/cert.pem" \
     --key "$LG_TMP/key.pem" --target "$fake" >"$LG_TMP/tls.port" \
     2>"$LG_TMP/tls.err" &
 TLS_PID=$!
 LG_PIDS="$LG_PIDS $TLS_PID"
-i=0
-tport=""
-while [ $i -lt 100 ]; do
-	tport=$(head -n 1 "$LG_TMP/tls.port")
-	[ -n "$tport" ] && break
-	kill -0 "$TLS_PID" 2>/dev/null || break
-	sleep 0.05
-	i=$((i + 1))
-done
+tport=$(lg_wait_port "$LG_TMP/tls.port" "$TLS_PID")
 [ -n "$tport" ] || { cat "$LG_TMP/tls.err" >&2; lg_fail "tls_proxy did not start"; }
 
 # Storage over https; the token from the fake's metadata server (plain

@@ -1087,6 +1087,22 @@ canned_stop(canned *c, gcs_store *s)
 	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
 }
 
+/* gcs_get of "x" into *O (cleared first) from a store on a canned server
+ * answering ANSWER. */
+static int
+canned_get(const char *answer, gcs_object *o, gcs_err *err)
+{
+	canned c;
+	gcs_store *s;
+	int rc;
+
+	canned_start(&c, answer, &s);
+	memset(o, 0, sizeof(*o));
+	rc = gcs_get(s, "x", o, err);
+	canned_stop(&c, s);
+	return rc;
+}
+
 #define OBJ_ANSWER(gen, metagen) \
 	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" \
 	"Connection: close\r\n\r\n" \
@@ -1113,29 +1129,24 @@ test_impossible_generations(void **state)
 		OBJ_ANSWER("\"1\"", "\" 1\""),
 		NULL,
 	};
-	canned c;
-	gcs_store *s;
 	gcs_object o;
 	gcs_err err;
 	int i;
 
 	(void)state;
 	for (i = 0; bad[i] != NULL; i++) {
-		canned_start(&c, bad[i], &s);
-		memset(&o, 0, sizeof(o));
-		if (gcs_get(s, "x", &o, &err) != GCS_UNAVAILABLE)
+		if (canned_get(bad[i], &o, &err) != GCS_UNAVAILABLE)
 			fail_msg("answer %d taken: metageneration %lld", i,
 			    (long long)o.metageneration);
 		gcs_object_clear(&o);
-		canned_stop(&c, s);
 	}
 	/* The largest allowed, to show the server and the check work. */
-	canned_start(&c, OBJ_ANSWER("\"4611686018427387903\"", "7"), &s);
-	assert_int_equal(gcs_get(s, "x", &o, &err), GCS_OK);
+	assert_int_equal(canned_get(OBJ_ANSWER("\"4611686018427387903\"", "7"),
+	                     &o, &err),
+	    GCS_OK);
 	assert_int_equal(o.generation, GCS_GEN_MAX);
 	assert_int_equal(o.metageneration, 7);
 	gcs_object_clear(&o);
-	canned_stop(&c, s);
 }
 
 /* A delete answered with ANSWER is not taken as done: unavailable. */
@@ -1184,32 +1195,24 @@ test_answer_framings(void **state)
 		" folded\r\n\r\n" OBJ_JSON,
 		NULL,
 	};
-	canned c;
-	gcs_store *s;
 	gcs_object o;
 	gcs_err err;
 	int i;
 
 	(void)state;
 	for (i = 0; good[i] != NULL; i++) {
-		canned_start(&c, good[i], &s);
-		memset(&o, 0, sizeof(o));
-		if (gcs_get(s, "x", &o, &err) != GCS_OK)
+		if (canned_get(good[i], &o, &err) != GCS_OK)
 			fail_msg("answer %d refused: %s", i, err.msg);
 		assert_int_equal(o.generation, 5);
 		assert_int_equal(o.metageneration, 2);
 		gcs_object_clear(&o);
-		canned_stop(&c, s);
 	}
 	for (i = 0; bad[i] != NULL; i++) {
-		canned_start(&c, bad[i], &s);
-		memset(&o, 0, sizeof(o));
-		if (gcs_get(s, "x", &o, &err) != GCS_UNAVAILABLE)
+		if (canned_get(bad[i], &o, &err) != GCS_UNAVAILABLE)
 			fail_msg("answer %d taken: generation %lld", i,
 			    (long long)o.generation);
 		assert_non_null(strstr(err.msg, "unreachable"));
 		gcs_object_clear(&o);
-		canned_stop(&c, s);
 	}
 #undef OBJ_JSON
 }

@@ -601,6 +601,36 @@ idle_srv_main(void *arg)
 	return NULL;
 }
 
+/* Start V's thread on a loopback port of its own (V->port). */
+static void
+idle_srv_start(idle_srv *v, pthread_t *th)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	v->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(v->lfd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(v->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(v->lfd, 4), 0);
+	assert_int_equal(getsockname(v->lfd, (struct sockaddr *)&sa, &len), 0);
+	v->port = ntohs(sa.sin_port);
+	assert_int_equal(pipe(v->close_pipe), 0);
+	assert_int_equal(pthread_create(th, NULL, idle_srv_main, v), 0);
+}
+
+/* Wait for V's thread (its waits are bounded) and close its fds. */
+static void
+idle_srv_stop(idle_srv *v, pthread_t th)
+{
+	pthread_join(th, NULL);
+	close(v->lfd);
+	close(v->close_pipe[0]);
+	close(v->close_pipe[1]);
+}
+
 typedef struct get_call {
 	int port;
 	CURLcode rc;
@@ -638,25 +668,13 @@ static void
 test_idle_connection_closed_by_peer(void **state)
 {
 	idle_srv v = { 0 };
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
 	pthread_t th;
 	gcs_loop *l = gcs_loop_new();
 	get_call g = { 0 };
 	int i, events = 0;
 
 	(void)state;
-	v.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_true(v.lfd >= 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(v.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(v.lfd, 4), 0);
-	assert_int_equal(getsockname(v.lfd, (struct sockaddr *)&sa, &len), 0);
-	v.port = ntohs(sa.sin_port);
-	assert_int_equal(pipe(v.close_pipe), 0);
-	assert_int_equal(pthread_create(&th, NULL, idle_srv_main, &v), 0);
+	idle_srv_start(&v, &th);
 
 	g.port = v.port;
 	if (gcs_loop_spawn(l, get_fn, &g, NULL) == 0)
@@ -677,11 +695,8 @@ test_idle_connection_closed_by_peer(void **state)
 		run_until_idle(l);
 	assert_int_equal(g.rc, CURLE_OK);
 	assert_int_equal(g.status, 200);
-	pthread_join(th, NULL);
+	idle_srv_stop(&v, th);
 	assert_int_equal(v.served, 2);
-	close(v.lfd);
-	close(v.close_pipe[0]);
-	close(v.close_pipe[1]);
 	gcs_loop_free(l);
 }
 
@@ -808,25 +823,13 @@ static void
 test_own_http_idle_connection_closed(void **state)
 {
 	idle_srv v = { 0 };
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
 	pthread_t th;
 	gcs_loop *l = gcs_loop_new();
 	own_call o = { 0 };
 	int i, events = 0;
 
 	(void)state;
-	v.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_true(v.lfd >= 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(v.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(v.lfd, 4), 0);
-	assert_int_equal(getsockname(v.lfd, (struct sockaddr *)&sa, &len), 0);
-	v.port = ntohs(sa.sin_port);
-	assert_int_equal(pipe(v.close_pipe), 0);
-	assert_int_equal(pthread_create(&th, NULL, idle_srv_main, &v), 0);
+	idle_srv_start(&v, &th);
 
 	o.port = v.port;
 	o.rc = -9;
@@ -849,11 +852,8 @@ test_own_http_idle_connection_closed(void **state)
 	assert_int_equal(o.resp.status, 200);
 	assert_int_equal(o.resp.sends, 1); /* not sent into the dead one */
 	gcs_resp_clear(&o.resp);
-	pthread_join(th, NULL);
+	idle_srv_stop(&v, th);
 	assert_int_equal(v.served, 2);
-	close(v.lfd);
-	close(v.close_pipe[0]);
-	close(v.close_pipe[1]);
 	gcs_loop_free(l);
 }
 
