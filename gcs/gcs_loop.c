@@ -655,6 +655,10 @@ gcs_loop_wait_fd(int fd, bool out, int64_t deadline_ms)
 	slot = reg_slot(t->loop, fd);
 	if (slot == NULL)
 		return -1;
+	if (!(*slot & REG_RAW))
+		*slot = 0; /* ours now: whatever the table says of an earlier
+			      fd of that number is stale (reg_set then ADDs,
+			      or MODs what epoll still holds) */
 	if ((*slot & (REG_IN | REG_OUT)) != want || !(*slot & REG_RAW)) {
 		if (reg_set(t->loop, fd, slot, want) != 0)
 			return -1;
