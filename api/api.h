@@ -105,8 +105,13 @@ typedef struct api_acquire_req {
 	char owner[API_OWNER_MAX + 1];
 	char holder[API_HOLDER_MAX + 1];
 	char purpose[API_PURPOSE_MAX + 1];
-	/* The client's key, or "" until api_acquire_prepare makes one:
-	 * every attempt of one request writes the same lease_id. */
+	/* The client's idempotency key (its "lease_id" parameter), or "":
+	 * a request with the key of a live lease of the same owner gets
+	 * that lease back, renewed, instead of a second one. */
+	char key[API_LEASE_ID_MAX + 1];
+	/* The lease_id a grant of this request gets: made here, never by
+	 * the client, by api_acquire_prepare, so that every attempt of one
+	 * request writes the same one and no two grants ever share one. */
 	char lease_id[API_LEASE_ID_MAX + 1];
 	json_t *labels; /* borrowed, validated; NULL for none */
 	json_t *claims; /* borrowed; NULL for none */
@@ -202,24 +207,30 @@ int api_labels_valid(const json_t *labels, char *why, size_t whylen);
  * before its first attempt. */
 int api_acquire_check(const api_acquire_req *req, api_err *err);
 /* Make REQ ready for its attempts, once, when it is parsed: give it a
- * lease_id of its own when the caller gave none.  Every attempt of the
- * request (every waiter poll too) then writes and looks for that one
- * lease_id, so an attempt whose insert was applied but whose answer was
- * lost is recognised by the next as its own instead of waited behind
- * until its TTL. */
+ * new lease_id (a second call keeps it).  Every attempt of the request
+ * (every waiter poll too) then writes that lease_id and looks for its
+ * own lease by it (or by its client key), so an attempt whose insert was
+ * applied but whose answer was lost is recognised by the next as its own
+ * instead of waited behind until its TTL.  A lease_id is one grant: a
+ * later request with the same client key that finds the lock free gets
+ * a new one, so a refresh or release naming the old grant is refused
+ * (API_LEASE_LOST) instead of acting on the new one. */
 void api_acquire_prepare(api_acquire_req *req);
 /* One attempt to take the lock for REQ, prepared by api_acquire_prepare
  * (an empty lease_id is API_INTERNAL).  API_OK fills OUT with the lease
- * (and its lease_id); API_LOCKED fills OUT with the current holder (no
- * lease_id) and err->retry_after.  OUT must be cleared with
- * api_lock_clear(). */
+ * (and its lease_id); a lease that was already REQ's own (same owner,
+ * same client key or lease_id) is renewed first, with one conditional
+ * write, so the answer never carries a lease about to expire.
+ * API_LOCKED fills OUT with the current holder (no lease_id) and
+ * err->retry_after.  OUT must be cleared with api_lock_clear(). */
 int api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err);
 /* One read and no write, for a waiter deciding whether to attempt: the
- * lock is held by another lease (API_LOCKED, as api_acquire), by REQ's
- * own lease (API_OK, OUT the lease: an earlier attempt was applied though
- * its answer was lost), or by nobody live (API_NOT_HELD: worth an
- * api_acquire).  OUT must be cleared with api_lock_clear(). */
+ * lock is held by another live lease (API_LOCKED, OUT and ERR as
+ * api_acquire), or an attempt is worth making (API_OK: the lock is free,
+ * expired, or held by REQ's own lease, which api_acquire renews and
+ * returns; OUT is left empty).  OUT must be cleared with
+ * api_lock_clear(). */
 int api_acquire_peek(api_service *svc, const api_acquire_req *req,
     api_lock *out, api_err *err);
 /* Extend a lease; req->ttl 0 keeps the ttl. */
@@ -234,9 +245,13 @@ api_inspect(api_service *svc, const char *name, api_lock *out, api_err *err);
 int api_list(api_service *svc, const api_list_req *req, api_list_res *out,
     api_err *err);
 void api_list_res_clear(api_list_res *res);
-/* Remove whatever lease holds NAME.  ACTOR is recorded in the event. */
+/* Remove the lease that holds NAME: any lease when EXPECT_TOKEN is 0, else
+ * only the one with that fencing token (API_LEASE_LOST, reason
+ * "fencing_token_mismatch", when another holds it now: an admin acting
+ * on a stale view never removes the next holder's lease).  ACTOR is
+ * recorded in the event. */
 int api_force_release(api_service *svc, const char *name, const char *actor,
-    api_err *err);
+    int64_t expect_token, api_err *err);
 
 void api_lock_clear(api_lock *lock);
 

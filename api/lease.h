@@ -11,6 +11,7 @@
 
 /* Metadata keys of a lock object.  Every value is a string. */
 #define LEASE_KEY_ID       "lease_id"
+#define LEASE_KEY_CLIENT   "client_key" /* the acquire's key, if it had one */
 #define LEASE_KEY_OWNER    "owner"
 #define LEASE_KEY_HOLDER   "holder"
 #define LEASE_KEY_PURPOSE  "purpose"
@@ -27,10 +28,15 @@ json_t *lease_metadata(const api_acquire_req *req, const char *lease_id);
  * bytes, control characters in six), as large as refreshes can make it:
  * with a refresh_seq of the widest int64 and the widest ttl. */
 size_t lease_stored_bytes(const json_t *meta);
-/* 1 when the object's updated + ttl (+ margin) is before the store's now. */
+/* 1 when the object's updated + ttl (+ margin) is before the store's now;
+ * 0 when the answer carried no store time (now_ms 0). */
 int lease_expired(const gcs_object *o);
 /* Borrowed strings from the object's metadata ("" when absent). */
 const char *lease_id_of(const gcs_object *o);
+/* The key an acquire recognises its own lease by: the client's key, or
+ * the lease_id when the acquire had none (and for leases written before
+ * client keys were stored apart, whose lease_id was the client's key). */
+const char *lease_key_of(const gcs_object *o);
 const char *lease_owner_of(const gcs_object *o);
 /* Fill OUT from object O of lock NAME; lease_id only WITH_LEASE. */
 void lease_read(const char *name, const gcs_object *o, bool with_lease,

@@ -127,6 +127,7 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	if (m == NULL)
 		return NULL;
 	if (set_str(m, LEASE_KEY_ID, lease_id) ||
+	    (req->key[0] != '\0' && set_str(m, LEASE_KEY_CLIENT, req->key)) ||
 	    set_str(m, LEASE_KEY_OWNER, req->owner) ||
 	    set_str(m, LEASE_KEY_HOLDER, req->holder) ||
 	    set_str(m, LEASE_KEY_PURPOSE, req->purpose) ||
@@ -273,19 +274,41 @@ api_fmt_int(char *buf, size_t len, int64_t v)
 	return n;
 }
 
+/* A + B, held at INT64_MAX instead of overflowing (B >= 0). */
+static int64_t
+add_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* Without the store's time (now_ms 0) nothing is judged expired: a
+ * gateway's own clock never decides a takeover. */
 int
 lease_expired(const gcs_object *o)
 {
 	long ttl = meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
 	    API_TTL_DEFAULT);
 
-	return o->updated_ms + ttl * 1000 + API_EXPIRY_MARGIN_MS < o->now_ms;
+	if (o->now_ms <= 0)
+		return 0;
+	return add_sat(o->updated_ms, ttl * 1000 + API_EXPIRY_MARGIN_MS) <
+	    o->now_ms;
 }
 
 const char *
 lease_id_of(const gcs_object *o)
 {
 	return meta_str(o, LEASE_KEY_ID);
+}
+
+const char *
+lease_key_of(const gcs_object *o)
+{
+	const char *key = meta_str(o, LEASE_KEY_CLIENT);
+
+	return key[0] != '\0' ? key : lease_id_of(o);
 }
 
 const char *
@@ -316,7 +339,7 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	out->fencing_token = o->generation;
 	out->acquired_at_ms = o->created_ms;
 	out->refreshed_at_ms = o->updated_ms;
-	out->expires_at_ms = o->updated_ms + (int64_t)out->ttl * 1000;
+	out->expires_at_ms = add_sat(o->updated_ms, (int64_t)out->ttl * 1000);
 	out->now_ms = o->now_ms;
 	out->refresh_interval = out->ttl / API_REFRESH_DIVISOR;
 	if (out->refresh_interval < 1)

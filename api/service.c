@@ -144,26 +144,58 @@ remember(api_service *svc, const char *name, const char *lease_id,
 }
 
 /*
- * REQ's own lease, found in the store by a read after its insert was
- * refused: an earlier attempt of the same request (a retried insert that
- * had been applied, an attempt whose answer was lost) or the client
- * re-acquiring with its own lease_id.  Remember it, and announce the grant
- * unless this instance already knew this lease: for the log, the timeline
- * and the counters, learning of a grant whose answer was lost is the
- * grant.
+ * REQ's own lease O, renewed after a read found it: an earlier attempt of
+ * the same request (a retried insert that had been applied, an attempt
+ * whose answer was lost) or the client re-acquiring with its own key.
+ * Remember it, and announce the grant unless this instance already knew
+ * this lease: for the log, the timeline and the counters, learning of a
+ * grant whose answer was lost is the grant.
  */
 static void
 found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
 {
 	lease_ref known;
 	bool announced =
-	    lease_cache_get(svc->cache, req->name, req->lease_id, &known) &&
+	    lease_cache_get(svc->cache, req->name, lease_id_of(o), &known) &&
 	    known.generation == o->generation;
 
-	remember(svc, req->name, req->lease_id, req->owner, o);
-	if (!announced)
-		emit(svc, API_EV_GRANTED, req->name, req->owner, req->holder,
-		    req->owner, o->generation, o->updated_ms);
+	remember(svc, req->name, lease_id_of(o), req->owner, o);
+	emit(svc, announced ? API_EV_REFRESHED : API_EV_GRANTED, req->name,
+	    req->owner, req->holder, req->owner, o->generation, o->updated_ms);
+}
+
+/*
+ * Move the lease of NAME at generation GEN and metageneration METAGEN
+ * forward (the store's updated time, and so its expiry), with the ttl
+ * TTL when it is above 0: one conditional patch.  The store's status;
+ * *OUT is the patched object on GCS_OK.
+ */
+static int
+renew(api_service *svc, const char *name, int64_t gen, int64_t metagen, int ttl,
+    gcs_object *out, gcs_err *ge)
+{
+	char seq[32], ttls[16];
+	json_t *patch;
+	int rc;
+
+	api_fmt_int(seq, sizeof(seq), metagen + 1);
+	patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
+	if (patch != NULL && ttl > 0) {
+		api_fmt_int(ttls, sizeof(ttls), ttl);
+		if (json_object_set_new(patch, LEASE_KEY_TTL,
+		        json_string(ttls)) != 0) {
+			json_decref(patch);
+			patch = NULL;
+		}
+	}
+	if (patch == NULL) {
+		memset(ge, 0, sizeof(*ge));
+		ge->status = GCS_NOMEM;
+		return GCS_NOMEM;
+	}
+	rc = gcs_patch(svc->store, name, gen, metagen, patch, out, ge);
+	json_decref(patch);
+	return rc;
 }
 
 /* Seconds a refused acquirer should wait before asking again. */
@@ -226,11 +258,14 @@ api_acquire_prepare(api_acquire_req *req)
 		new_lease_id(req->lease_id, sizeof(req->lease_id));
 }
 
-/* 1 when CUR is the live lease of REQ: its lease_id and owner. */
+/* 1 when CUR is the live lease of REQ: its owner, and its client key
+ * (or, without one, the lease_id REQ writes). */
 static int
 is_ours(const gcs_object *cur, const api_acquire_req *req)
 {
-	return strcmp(lease_id_of(cur), req->lease_id) == 0 &&
+	const char *key = req->key[0] != '\0' ? req->key : req->lease_id;
+
+	return strcmp(lease_key_of(cur), key) == 0 &&
 	    strcmp(lease_owner_of(cur), req->owner) == 0 && !lease_expired(cur);
 }
 
@@ -260,19 +295,13 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		    "an acquire without a lease_id (not prepared)");
 	rc = gcs_get(svc->store, req->name, &cur, &ge);
 	if (rc == GCS_NOT_FOUND)
-		return api_fail(err, API_NOT_HELD, "nobody holds this lock");
+		return API_OK;
 	if (rc != GCS_OK)
 		return store_fail(err, &ge);
-	if (is_ours(&cur, req)) {
-		lease_read(req->name, &cur, true, out);
-		found_ours(svc, req, &cur);
-		rc = API_OK;
-	} else if (lease_expired(&cur)) {
-		rc = api_fail(err, API_NOT_HELD,
-		    "nobody holds this lock: its last lease expired");
-	} else {
+	if (is_ours(&cur, req) || lease_expired(&cur))
+		rc = API_OK; /* an attempt renews it, or takes over */
+	else
 		rc = held_by(req, &cur, out, err);
-	}
 	gcs_object_clear(&cur);
 	return rc;
 }
@@ -330,11 +359,21 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		if (is_ours(&cur, req)) {
 			/* Ours: a retried insert that had succeeded, an
 			 * earlier attempt of this request whose answer was
-			 * lost, or a client re-acquiring with its own key. */
-			lease_read(req->name, &cur, true, out);
-			found_ours(svc, req, &cur);
+			 * lost, or a client re-acquiring with its own key.
+			 * Renewed before it is answered: it may be close to
+			 * its expiry, and the caller counts its TTL from
+			 * now.  A 412 or 404 means it moved: look again. */
+			rc = renew(svc, req->name, cur.generation,
+			    cur.metageneration, req->ttl, &obj, &ge);
 			gcs_object_clear(&cur);
+			if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
+				continue;
 			json_decref(meta);
+			if (rc != GCS_OK)
+				return store_fail(err, &ge);
+			lease_read(req->name, &obj, true, out);
+			found_ours(svc, req, &obj);
+			gcs_object_clear(&obj);
 			return API_OK;
 		}
 		if (lease_expired(&cur)) {
@@ -374,12 +413,16 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 /*
  * Find the live object of the lease named in REQ: from the cache when this
  * instance wrote it last, else by reading it.  On API_OK *ref holds the
- * generations to write against.  Owner mismatches are refused here.
+ * generations to write against.  Owner mismatches are refused here.  A
+ * lease is one grant: once *ref holds its generation (from an earlier
+ * round), an object of another generation is another lease, lost to the
+ * caller even if it carries the same lease_id.
  */
 static int
 lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
     lease_ref *ref, api_err *err)
 {
+	int64_t known = use_cache ? 0 : ref->generation;
 	gcs_object cur;
 	gcs_err ge;
 	int rc;
@@ -400,7 +443,8 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	}
 	if (rc != GCS_OK)
 		return store_fail(err, &ge);
-	if (strcmp(lease_id_of(&cur), req->lease_id) != 0) {
+	if (strcmp(lease_id_of(&cur), req->lease_id) != 0 ||
+	    (known != 0 && cur.generation != known)) {
 		gcs_object_clear(&cur);
 		return api_fail(err, API_LEASE_LOST,
 		    "the lock is now held by another lease; stop the work it "
@@ -434,13 +478,12 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	lease_ref ref;
 	gcs_object obj;
 	gcs_err ge;
-	json_t *patch;
-	char seq[32];
 	bool seen = false; /* the lease was found once: it was real */
 	int rc, i;
 
 	memset(out, 0, sizeof(*out));
 	memset(err, 0, sizeof(*err));
+	memset(&ref, 0, sizeof(ref));
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
 		if (rc != API_OK) {
@@ -453,19 +496,8 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			return rc;
 		}
 		seen = true;
-		api_fmt_int(seq, sizeof(seq), ref.metageneration + 1);
-		patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
-		if (patch == NULL)
-			return api_fail(err, API_INTERNAL, "out of memory");
-		if (req->ttl > 0) {
-			char ttl[16];
-			api_fmt_int(ttl, sizeof(ttl), req->ttl);
-			json_object_set_new(patch, LEASE_KEY_TTL,
-			    json_string(ttl));
-		}
-		rc = gcs_patch(svc->store, req->name, ref.generation,
-		    ref.metageneration, patch, &obj, &ge);
-		json_decref(patch);
+		rc = renew(svc, req->name, ref.generation, ref.metageneration,
+		    req->ttl, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
 			remember(svc, req->name, req->lease_id, ref.owner,
@@ -502,6 +534,7 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 	int rc, i;
 
 	memset(err, 0, sizeof(*err));
+	memset(&ref, 0, sizeof(ref));
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
 		if (rc != API_OK)
@@ -675,7 +708,7 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 
 int
 api_force_release(api_service *svc, const char *name, const char *actor,
-    api_err *err)
+    int64_t expect_token, api_err *err)
 {
 	gcs_object cur;
 	gcs_err ge;
@@ -689,6 +722,16 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			    "nobody holds this lock");
 		if (rc != GCS_OK)
 			return store_fail(err, &ge);
+		if (expect_token != 0 && cur.generation != expect_token) {
+			gcs_object_clear(&cur);
+			api_fail(err, API_LEASE_LOST,
+			    "the lock is now held by another lease (fencing "
+			    "token other than %" PRId64 "); look again before "
+			    "force-releasing it",
+			    expect_token);
+			err->reason = "fencing_token_mismatch";
+			return API_LEASE_LOST;
+		}
 		rc = gcs_remove(svc->store, name, cur.generation,
 		    cur.metageneration, &ge);
 		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {

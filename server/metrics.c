@@ -55,6 +55,7 @@ static const char *const outcome_names[] = {
 	"forced",
 	"released",
 	"refreshed",
+	"abandoned",
 	"other",
 };
 #define N_OUTCOMES (sizeof(outcome_names) / sizeof(outcome_names[0]))

@@ -21,6 +21,7 @@ static const char *const refresh_params[] = { "lease_id", "ttl", "format",
 static const char *const release_params[] = { "lease_id", "format", NULL };
 static const char *const list_params[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
+static const char *const force_params[] = { "fencing_token", "format", NULL };
 static const char *const plain_params[] = { "format", NULL };
 static const char *const events_params[] = { "max", "format", NULL };
 
@@ -192,6 +193,9 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	w->deadline_ms = r->start_us / 1000 + (int64_t)wait * 1000;
 	w->rc = rc;
 	w->err = *err;
+	/* The first attempt failed on the storage: its insert may have
+	 * been applied. */
+	w->maybe_granted = rc == API_BUSY || rc == API_UNAVAILABLE;
 	if (holder != NULL) {
 		w->lock = *holder;
 		memset(holder, 0, sizeof(*holder));
@@ -237,11 +241,13 @@ do_acquire(srv_req *r, const char *name)
 	        &err) < 0 ||
 	    params_str(&r->params, "purpose", q->purpose, sizeof(q->purpose),
 	        &err) < 0 ||
-	    params_str(&r->params, "lease_id", q->lease_id, sizeof(q->lease_id),
-	        &err) < 0 ||
+	    params_str(&r->params, "lease_id", q->key, sizeof(q->key), &err) <
+	        0 ||
 	    params_labels(&r->params, &q->labels, &err))
 		return http_error(r, &err, NULL);
-	if (q->lease_id[0] && !api_lease_id_valid(q->lease_id))
+	/* An acquire's lease_id is the client's idempotency key; the lease
+	 * it is granted gets a lease_id of its own (api_acquire_prepare). */
+	if (q->key[0] && !api_lease_id_valid(q->key))
 		return http_fail(r, API_BAD_REQUEST, "bad_lease_id",
 		    "a client lease_id must be 8 to 64 characters of "
 		    "A-Z a-z 0-9 - _");
@@ -251,7 +257,8 @@ do_acquire(srv_req *r, const char *name)
 	if (r->id.display != NULL)
 		q->claims = json_incref(r->id.display);
 	/* Its lease_id, one for every attempt and waiter poll (never
-	 * logged; shown only in the answer that grants it). */
+	 * logged; shown only in the answer that grants it), and new for
+	 * every request, so that no two grants share one. */
 	api_acquire_prepare(q);
 
 	/* First come, first served: behind waiters already queued here.  A
@@ -368,11 +375,19 @@ do_force(srv_req *r, const char *name)
 {
 	enum MHD_Result mr;
 	api_err err;
+	long token;
 
+	memset(&err, 0, sizeof(err));
 	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
-	    prepare(r, plain_params, &mr) != 0)
+	    prepare(r, force_params, &mr) != 0)
 		return mr;
-	if (api_force_release(r->srv->svc, name, r->id.owner, &err) != API_OK)
+	/* The fencing token of the lease the admin saw: only that one is
+	 * removed (0, the default: whichever holds it). */
+	if (params_int(&r->params, "fencing_token", 1, INT64_MAX, 0, &token,
+	        &err))
+		return http_error(r, &err, NULL);
+	if (api_force_release(r->srv->svc, name, r->id.owner, token, &err) !=
+	    API_OK)
 		return http_error(r, &err, NULL);
 	return http_json(r, 204, NULL);
 }

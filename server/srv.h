@@ -153,6 +153,10 @@ struct srv_waiter {
 	api_err err;
 	bool hung_up;   /* the client went away */
 	bool cancelled; /* removed without an answer */
+	/* An attempt failed on the storage after its insert may have been
+	 * applied: a wait that ends without a grant gives back whatever
+	 * lease req->lease_id may hold. */
+	bool maybe_granted;
 };
 
 srv_waits *srv_waits_new(api_service *svc);

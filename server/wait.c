@@ -14,6 +14,13 @@
  * Every wait has a deadline; a client that hangs up is noticed within
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
  * libmicrohttpd); on shutdown every waiter is answered 503.
+ *
+ * A lease nobody will be told of is given back at once, never left to
+ * hold the lock until its TTL: no write starts for a waiter past its
+ * deadline or whose client left, a grant that completes after either is
+ * released, and a wait that ends without a grant after an attempt that
+ * may have been applied (its answer lost to a storage failure) releases
+ * whatever lease that attempt's lease_id holds.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +31,13 @@
 
 #include "metrics.h"
 #include "srv.h"
+
+/* How a poll ended, besides an api_code. */
+enum {
+	POLL_GONE = -1,    /* the client left */
+	POLL_REFUSED = -2, /* the caller may no longer take the lock */
+	POLL_LATE = -3,    /* the wait ran out: answer what was last seen */
+};
 
 typedef struct wlock {
 	struct wlock *next;
@@ -121,15 +135,45 @@ hung_up(int fd)
 	        errno != EINTR);
 }
 
+/*
+ * Give back the lease LEASE_ID of W's request, granted but never to be
+ * answered: a release as its owner, which removes that lease and nothing
+ * else (another lease, even one with the same client key, has another
+ * lease_id).  Best effort: if the storage fails, the TTL frees the lock.
+ */
+static void
+give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
+{
+	api_lease_req q;
+	api_err err;
+	int rc;
+
+	memset(&q, 0, sizeof(q));
+	api_copy(q.name, sizeof(q.name), w->req->name);
+	api_copy(q.owner, sizeof(q.owner), w->req->owner);
+	api_copy(q.lease_id, sizeof(q.lease_id), lease_id);
+	rc = api_release(ws->svc, &q, &err);
+	if (rc == API_OK) {
+		metrics_lock_outcome("abandoned");
+	} else if (rc != API_LEASE_LOST && rc != API_LEASE_NOT_FOUND) {
+		srv_logf("WARNING",
+		    "a lease on %s that nobody will be told of could not be "
+		    "given back (%s); it frees itself when its TTL runs out",
+		    w->req->name, err.message);
+	}
+}
+
 /* Answer the waiters on the FINISHED list; called without the mutex. */
 static void
-deliver(srv_waiter *finished)
+deliver(srv_waits *ws, srv_waiter *finished)
 {
 	srv_waiter *w, *next;
 
 	for (w = finished; w != NULL; w = next) {
 		next = w->next;
 		w->next = NULL;
+		if (w->rc != API_OK && w->maybe_granted)
+			give_back(ws, w, w->req->lease_id);
 		metrics_wait_observe(
 		    (double)(srv_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
@@ -192,11 +236,33 @@ note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
 	w->rc = rc;
 }
 
+/* Whether W may start a write: POLL_GONE, POLL_LATE, POLL_REFUSED (w->rc
+ * and w->err say why) or API_OK. */
+static int
+may_write(srv_waiter *w)
+{
+	api_err err;
+	int rc;
+
+	if (hung_up(w->fd))
+		return POLL_GONE; /* do not take a lock nobody will be told of */
+	if (srv_mono_ms() >= w->deadline_ms)
+		return POLL_LATE;
+	/* Nor one its caller may no longer take: the token expired during
+	 * the wait, or a reloaded policy withdrew the right. */
+	if (w->allowed != NULL && (rc = w->allowed(w, &err)) != API_OK) {
+		api_lock_clear(&w->lock);
+		w->rc = rc;
+		w->err = err;
+		return POLL_REFUSED;
+	}
+	return API_OK;
+}
+
 /*
  * One poll for the head waiter W of a lock, made without the mutex.
- * Returns the api code: API_OK = W was granted (w->lock is the lease);
- * -1 = the client left; -2 = the caller may no longer take the lock
- * (w->rc and w->err say why).
+ * Returns the api code: API_OK = W was granted (w->lock is the lease),
+ * or a POLL_ code.
  */
 static int
 poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
@@ -207,20 +273,18 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 
 	*hint_ms = -1;
 	if (!woken) {
-		/* One read tells whether anyone may try at all, and whether
-		 * the holder is this request's own lease: an earlier attempt
-		 * whose insert was applied though its answer was lost.  The
-		 * read ends by the waiter's deadline (a slow storage must not
-		 * hold its answer up); the write below keeps its own budget,
-		 * as one cut short might leave a lease nobody is told of. */
+		/* One read tells whether anyone may try at all: the lock is
+		 * free, expired, or this request's own lease (an earlier
+		 * attempt whose insert was applied though its answer was
+		 * lost, which the attempt below renews).  The read ends by
+		 * the waiter's deadline (a slow storage must not hold its
+		 * answer up); the write below keeps its own budget, as one
+		 * cut short might leave a lease nobody is told of. */
 		gcs_give_up_thread(w->deadline_ms);
 		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
 		gcs_give_up_thread(0);
-		if (rc == API_OK) {
-			note_holder(w, &seen, &err, API_OK);
-			return API_OK;
-		}
 		if (rc == API_LOCKED) {
+			w->maybe_granted = false; /* ours would be API_OK */
 			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
 			    seen.now_ms;
 			err.retry_after = (int)(*hint_ms / 1000 + 1);
@@ -232,20 +296,20 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 			return API_LOCKED;
 		}
 		api_lock_clear(&seen);
-		if (rc != API_NOT_HELD)
+		if (rc != API_OK)
 			return rc; /* storage trouble: try again later */
 	}
-	if (hung_up(w->fd))
-		return -1; /* do not take a lock nobody will be told of */
-	/* Nor one its caller may no longer take: the token expired during
-	 * the wait, or a reloaded policy withdrew the right. */
-	if (w->allowed != NULL && (rc = w->allowed(w, &err)) != API_OK) {
-		api_lock_clear(&w->lock);
-		w->rc = rc;
-		w->err = err;
-		return -2;
-	}
+	if ((rc = may_write(w)) != API_OK)
+		return rc;
 	rc = api_acquire(ws->svc, w->req, &seen, &err);
+	/* The write may take the storage's whole budget: the client may
+	 * have left, or its wait run out, meanwhile. */
+	if (rc == API_OK && (rc = may_write(w)) != API_OK) {
+		give_back(ws, w, seen.lease_id);
+		api_lock_clear(&seen);
+		return rc;
+	}
+	w->maybe_granted = rc != API_OK && rc != API_LOCKED;
 	if (rc == API_OK || rc == API_LOCKED) {
 		if (rc == API_LOCKED)
 			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
@@ -277,7 +341,7 @@ sweeper(void *arg)
 		sweep(ws, srv_mono_ms(), &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
-			deliver(fin);
+			deliver(ws, fin);
 			pthread_mutex_lock(&ws->mu);
 		}
 		ts.tv_sec = next / 1000;
@@ -323,13 +387,15 @@ poller(void *arg)
 			pthread_mutex_lock(&ws->mu);
 			l->busy = false;
 			now = srv_mono_ms();
-			if (rc == API_OK || rc == -1 || rc == -2 ||
+			if (rc == API_OK || rc == POLL_GONE ||
+			    rc == POLL_REFUSED || rc == POLL_LATE ||
 			    ws->refusing) {
 				dequeue(l, w);
 				ws->nwaiters--;
-				if (rc == -1)
+				if (rc == POLL_GONE)
 					w->hung_up = true;
-				else if (rc != API_OK && rc != -2)
+				else if (rc != API_OK && rc != POLL_REFUSED &&
+				    rc != POLL_LATE)
 					w->rc = API_SHUTTING_DOWN;
 				w->next = fin;
 				fin = w;
@@ -348,7 +414,7 @@ poller(void *arg)
 		}
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
-			deliver(fin);
+			deliver(ws, fin);
 			pthread_mutex_lock(&ws->mu);
 			continue;
 		}
@@ -489,7 +555,7 @@ srv_waits_shutdown(srv_waits *ws)
 	}
 	pthread_cond_broadcast(&ws->cv);
 	pthread_mutex_unlock(&ws->mu);
-	deliver(fin);
+	deliver(ws, fin);
 }
 
 void

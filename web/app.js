@@ -810,21 +810,27 @@
 		text.append(holder, ' (owner ', iso(l.owner), ', fencing token ' +
 		    str(l.fencing_token) + ')? ' +
 		    'Its holder loses the lease at once and may still be working.');
+		st.forceToken = l.fencing_token; /* the lease the admin saw */
 		const d = $('confirmdlg');
 		d.returnValue = '';
 		d.showModal();
 	}
 
-	async function doForce(name) {
+	/* Only the lease shown is removed: if another holds the lock by now,
+	 * the server refuses (409) rather than end the new holder's lease. */
+	async function doForce(name, token) {
 		detailMsg('');
 		try {
-			await api('POST', lockPath(name) + ':forceRelease');
+			const q = token ? '?fencing_token=' + encodeURIComponent(token) : '';
+			await api('POST', lockPath(name) + ':forceRelease' + q);
 			detailMsg('Force-released ' + name + '.', 'ok');
 			pollNow();
 			loadEvents(name);
 		} catch (err) {
 			if (err.status === 404)
 				detailMsg('Not held any more: ' + err.message, 'info');
+			else if (err.status === 409)
+				detailMsg('Not released: ' + err.message, 'info');
 			else if (err.status === 403)
 				detailMsg('Refused (403): ' + err.message);
 			else
@@ -967,7 +973,7 @@
 		$('confirmdlg').addEventListener('close', () => {
 			const d = $('confirmdlg');
 			if (d.returnValue === 'force' && st.detail)
-				doForce(st.detail);
+				doForce(st.detail, st.forceToken);
 		});
 		document.addEventListener('keydown', (ev) => {
 			if (ev.key === '/' && !ev.ctrlKey && !ev.metaKey &&

@@ -69,15 +69,51 @@ code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/idem:acquire?lease_id=$KEY&ttl=30")
 lg_eq "$code" 200 "acquire with a key"
 T=$(lg_json fencing_token <"$out")
+L=$(lg_json lease_id <"$out")
+[ "$L" != "$KEY" ] || lg_fail "the key was made the lease_id"
 code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/idem:acquire?lease_id=$KEY&ttl=30")
 lg_eq "$code" 200 "retried acquire with the same key"
 lg_eq "$(lg_json fencing_token <"$out")" "$T" "same lease on retry"
-lg_eq "$(lg_json lease_id <"$out")" "$KEY" "same lease id on retry"
+lg_eq "$(lg_json lease_id <"$out")" "$L" "same lease id on retry"
 # ... but the same key from another owner is not theirs.
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$B" \
     "$LG_URL/v1/locks/idem:acquire?lease_id=$KEY&ttl=30")
 lg_eq "$code" 409 "someone else's key"
+
+# One key, two grants (a re-run job with the same key after its first run
+# stalled past its TTL and another holder came and went): the first
+# grant's lease_id is lost, and its refresh and release leave the second
+# grant alone.
+RK=rerun-job-key-1
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/rerun:acquire?lease_id=$RK&ttl=2")
+lg_eq "$code" 200 "first run takes rerun"
+L1=$(lg_json lease_id <"$out")
+sleep 4.2 # past its ttl, the 1 s margin and a Date's 1 s resolution
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$B" \
+    "$LG_URL/v1/locks/rerun:acquire?ttl=30")
+lg_eq "$code" 200 "another takes the expired rerun"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$B" \
+    "$LG_URL/v1/locks/rerun:release?lease_id=$(lg_json lease_id <"$out")")
+lg_eq "$code" 204 "and releases it"
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/rerun:acquire?lease_id=$RK&ttl=30")
+lg_eq "$code" 200 "the re-run takes rerun with the same key"
+T3=$(lg_json fencing_token <"$out")
+[ "$(lg_json lease_id <"$out")" != "$L1" ] || lg_fail "a second grant reused a lease_id"
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/rerun:refresh?lease_id=$L1")
+lg_eq "$code" 409 "the first run's refresh"
+lg_eq "$(lg_json error.code <"$out")" lease_lost "the first run's refresh code"
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/rerun:release?lease_id=$L1")
+lg_eq "$code" 409 "the first run's release"
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/rerun")
+lg_eq "$(lg_json fencing_token <"$out")" "$T3" "the re-run's lease is intact"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$B" \
+    "$LG_URL/v1/locks/rerun:acquire")
+lg_eq "$code" 409 "nobody else gets rerun meanwhile"
 
 # Release: 204, then the lock is free; a second release is 404.
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \

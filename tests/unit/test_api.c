@@ -363,12 +363,13 @@ t_retried_insert_is_ours(void **state)
 	assert_int_equal(x.fencing_token, l.fencing_token);
 	api_lock_clear(&x);
 	/* The same request again (a client re-acquiring with its own key):
-	 * its lease, and no second announcement. */
+	 * its lease, renewed, and no second announcement of a grant. */
 	f->ws->ghost_op = -1;
 	assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_OK);
 	assert_string_equal(x.lease_id, l.lease_id);
 	assert_int_equal(x.fencing_token, l.fencing_token);
 	assert_int_equal(f->events[API_EV_GRANTED], 1);
+	assert_int_equal(f->events[API_EV_REFRESHED], 1);
 	api_lock_clear(&x);
 	api_lock_clear(&l);
 }
@@ -407,7 +408,8 @@ t_delete_404_not_retried(void **state)
 	acq_req(&q, "gone", "alice", 30);
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
 	/* Another instance force-released it behind our cache's back. */
-	assert_int_equal(api_force_release(f->svc, "gone", "root", &e), API_OK);
+	assert_int_equal(api_force_release(f->svc, "gone", "root", 0, &e),
+	    API_OK);
 	lease_req(&lq, &l, "alice", 0);
 	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_NOT_FOUND);
 	assert_int_equal(f->events[API_EV_FORCED], 1);
@@ -820,14 +822,18 @@ t_attempts_share_lease_id(void **state)
 	f->ws->lost_status = GCS_UNAVAILABLE;
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_UNAVAILABLE);
 	api_lock_clear(&l);
-	/* The waiter's read sees its own lease: granted, no write. */
+	/* The waiter's read sees its own lease: worth an attempt, and no
+	 * write yet. */
 	wrap_reset(f->ws);
 	assert_int_equal(api_acquire_peek(f->svc, &q, &p, &e), API_OK);
 	assert_int_equal(wrap_writes(f->ws), 0);
-	assert_string_equal(p.lease_id, id);
-	/* So does a second attempt. */
+	assert_string_equal(p.lease_id, "");
+	api_lock_clear(&p);
+	/* The attempt finds it, renews it (one patch) and answers it. */
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
 	assert_string_equal(l.lease_id, id);
+	assert_int_equal(f->ws->calls[W_PATCH], 1);
+	assert_int_equal(api_inspect(f->svc, "orphan", &p, &e), API_OK);
 	assert_int_equal(l.fencing_token, p.fencing_token);
 	api_lock_clear(&p);
 	/* Anyone else sees it held, and never its lease_id. */
@@ -842,17 +848,16 @@ t_attempts_share_lease_id(void **state)
 	assert_int_equal(api_acquire(f->svc, &other, &x, &e), API_LOCKED);
 	assert_string_equal(x.lease_id, "");
 	api_lock_clear(&x);
-	/* Once it expires, peek says free, for an attempt to take over. */
+	/* Once it expires, peek says try, for an attempt to take over. */
 	clock_ms += 32000;
-	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e),
-	    API_NOT_HELD);
+	assert_int_equal(api_acquire_peek(f->svc, &other, &x, &e), API_OK);
 	api_lock_clear(&x);
 	api_lock_clear(&l);
 }
 
-/* The lease_id is made once, by prepare; a client's key is kept; an
- * unprepared request is a bug of the caller's code, refused before any
- * store call. */
+/* The lease_id is made once, by prepare, with or without a client key
+ * (which stays a key, never a lease_id); an unprepared request is a bug
+ * of the caller's code, refused before any store call. */
 static void
 t_prepare_lease_id(void **state)
 {
@@ -868,10 +873,12 @@ t_prepare_lease_id(void **state)
 	snprintf(id, sizeof(id), "%s", q.lease_id);
 	api_acquire_prepare(&q);
 	assert_string_equal(q.lease_id, id); /* once */
-	memset(q.lease_id, 0, sizeof(q.lease_id));
-	snprintf(q.lease_id, sizeof(q.lease_id), "client-key-1");
+	acq_req(&q, "p", "alice", 30);
+	assert_string_not_equal(q.lease_id, id); /* one per request */
+	snprintf(q.key, sizeof(q.key), "client-key-1");
 	api_acquire_prepare(&q);
-	assert_string_equal(q.lease_id, "client-key-1");
+	assert_string_not_equal(q.lease_id, "client-key-1");
+	assert_int_equal(strlen(q.lease_id), API_LEASE_ID_NEW);
 	q.lease_id[0] = '\0';
 	wrap_reset(f->ws);
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_INTERNAL);
@@ -879,6 +886,171 @@ t_prepare_lease_id(void **state)
 	assert_int_equal(api_acquire_peek(f->svc, &q, &l, &e), API_INTERNAL);
 	api_lock_clear(&l);
 	assert_int_equal(wrap_writes(f->ws) + f->ws->calls[W_GET], 0);
+}
+
+/* A request with client key KEY, as lockctl sends on every retry. */
+static void
+keyed_req(api_acquire_req *q, const char *name, const char *owner, int ttl,
+    const char *key)
+{
+	acq_req(q, name, owner, ttl);
+	snprintf(q->key, sizeof(q->key), "%s", key);
+}
+
+/*
+ * Issue 18, 1: one client key, two grants.  A takes the lock with key K,
+ * stalls past its TTL; B takes over and releases; A' (same owner, same K:
+ * a re-run job) takes it again.  A's lease is the first grant only: its
+ * refresh and release are refused as lost, on this instance (its cache
+ * knows the old grant) and on another one (it reads), and A''s lease is
+ * untouched.
+ */
+static void
+t_key_reused_is_a_new_lease(void **state)
+{
+	fixture *f = *state;
+	api_service *other = api_new(&f->ws->base, NULL, NULL);
+	api_acquire_req qa, qb, qa2;
+	api_lease_req lq;
+	api_lock a, b, a2, x;
+	api_err e;
+
+	keyed_req(&qa, "reuse", "ci", 10, "run-1234567");
+	assert_int_equal(api_acquire(f->svc, &qa, &a, &e), API_OK);
+	assert_string_not_equal(a.lease_id, "run-1234567");
+	clock_ms += 12000; /* past ttl and margin */
+	acq_req(&qb, "reuse", "bob", 10);
+	assert_int_equal(api_acquire(f->svc, &qb, &b, &e), API_OK);
+	lease_req(&lq, &b, "bob", 0);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	keyed_req(&qa2, "reuse", "ci", 10, "run-1234567");
+	assert_int_equal(api_acquire(other, &qa2, &a2, &e), API_OK);
+	assert_true(a2.fencing_token != a.fencing_token);
+	assert_string_not_equal(a2.lease_id, a.lease_id);
+
+	lease_req(&lq, &a, "ci", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &x, &e), API_LEASE_LOST);
+	api_lock_clear(&x);
+	assert_int_equal(api_refresh(other, &lq, &x, &e), API_LEASE_LOST);
+	api_lock_clear(&x);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_LOST);
+	assert_int_equal(api_release(other, &lq, &e), API_LEASE_LOST);
+	assert_int_equal(api_inspect(f->svc, "reuse", &x, &e), API_OK);
+	assert_int_equal(x.fencing_token, a2.fencing_token);
+	api_lock_clear(&x);
+	/* A' still holds it, by its own lease_id. */
+	lease_req(&lq, &a2, "ci", 0);
+	assert_int_equal(api_refresh(f->svc, &lq, &x, &e), API_OK);
+	assert_int_equal(x.fencing_token, a2.fencing_token);
+	api_lock_clear(&x);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&a2);
+	api_free(other);
+}
+
+/*
+ * A lease written before client keys were kept apart stored the client's
+ * key as its lease_id: the same key still finds it as its own.
+ */
+static void
+t_key_finds_lease_of_old_layout(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l, x;
+	api_err e;
+	gcs_object o;
+	gcs_err ge;
+	json_t *meta;
+
+	meta = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "lease_id", "old-key-123",
+	    "owner", "ci", "holder", "h", "purpose", "", "ttl", "30",
+	    "expected_duration", "0");
+	assert_int_equal(gcs_insert(&f->ws->base, "old", meta, &o, &ge),
+	    GCS_OK);
+	json_decref(meta);
+	keyed_req(&q, "old", "ci", 30, "old-key-123");
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	assert_string_equal(l.lease_id, "old-key-123");
+	assert_int_equal(l.fencing_token, o.generation);
+	gcs_object_clear(&o);
+	/* Another key of the same owner is someone else. */
+	keyed_req(&q, "old", "ci", 30, "other-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_LOCKED);
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
+/*
+ * Issue 18, 2: a re-acquire with the key of a live lease answers that
+ * lease renewed (one patch), never with an expiry that is about to pass:
+ * the caller counts its TTL from its request.  Just before the TTL and
+ * just after it (within the 1 s margin, when the lease still counts as
+ * live).
+ */
+static void
+t_reacquire_renews(void **state)
+{
+	fixture *f = *state;
+	static const int64_t offsets[] = { 9500, 10500 };
+	api_acquire_req q;
+	api_lock l, x;
+	api_err e;
+	size_t i;
+
+	for (i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
+		int64_t t0;
+
+		keyed_req(&q, i == 0 ? "renew-a" : "renew-b", "ci", 10,
+		    "retry-key-1");
+		t0 = clock_ms;
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+		clock_ms = t0 + offsets[i];
+		wrap_reset(f->ws);
+		assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_OK);
+		assert_int_equal(f->ws->calls[W_PATCH], 1);
+		assert_string_equal(x.lease_id, l.lease_id);
+		assert_int_equal(x.fencing_token, l.fencing_token);
+		assert_false(x.expired);
+		assert_true(x.expires_at_ms >= clock_ms + 10000 - 1);
+		api_lock_clear(&x);
+		api_lock_clear(&l);
+	}
+}
+
+/* Issue 18, 5: a force release names the lease the admin saw; a newer
+ * lease is refused (409) and left alone. */
+static void
+t_force_release_expected_token(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock a, b, x;
+	api_err e;
+
+	acq_req(&q, "forced", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &a, &e), API_OK);
+	lease_req(&lq, &a, "alice", 0);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	acq_req(&q, "forced", "bob", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &b, &e), API_OK);
+	/* The admin's view still shows alice's lease. */
+	assert_int_equal(api_force_release(f->svc, "forced", "root",
+	                     a.fencing_token, &e),
+	    API_LEASE_LOST);
+	assert_string_equal(e.reason, "fencing_token_mismatch");
+	assert_int_equal(api_inspect(f->svc, "forced", &x, &e), API_OK);
+	assert_int_equal(x.fencing_token, b.fencing_token);
+	api_lock_clear(&x);
+	assert_int_equal(api_force_release(f->svc, "forced", "root",
+	                     b.fencing_token, &e),
+	    API_OK);
+	assert_int_equal(api_inspect(f->svc, "forced", &x, &e), API_NOT_HELD);
+	api_lock_clear(&x);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
 }
 
 /* A string of N copies of C, in BUF. */
@@ -1076,6 +1248,14 @@ main(void)
 		    teardown),
 		cmocka_unit_test(t_metadata_limit_exact),
 		cmocka_unit_test_setup_teardown(t_attempts_share_lease_id,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_key_reused_is_a_new_lease,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_key_finds_lease_of_old_layout,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_reacquire_renews, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_force_release_expected_token,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(t_prepare_lease_id, setup,
 		    teardown),
