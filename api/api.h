@@ -96,6 +96,10 @@ typedef struct api_lock {
 	int ttl;
 	int expected_duration; /* 0 = not given */
 	int refresh_interval;
+	/* Whole seconds the lease has left at the store's time of this
+	 * answer (the ttl when the answer carried no store time): what a
+	 * holder may count on from when it sent its request. */
+	int expires_in;
 	bool overdue;
 	bool expired; /* past its TTL, awaiting takeover */
 } api_lock;

@@ -344,6 +344,13 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	out->refresh_interval = out->ttl / API_REFRESH_DIVISOR;
 	if (out->refresh_interval < 1)
 		out->refresh_interval = 1;
+	out->expires_in = out->ttl;
+	if (o->now_ms > 0) {
+		int64_t left = (out->expires_at_ms - o->now_ms) / 1000;
+		out->expires_in = left < 0 ? 0
+		    : left > out->ttl      ? out->ttl
+		                           : (int)left;
+	}
 	out->expired = lease_expired(o);
 	out->overdue = out->expected_duration > 0 &&
 	    o->now_ms - o->created_ms > (int64_t)out->expected_duration * 1000;
@@ -389,7 +396,9 @@ api_lock_json(const api_lock *l, bool with_lease)
 	if (with_lease &&
 	    (json_object_set_new(j, "lease_id", json_string(l->lease_id)) ||
 	        json_object_set_new(j, "refresh_interval",
-	            json_integer(l->refresh_interval))))
+	            json_integer(l->refresh_interval)) ||
+	        json_object_set_new(j, "expires_in",
+	            json_integer(l->expires_in))))
 		goto fail;
 	return j;
 fail:
@@ -444,6 +453,7 @@ api_lock_text(const api_lock *l, bool with_lease, size_t *len)
 	if (with_lease) {
 		api_jw_kstr(&jw, "lease_id", l->lease_id, false);
 		api_jw_kint(&jw, "refresh_interval", l->refresh_interval);
+		api_jw_kint(&jw, "expires_in", l->expires_in);
 	}
 	api_jw_lit(&jw, "}\n");
 	if (jw.full) {

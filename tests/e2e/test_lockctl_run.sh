@@ -149,6 +149,24 @@ lg_eq "$(cat "$T/int.term")" term "SIGINT reached the command as SIGTERM"
 $LC status e2e/int >/dev/null 2>&1
 lg_eq "$?" 1 "released at once after SIGINT"
 
+# --- Stopped while still waiting: lockctl leaves nothing behind.  Its
+# last request may be granted after it stopped listening; it asks once
+# more with its key and gives back whatever that finds, and the server
+# gives back a waiter's grant whose client left.  So once the holder
+# releases, the lock is free, not held by the cancelled run until its TTL.
+eval "$(LOCKGATE_TOKEN=$(lg_token other-job) $LC acquire e2e/cancelled --ttl 60)"
+held_by_other=$LOCKGATE_LEASE_ID
+$LC run e2e/cancelled --ttl 60 --wait 30 -- true 2>"$T/cancel.err" &
+runner=$!
+sleep 1 # it waits
+kill -TERM $runner
+wait $runner
+LOCKGATE_TOKEN=$(lg_token other-job) $LC release e2e/cancelled \
+    --lease-id "$held_by_other" || lg_fail "the holder's release"
+sleep 1
+$LC status e2e/cancelled >/dev/null 2>&1
+lg_eq "$?" 1 "a run cancelled while waiting holds nothing ($(cat "$T/cancel.err"))"
+
 # --- --wait longer than one request's wait: lockctl asks again.  On a
 # server whose maximum wait (1 s) is under lockctl's own (55 s), the first
 # ask gets a 400 that states the maximum, and lockctl uses it.

@@ -270,10 +270,15 @@ t_expiry_and_takeover(void **state)
 	assert_string_equal(x.lease_id, ""); /* never shown to others */
 	assert_true(e.retry_after >= 1);
 	api_lock_clear(&x);
+	/* What the lease has left, on the store's clock. */
+	assert_int_equal(api_inspect(f->svc, "db/migrate", &x, &e), API_OK);
+	assert_int_equal(x.expires_in, 1);
+	api_lock_clear(&x);
 	clock_ms = t0 + 11000; /* ttl + margin: not yet */
 	assert_int_equal(api_acquire(f->svc, &qb, &x, &e), API_LOCKED);
 	api_lock_clear(&x);
 	assert_int_equal(api_inspect(f->svc, "db/migrate", &x, &e), API_OK);
+	assert_int_equal(x.expires_in, 0);
 	api_lock_clear(&x);
 
 	clock_ms = t0 + 11001; /* past ttl + margin: expired */
@@ -1014,6 +1019,7 @@ t_reacquire_renews(void **state)
 		assert_int_equal(x.fencing_token, l.fencing_token);
 		assert_false(x.expired);
 		assert_true(x.expires_at_ms >= clock_ms + 10000 - 1);
+		assert_int_equal(x.expires_in, 10);
 		api_lock_clear(&x);
 		api_lock_clear(&l);
 	}
