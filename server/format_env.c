@@ -145,10 +145,13 @@ add_value(env_buf *b, const char *key, const json_t *v)
 }
 
 /* A lock or lease: every member under PREFIX, then, when WITH_STATE, its
- * state if the object did not carry one.  Returns 1 when a state line was
- * written. */
+ * state if the object did not carry one.  A lock in an error (OF_ERROR)
+ * is someone else's: its fencing token is written as
+ * LOCKGATE_HOLDER_FENCING_TOKEN, never where a script keeps its own.
+ * Returns 1 when a state line was written. */
 static int
-add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
+add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state,
+    int of_error)
 {
 	char key[SRV_ENV_KEY_MAX + 1];
 	const char *name;
@@ -156,7 +159,10 @@ add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state)
 
 	json_object_foreach((json_t *)lock, name, v)
 	{
-		make_key(key, prefix, name);
+		if (of_error && strcmp(name, "fencing_token") == 0)
+			make_key(key, prefix, "holder_fencing_token");
+		else
+			make_key(key, prefix, name);
 		add_value(b, key, v);
 	}
 	if (json_object_get(lock, "state") != NULL)
@@ -184,19 +190,22 @@ add_error(env_buf *b, const json_t *err)
 		if (strcmp(name, "code") == 0)
 			add_value(b, SRV_ENV_PREFIX "ERROR", v);
 		else if (json_is_object(v))
-			has_state |= add_lock(b, SRV_ENV_PREFIX, v, 0);
+			has_state |= add_lock(b, SRV_ENV_PREFIX, v, 0, 1);
 		else {
 			make_key(key, SRV_ENV_PREFIX "ERROR_", name);
 			add_value(b, key, v);
 		}
 	}
 	code = json_string_value(json_object_get(err, "code"));
-	if (has_state || code == NULL)
-		return;
-	if (strcmp(code, "not_held") == 0)
-		add_line(b, SRV_ENV_PREFIX "STATE", "free", 4);
-	else if (strcmp(code, "locked") == 0)
-		add_line(b, SRV_ENV_PREFIX "STATE", "held", 4);
+	if (!has_state && code != NULL) {
+		if (strcmp(code, "not_held") == 0)
+			add_line(b, SRV_ENV_PREFIX "STATE", "free", 4);
+		else if (strcmp(code, "locked") == 0)
+			add_line(b, SRV_ENV_PREFIX "STATE", "held", 4);
+	}
+	/* The last command: eval of an error fails, so `set -e` or
+	 * `eval ... || exit` stops a script that did not get its lease. */
+	buf_str(b, SRV_ENV_ERROR_END);
 }
 
 static void
@@ -213,7 +222,7 @@ add_list(env_buf *b, const json_t *answer, const json_t *locks)
 	{
 		snprintf(prefix, sizeof prefix, SRV_ENV_PREFIX "%zu_", i);
 		if (json_is_object(v))
-			(void)add_lock(b, prefix, v, 1);
+			(void)add_lock(b, prefix, v, 1, 0);
 		else {
 			make_key(key, prefix, "value");
 			add_value(b, key, v);
@@ -248,7 +257,7 @@ srv_env_format(const json_t *answer)
 	else if (json_is_array(locks))
 		add_list(&b, answer, locks);
 	else
-		(void)add_lock(&b, SRV_ENV_PREFIX, answer, 1);
+		(void)add_lock(&b, SRV_ENV_PREFIX, answer, 1, 0);
 done:
 	if (b.oom) {
 		free(b.p);

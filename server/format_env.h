@@ -31,9 +31,12 @@
  *                  -> LOCKGATE_ERROR (code), LOCKGATE_ERROR_MESSAGE, other
  *                     scalar members as LOCKGATE_ERROR_<MEMBER>; a member
  *                     that is an object (the current holder of a 409
- *                     locked) is written as a lock (LOCKGATE_HOLDER, ...);
+ *                     locked) is written as a lock (LOCKGATE_HOLDER, ...)
+ *                     but for its token, LOCKGATE_HOLDER_FENCING_TOKEN
+ *                     (never LOCKGATE_FENCING_TOKEN: not the caller's);
  *                     LOCKGATE_STATE from that holder, else 'free' for
- *                     not_held and 'held' for locked.
+ *                     not_held and 'held' for locked; and last the line
+ *                     SRV_ENV_ERROR_END, so that eval of an error fails.
  *   list           {locks: [...], next_page_token}
  *                  -> LOCKGATE_COUNT, then lock I as LOCKGATE_<I>_LOCK,
  *                     LOCKGATE_<I>_HOLDER, ... (I from 0), and
@@ -45,8 +48,9 @@
 
 #include <jansson.h>
 
-#define SRV_ENV_PREFIX  "LOCKGATE_"
-#define SRV_ENV_KEY_MAX 96 /* bytes of a key, prefix included */
+#define SRV_ENV_PREFIX    "LOCKGATE_"
+#define SRV_ENV_KEY_MAX   96        /* bytes of a key, prefix included */
+#define SRV_ENV_ERROR_END "false\n" /* the last line of an error */
 
 /* ANSWER (borrowed; NULL allowed, giving "") as KEY='value' lines, see
  * above.  Returns a new NUL-terminated string the caller frees with

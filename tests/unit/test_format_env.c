@@ -77,9 +77,10 @@ count_assignments(const char *s)
 }
 
 /* Evaluate ENV with dash and print $VAR; the bytes land in OUT (malloc'd,
- * *outlen set).  Fails the test if dash fails. */
+ * *outlen set).  Fails the test unless the eval's status is WANT_STATUS
+ * (0 for an answer, 1 for an error, whose last line is `false`). */
 static char *
-dash_get(const char *env, const char *var, size_t *outlen)
+dash_eval(const char *env, const char *var, int want_status, size_t *outlen)
 {
 	char path[128], cmd[512];
 	FILE *f, *p;
@@ -94,7 +95,8 @@ dash_get(const char *env, const char *var, size_t *outlen)
 	assert_int_equal(fclose(f), 0);
 	/* The way lockctl and users do it: eval "$(...)" under set -eu. */
 	snprintf(cmd, sizeof cmd,
-	    "cd '%s' && dash -euc 'eval \"$(cat env)\"; printf %%s \"$%s\"'",
+	    "cd '%s' && dash -euc 'st=0; eval \"$(cat env)\" || st=$?; "
+	    "printf %%s \"$%s\"; exit $st'",
 	    tmpdir, var);
 	p = popen(cmd, "r");
 	assert_non_null(p);
@@ -104,9 +106,15 @@ dash_get(const char *env, const char *var, size_t *outlen)
 		n += r;
 	st = pclose(p);
 	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(WEXITSTATUS(st), want_status);
 	*outlen = n;
 	return out;
+}
+
+static char *
+dash_get(const char *env, const char *var, size_t *outlen)
+{
+	return dash_eval(env, var, 0, outlen);
 }
 
 static int
@@ -292,8 +300,9 @@ test_error_locked(void **state)
 	    "LOCKGATE_ERROR_RETRY_AFTER='3'\n"
 	    "LOCKGATE_LOCK='db'\n"
 	    "LOCKGATE_HOLDER='bob $(x)'\n"
-	    "LOCKGATE_FENCING_TOKEN='9'\n"
-	    "LOCKGATE_STATE='held'\n";
+	    "LOCKGATE_HOLDER_FENCING_TOKEN='9'\n"
+	    "LOCKGATE_STATE='held'\n"
+	    "false\n";
 	json_t *e = json_pack("{s:{s:s, s:s, s:i, s:{s:s, s:s, s:s}}}", "error",
 	    "code", "locked", "message", "held by 'bob'; retry later",
 	    "retry_after", 3, "lock", "name", "db", "holder", "bob $(x)",
@@ -306,9 +315,14 @@ test_error_locked(void **state)
 	env = srv_env_format(e);
 	assert_non_null(env);
 	assert_string_equal(env, want);
-	got = dash_get(env, "LOCKGATE_ERROR_MESSAGE", &n);
+	/* eval fails (under set -e the script stops), and sets no token a
+	 * script could take for its own. */
+	got = dash_eval(env, "LOCKGATE_ERROR_MESSAGE", 1, &n);
 	assert_int_equal(n, strlen("held by 'bob'; retry later"));
 	assert_memory_equal(got, "held by 'bob'; retry later", n);
+	free(got);
+	got = dash_eval(env, "{LOCKGATE_FENCING_TOKEN:-}", 1, &n);
+	assert_int_equal(n, 0);
 	free(got);
 	free(env);
 	json_decref(e);
@@ -336,8 +350,9 @@ test_state_member_not_doubled(void **state)
 	    "LOCKGATE_ERROR='locked'\n"
 	    "LOCKGATE_ERROR_MESSAGE='m'\n"
 	    "LOCKGATE_LOCK='a'\n"
-	    "LOCKGATE_FENCING_TOKEN='3'\n"
-	    "LOCKGATE_STATE='expired'\n");
+	    "LOCKGATE_HOLDER_FENCING_TOKEN='3'\n"
+	    "LOCKGATE_STATE='expired'\n"
+	    "false\n");
 	free(env);
 	json_decref(e);
 	json_decref(lock);
@@ -355,7 +370,8 @@ test_error_not_held(void **state)
 	assert_string_equal(env,
 	    "LOCKGATE_ERROR='not_held'\n"
 	    "LOCKGATE_ERROR_MESSAGE='nobody holds it'\n"
-	    "LOCKGATE_STATE='free'\n");
+	    "LOCKGATE_STATE='free'\n"
+	    "false\n");
 	free(env);
 	json_decref(e);
 }
