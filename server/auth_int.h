@@ -181,8 +181,11 @@ auth_policy *auth_policy_load(const char *path, char *err, size_t errlen);
 void auth_policy_free(auth_policy *p);
 /* Number of rules. */
 size_t auth_policy_rules(const auth_policy *p);
-/* 1 when a rule whose matchers all match CLAIMS grants ACTION on NAME
- * (NULL: on some lock), else 0 with a sentence in WHY. */
+/* 1 when the policy lets CLAIMS take ACTION on NAME, else 0 with a
+ * sentence in WHY naming OWNER.  For each action the most specific lock
+ * globs matching NAME decide, whoever their rules are for; a stronger
+ * action granted implies ACTION.  NAME NULL: on some lock, that is, some
+ * rule listing ACTION or a stronger one applies. */
 int auth_policy_allows(const auth_policy *p, const json_t *claims,
     const char *owner, auth_action action, const char *name, char *why,
     size_t whylen);

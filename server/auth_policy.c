@@ -10,11 +10,22 @@
  *
  * A rule applies when every matcher matches the token's claim of that name
  * (read as a string; a glob, or an array of globs of which one must
- * match).  It grants its actions on the locks its globs match.  "admin"
- * implies "acquire", which implies "read".  Globs: "*" any run of bytes
- * but "/", two stars any run at all, "?" one byte but "/".  What no rule
- * grants is refused.  The file is validated whole: unknown fields are errors,
- * so a typo cannot silently open or close a door.
+ * match).  Globs: "*" any run of bytes but "/", two stars any run at all,
+ * "?" one byte but "/".
+ *
+ * How rules combine: one routing table per action.  A rule is an entry
+ * under each of its lock globs in the table of each action it lists.  For
+ * a name, the most specific globs of that action's table that match it
+ * decide (rank_cmp), whoever their rules are for; broader globs do not
+ * count for that name.  So "main may acquire prod/ and below" next to
+ * "acme may acquire everything" keeps prod/ for main, as a route for
+ * 10.1.0.0/16 wins over the default route, and as the most specific path
+ * does in Vault's and Consul's ACLs.
+ * The caller gets the action when a deciding rule applies to it, or when
+ * it gets a stronger one: "admin" implies "acquire", which implies
+ * "read".  What nothing grants is refused.  The file is validated whole:
+ * unknown fields are errors, so a typo cannot silently open or close a
+ * door.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +38,7 @@
 #define MATCH_VALUES_MAX 32 /* globs in one matcher */
 #define LOCK_GLOBS_MAX   64 /* lock globs in a rule */
 #define RULE_NAME_MAX    128
+#define ACTIONS          (AUTH_ADMIN + 1)
 
 typedef struct matcher {
 	char *claim;
@@ -34,14 +46,35 @@ typedef struct matcher {
 	char *globs[MATCH_VALUES_MAX];
 } matcher;
 
+/* How narrowly a glob names locks (rank_cmp compares two). */
+typedef struct glob_rank {
+	unsigned prefix;   /* literal bytes before the first wildcard */
+	unsigned literals; /* literal bytes in all */
+	unsigned dstars;   /* "**" */
+	unsigned stars;    /* "*" alone */
+} glob_rank;
+
+typedef struct lock_glob {
+	char *glob;
+	glob_rank rank;
+} lock_glob;
+
 typedef struct rule {
 	char name[RULE_NAME_MAX + 1];
 	size_t nmatch;
 	matcher match[MATCHERS_MAX];
 	size_t nlocks;
-	char *locks[LOCK_GLOBS_MAX];
-	unsigned actions; /* bit per auth_action, implications applied */
+	lock_glob locks[LOCK_GLOBS_MAX];
+	unsigned actions; /* bit per auth_action it lists, as listed: the
+			     tables it is in (implications come after) */
 } rule;
+
+/* One action's table as far as one name goes: the most specific glob
+ * that matches the name, and whether a rule listing it applies. */
+typedef struct verdict {
+	const lock_glob *by; /* NULL: no glob of the table matches */
+	bool granted;
+} verdict;
 
 struct auth_policy {
 	size_t n;
@@ -88,6 +121,52 @@ auth_glob_match(const char *glob, const char *s)
 	return dp[n];
 }
 
+static glob_rank
+rank_of(const char *g)
+{
+	glob_rank r = { 0, 0, 0, 0 };
+	bool start = true; /* no wildcard yet */
+
+	while (*g != '\0') {
+		if (g[0] == '*' && g[1] == '*') {
+			r.dstars++;
+			start = false;
+			g += 2;
+			continue;
+		}
+		if (*g == '*' || *g == '?') {
+			r.stars += *g == '*';
+			start = false;
+		} else {
+			r.literals++;
+			r.prefix += start;
+		}
+		g++;
+	}
+	return r;
+}
+
+/*
+ * >0 when A names locks more narrowly than B, <0 when less, 0 when as
+ * narrowly: the longer literal start wins (the longest prefix of a
+ * routing table), then more literal bytes, then fewer "**", then fewer
+ * "*".  Among globs that match one name, the name itself spelled exactly
+ * ranks first.
+ */
+static int
+rank_cmp(const glob_rank *a, const glob_rank *b)
+{
+	if (a->prefix != b->prefix)
+		return a->prefix > b->prefix ? 1 : -1;
+	if (a->literals != b->literals)
+		return a->literals > b->literals ? 1 : -1;
+	if (a->dstars != b->dstars)
+		return a->dstars < b->dstars ? 1 : -1;
+	if (a->stars != b->stars)
+		return a->stars < b->stars ? 1 : -1;
+	return 0;
+}
+
 static void
 rule_clear(rule *r)
 {
@@ -99,7 +178,7 @@ rule_clear(rule *r)
 			free(r->match[i].globs[k]);
 	}
 	for (i = 0; i < r->nlocks; i++)
-		free(r->locks[i]);
+		free(r->locks[i].glob);
 }
 
 void
@@ -238,9 +317,10 @@ badval:
 			    r->name, i);
 			return -1;
 		}
-		r->locks[r->nlocks] = strdup(json_string_value(e));
-		if (r->locks[r->nlocks] == NULL)
+		r->locks[r->nlocks].glob = strdup(json_string_value(e));
+		if (r->locks[r->nlocks].glob == NULL)
 			goto oom;
+		r->locks[r->nlocks].rank = rank_of(json_string_value(e));
 		r->nlocks++;
 	}
 	v = json_object_get(jr, "actions");
@@ -257,10 +337,9 @@ badval:
 		if (s != NULL && strcmp(s, "read") == 0) {
 			r->actions |= 1u << AUTH_READ;
 		} else if (s != NULL && strcmp(s, "acquire") == 0) {
-			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE;
+			r->actions |= 1u << AUTH_ACQUIRE;
 		} else if (s != NULL && strcmp(s, "admin") == 0) {
-			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE |
-			    1u << AUTH_ADMIN;
+			r->actions |= 1u << AUTH_ADMIN;
 		} else {
 			snprintf(err, errlen,
 			    "policy %s: actions[%zu] is not "
@@ -387,6 +466,66 @@ rule_applies(const rule *r, const json_t *claims)
 	return true;
 }
 
+/* The most specific of R's globs that matches NAME, or NULL. */
+static const lock_glob *
+rule_glob_for(const rule *r, const char *name)
+{
+	const lock_glob *best = NULL;
+	size_t k;
+
+	for (k = 0; k < r->nlocks; k++)
+		if (auth_glob_match(r->locks[k].glob, name) &&
+		    (best == NULL ||
+		        rank_cmp(&r->locks[k].rank, &best->rank) > 0))
+			best = &r->locks[k];
+	return best;
+}
+
+/* V[x], for every action x: which globs of x's table decide NAME, and
+ * whether one of their rules applies to CLAIMS. */
+static void
+decide(const auth_policy *p, const json_t *claims, const char *name,
+    verdict v[ACTIONS])
+{
+	size_t i;
+	int x, c, applies;
+
+	memset(v, 0, ACTIONS * sizeof(*v));
+	for (i = 0; i < p->n; i++) {
+		const rule *r = &p->rules[i];
+		const lock_glob *g = rule_glob_for(r, name);
+
+		applies = -1; /* not asked yet: claims are dearer than ranks */
+		for (x = 0; g != NULL && x < ACTIONS; x++) {
+			if (!(r->actions & (1u << x)))
+				continue;
+			c = v[x].by == NULL
+			    ? 1
+			    : rank_cmp(&g->rank, &v[x].by->rank);
+			if (c < 0 || (c == 0 && v[x].granted))
+				continue;
+			if (applies < 0)
+				applies = rule_applies(r, claims);
+			v[x].by = g;
+			v[x].granted = applies;
+		}
+	}
+}
+
+/* Whether some rule that lists ACTION or a stronger one applies to
+ * CLAIMS: "on some lock", before a list is filtered name by name. */
+static bool
+grants_somewhere(const auth_policy *p, const json_t *claims, auth_action action)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++)
+		if ((p->rules[i].actions >> action) != 0 &&
+		    rule_applies(&p->rules[i], claims))
+			return true;
+	return false;
+}
+
 int
 auth_policy_allows(const auth_policy *p, const json_t *claims,
     const char *owner, auth_action action, const char *name, char *why,
@@ -394,28 +533,29 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
 {
 	static const char *const words[] = { "read", "acquire",
 		"force-release (admin)" };
-	size_t i, k;
+	verdict v[ACTIONS];
+	int x;
 
-	for (i = 0; i < p->n; i++) {
-		const rule *r = &p->rules[i];
-
-		if (!(r->actions & (1u << action)) || !rule_applies(r, claims))
-			continue;
-		if (name == NULL)
+	if (name == NULL) {
+		if (grants_somewhere(p, claims, action))
 			return 1;
-		for (k = 0; k < r->nlocks; k++)
-			if (auth_glob_match(r->locks[k], name))
-				return 1;
-	}
-	if (name != NULL)
 		snprintf(why, whylen,
-		    "No policy rule lets \"%.100s\" %s the lock "
-		    "\"%.100s\".",
-		    owner, words[action], name);
+		    "No policy rule lets \"%.100s\" %s any lock.", owner,
+		    words[action]);
+		return 0;
+	}
+	decide(p, claims, name, v);
+	for (x = (int)action; x < ACTIONS; x++)
+		if (v[x].granted)
+			return 1;
+	if (v[action].by != NULL)
+		snprintf(why, whylen,
+		    "No policy rule lets \"%.100s\" %s the lock \"%.100s\" "
+		    "(the rules for \"%.60s\" decide it).",
+		    owner, words[action], name, v[action].by->glob);
 	else
 		snprintf(why, whylen,
-		    "No policy rule lets \"%.100s\" %s any "
-		    "lock.",
-		    owner, words[action]);
+		    "No policy rule lets \"%.100s\" %s the lock \"%.100s\".",
+		    owner, words[action], name);
 	return 0;
 }
