@@ -9,9 +9,9 @@
  *   ]}
  *
  * A rule applies when every matcher matches the token's claim of that name
- * (read as a string; a glob, or an array of globs of which one must
- * match).  Globs: "*" any run of bytes but "/", two stars any run at all,
- * "?" one byte but "/".
+ * (a value, or an array of values of which one must match), each compared
+ * with its JSON type (match_value).  Globs: "*" any run of bytes but "/",
+ * two stars any run at all, "?" one byte but "/".
  *
  * How rules combine: one routing table per action.  A rule is an entry
  * under each of its lock globs in the table of each action it lists.  For
@@ -35,15 +35,25 @@
 #include "server/auth_int.h"
 
 #define MATCHERS_MAX     16 /* claim matchers in a rule */
-#define MATCH_VALUES_MAX 32 /* globs in one matcher */
+#define MATCH_VALUES_MAX 32 /* values in one matcher */
 #define LOCK_GLOBS_MAX   64 /* lock globs in a rule */
 #define RULE_NAME_MAX    128
 #define ACTIONS          (AUTH_ADMIN + 1)
 
+/* A value a claim may have, with its JSON type: a string is a glob that
+ * matches string claims only; an integer matches that integer, or its
+ * decimal text as a string (GitHub and GitLab send numbers as strings);
+ * true and false match only that JSON boolean, never "true". */
+typedef struct match_value {
+	json_type type; /* JSON_STRING, JSON_INTEGER, JSON_TRUE, JSON_FALSE */
+	char *text;     /* the glob, or the integer in decimal; NULL for a
+			   boolean */
+} match_value;
+
 typedef struct matcher {
 	char *claim;
 	size_t n;
-	char *globs[MATCH_VALUES_MAX];
+	match_value values[MATCH_VALUES_MAX];
 } matcher;
 
 /* How narrowly a glob names locks (rank_cmp compares two). */
@@ -175,7 +185,7 @@ rule_clear(rule *r)
 	for (i = 0; i < r->nmatch; i++) {
 		free(r->match[i].claim);
 		for (k = 0; k < r->match[i].n; k++)
-			free(r->match[i].globs[k]);
+			free(r->match[i].values[k].text);
 	}
 	for (i = 0; i < r->nlocks; i++)
 		free(r->locks[i].glob);
@@ -200,15 +210,21 @@ auth_policy_rules(const auth_policy *p)
 	return p->n;
 }
 
-/* A glob from V (a string, or for claims also an integer or boolean). */
-static char *
-glob_of(const json_t *v)
+/* OUT from the policy's V: a non-empty string, an integer or a boolean.
+ * 0, or -1 for any other value (or no memory). */
+static int
+value_of(const json_t *v, match_value *out)
 {
 	char buf[AUTH_GLOB_MAX + 1];
 
-	if (auth_claim_string(v, buf, sizeof(buf)) != 0 || buf[0] == '\0')
-		return NULL;
-	return strdup(buf);
+	out->type = json_typeof(v);
+	if (json_is_boolean(v))
+		return 0;
+	if ((!json_is_string(v) && !json_is_integer(v)) ||
+	    auth_claim_string(v, buf, sizeof(buf)) != 0 || buf[0] == '\0')
+		return -1;
+	out->text = strdup(buf);
+	return out->text != NULL ? 0 : -1;
 }
 
 static int
@@ -278,14 +294,13 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 				return -1;
 			}
 			for (i = 0; i < json_array_size(e); i++) {
-				m->globs[m->n] = glob_of(json_array_get(e, i));
-				if (m->globs[m->n] == NULL)
+				if (value_of(json_array_get(e, i),
+				        &m->values[m->n]) != 0)
 					goto badval;
 				m->n++;
 			}
 		} else {
-			m->globs[0] = glob_of(e);
-			if (m->globs[0] == NULL)
+			if (value_of(e, &m->values[0]) != 0)
 				goto badval;
 			m->n = 1;
 		}
@@ -445,24 +460,50 @@ out:
 	return p;
 }
 
+/* Whether the claim C has the value V.  TEXT: C as text when C is a
+ * string or an integer that fits, else NULL. */
+static bool
+value_matches(const match_value *v, const json_t *c, const char *text)
+{
+	switch (v->type) {
+	case JSON_STRING:
+		return json_is_string(c) && text != NULL &&
+		    auth_glob_match(v->text, text);
+	case JSON_INTEGER:
+		return text != NULL && strcmp(v->text, text) == 0;
+	case JSON_TRUE:
+		return json_is_true(c);
+	default:
+		return json_is_false(c);
+	}
+}
+
+/* Whether the claim C (NULL when absent) has one of M's values. */
+static bool
+matcher_matches(const matcher *m, const json_t *c)
+{
+	char buf[AUTH_CLAIM_MAX];
+	const char *text = NULL;
+	size_t k;
+
+	if ((json_is_string(c) || json_is_integer(c)) &&
+	    auth_claim_string(c, buf, sizeof(buf)) == 0)
+		text = buf;
+	for (k = 0; k < m->n; k++)
+		if (value_matches(&m->values[k], c, text))
+			return true;
+	return false;
+}
+
 static bool
 rule_applies(const rule *r, const json_t *claims)
 {
-	char val[AUTH_CLAIM_MAX];
-	size_t i, k;
+	size_t i;
 
-	for (i = 0; i < r->nmatch; i++) {
-		const matcher *m = &r->match[i];
-		bool any = false;
-
-		if (auth_claim_string(json_object_get(claims, m->claim), val,
-		        sizeof(val)) != 0)
+	for (i = 0; i < r->nmatch; i++)
+		if (!matcher_matches(&r->match[i],
+		        json_object_get(claims, r->match[i].claim)))
 			return false;
-		for (k = 0; k < m->n && !any; k++)
-			any = auth_glob_match(m->globs[k], val);
-		if (!any)
-			return false;
-	}
 	return true;
 }
 

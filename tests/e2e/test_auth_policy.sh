@@ -27,6 +27,8 @@ MAIN="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/ma
 FEAT="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/feat\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\",\"exp\":$exp}")"
 EVIL="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:evil/app\",\"repository_owner\":\"evil\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
 OPS="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-carol\",\"admin\":true,\"exp\":$exp}")"
+# "admin": "true" is a string, not the boolean the ops rule asks for.
+OPSSTR="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-dan\",\"admin\":\"true\",\"exp\":$exp}")"
 # acme's main branch too, so it may acquire prod/, and "admin": true, which
 # under a policy is only a claim: the ops rule does not match its sub.
 MAINADM="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/tools:ref:refs/heads/main\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
@@ -50,6 +52,7 @@ lg_eq "$(get "$FEAT" 'prod/eu/deploy')" 200 "acme may read"
 lg_eq "$(get "$EVIL" 'prod/eu/deploy')" 403 "another org may not read"
 lg_eq "$(post "$EVIL" 'prod/eu/deploy:forceRelease')" 403 "admin:true from another org is not admin"
 lg_eq "$(post "$MAIN" 'prod/eu/deploy:forceRelease')" 403 "forceRelease needs the admin action"
+lg_eq "$(post "$OPSSTR" 'prod/eu/deploy:forceRelease')" 403 "\"admin\": \"true\" (a string) is not the rule's boolean"
 
 # Under a policy the "admin" claim counts for nothing by itself: not to
 # refresh or release another owner's lease, not in whoami; the policy's

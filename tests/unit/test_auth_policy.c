@@ -385,6 +385,78 @@ test_narrower_rule_narrows(void **state)
 	auth_free(a);
 }
 
+/* Whether a token with claims EXTRA (and sub "u") may take ACT on NAME. */
+static int
+allowed_with(auth_ctx *a, const char *extra, auth_action act, const char *name)
+{
+	auth_identity id;
+	char why[200];
+	int ok;
+
+	identity(a, "u", extra, &id);
+	ok = allowed(a, &id, act, name, why);
+	auth_identity_clear(&id);
+	return ok;
+}
+
+/* A claim matches with its JSON type (issue 20: "admin": true in a rule
+ * matched the string "true", which force-released a lock). */
+static void
+test_claims_typed(void **state)
+{
+	static const char pol[] =
+	    "{\"rules\": ["
+	    " {\"match\": {\"admin\": true}, \"locks\": [\"**\"],"
+	    "  \"actions\": [\"admin\"]},"
+	    " {\"match\": {\"verified\": false}, \"locks\": [\"unv/*\"],"
+	    "  \"actions\": [\"read\"]},"
+	    " {\"match\": {\"run_id\": 42}, \"locks\": [\"runs/*\"],"
+	    "  \"actions\": [\"acquire\"]},"
+	    " {\"match\": {\"protected\": \"true\"}, \"locks\": [\"gl/*\"],"
+	    "  \"actions\": [\"acquire\"]},"
+	    " {\"match\": {\"project\": [\"4*\", 7]}, \"locks\": [\"p/*\"],"
+	    "  \"actions\": [\"read\"]}"
+	    "]}";
+	auth_ctx *a = ctx_with_policy(pol);
+
+	(void)state;
+	assert_non_null(a);
+	assert_true(allowed_with(a, ",\"admin\":true", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":\"true\"", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":1", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":[true]", AUTH_ADMIN, "x"));
+	assert_true(allowed_with(a, ",\"verified\":false", AUTH_READ, "unv/a"));
+	assert_false(
+	    allowed_with(a, ",\"verified\":\"false\"", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, ",\"verified\":null", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, ",\"verified\":0", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, "", AUTH_READ, "unv/a"));
+	/* A number also matches its decimal text, as CI systems send it. */
+	assert_true(allowed_with(a, ",\"run_id\":42", AUTH_ACQUIRE, "runs/a"));
+	assert_true(
+	    allowed_with(a, ",\"run_id\":\"42\"", AUTH_ACQUIRE, "runs/a"));
+	assert_false(
+	    allowed_with(a, ",\"run_id\":\"042\"", AUTH_ACQUIRE, "runs/a"));
+	assert_false(
+	    allowed_with(a, ",\"run_id\":42.0", AUTH_ACQUIRE, "runs/a"));
+	/* A string matches strings only. */
+	assert_true(
+	    allowed_with(a, ",\"protected\":\"true\"", AUTH_ACQUIRE, "gl/a"));
+	assert_false(
+	    allowed_with(a, ",\"protected\":true", AUTH_ACQUIRE, "gl/a"));
+	assert_true(allowed_with(a, ",\"project\":\"42\"", AUTH_READ, "p/a"));
+	assert_false(allowed_with(a, ",\"project\":42", AUTH_READ, "p/a"));
+	assert_true(allowed_with(a, ",\"project\":7", AUTH_READ, "p/a"));
+	assert_true(allowed_with(a, ",\"project\":\"7\"", AUTH_READ, "p/a"));
+	auth_free(a);
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	           "\"match\":{\"n\":4.5}}]}",
+	    "match.n");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	           "\"match\":{\"n\":[\"a\",null]}}]}",
+	    "match.n");
+}
+
 static void
 test_bad_policy_file(void **state)
 {
@@ -510,6 +582,7 @@ main(void)
 		cmocka_unit_test(test_policy_decisions),
 		cmocka_unit_test(test_most_specific_decides),
 		cmocka_unit_test(test_narrower_rule_narrows),
+		cmocka_unit_test(test_claims_typed),
 		cmocka_unit_test(test_bad_policy_file),
 		cmocka_unit_test(test_reload_under_load),
 	};

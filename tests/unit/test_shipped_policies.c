@@ -36,11 +36,12 @@
 	"{\"sub\":\"repo:evil/app:ref:refs/heads/main\"," \
 	"\"repository\":\"evil/app\",\"repository_owner\":\"evil\"," \
 	"\"ref\":\"refs/heads/main\"}"
-#define OPS_ADMIN "{\"sub\":\"ops-anna\",\"admin\":true}"
-#define SRE_ADMIN "{\"sub\":\"sre-bob\",\"admin\":true}"
-#define OPS_PLAIN "{\"sub\":\"ops-anna\"}"
-#define DEV_ADMIN "{\"sub\":\"dev-eve\",\"admin\":true}"
-#define ANY_TOKEN "{\"sub\":\"whoever\"}"
+#define OPS_ADMIN  "{\"sub\":\"ops-anna\",\"admin\":true}"
+#define SRE_ADMIN  "{\"sub\":\"sre-bob\",\"admin\":true}"
+#define OPS_PLAIN  "{\"sub\":\"ops-anna\"}"
+#define OPS_STRING "{\"sub\":\"ops-anna\",\"admin\":\"true\"}"
+#define DEV_ADMIN  "{\"sub\":\"dev-eve\",\"admin\":true}"
+#define ANY_TOKEN  "{\"sub\":\"whoever\"}"
 
 typedef struct policy_case {
 	const char *claims; /* JSON text */
@@ -74,6 +75,7 @@ static const policy_case acme_cases[] = {
 	{ SRE_ADMIN, AUTH_ADMIN, "staging/web", true },
 	{ OPS_PLAIN, AUTH_ADMIN, "prod/deploy", false },
 	{ OPS_PLAIN, AUTH_READ, "prod/deploy", false },
+	{ OPS_STRING, AUTH_ADMIN, "prod/deploy", false },
 	{ DEV_ADMIN, AUTH_ADMIN, "prod/deploy", false },
 	{ NULL, AUTH_READ, NULL, false },
 };
