@@ -43,9 +43,9 @@ typedef struct auth_state {
  * entry counts only while that key is among the current candidates, so a
  * reload or a JWKS rotation retires it.  Claims are checked every time. */
 /* A token's time claims, read once: for each, 1 present, 0 absent, -1
- * not a number. */
+ * not a whole number of seconds in 0..AUTH_TIME_MAX. */
 typedef struct claim_times {
-	double exp, nbf, iat;
+	json_int_t exp, nbf, iat;
 	signed char has_exp, has_nbf, has_iat;
 } claim_times;
 
@@ -701,18 +701,30 @@ collect(candidates *c, const auth_keyset *ks, jwt_alg_t alg, const char *kid)
 	}
 }
 
-/* A NumericDate claim: 1 present and valid, 0 absent, -1 not a number. */
+/* A NumericDate claim: 1 present and a whole number of seconds in
+ * 0..AUTH_TIME_MAX (an integer, or a real such as 1700000000.0), 0 absent,
+ * -1 anything else: 1e30 would be a token that never expires. */
 static int
-numeric_date(const json_t *claims, const char *name, double *out)
+numeric_date(const json_t *claims, const char *name, json_int_t *out)
 {
 	const json_t *v = json_object_get(claims, name);
+	double d;
 
 	if (v == NULL)
 		return 0;
-	if (!json_is_number(v))
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+	} else if (json_is_real(v)) {
+		d = json_real_value(v);
+		if (!(d >= 0 && d <= (double)AUTH_TIME_MAX))
+			return -1;
+		*out = (json_int_t)d;
+		if ((double)*out != d)
+			return -1;
+	} else {
 		return -1;
-	*out = json_number_value(v);
-	return 1;
+	}
+	return *out >= 0 && *out <= AUTH_TIME_MAX ? 1 : -1;
 }
 
 static bool
@@ -740,7 +752,7 @@ times_of(const json_t *claims)
 static int
 check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 {
-	double now = (double)time(NULL);
+	json_int_t now = (json_int_t)time(NULL);
 
 	if (t->has_exp == 0) {
 		refuse(why, "missing_claim",
@@ -750,8 +762,8 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 	}
 	if (t->has_exp < 0 || t->has_nbf < 0 || t->has_iat < 0) {
 		refuse(why, "malformed_token",
-		    "The token's exp, nbf or iat is "
-		    "not a number.");
+		    "The token's exp, nbf or iat is not a whole number of "
+		    "seconds from 0 to 2^40.");
 		return -1;
 	}
 	if (now > t->exp + a->leeway) {
@@ -779,7 +791,7 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 			    "which a maximum token age needs.");
 			return -1;
 		}
-		if (now - t->iat > (double)a->max_age + a->leeway) {
+		if (now - t->iat > (json_int_t)a->max_age + a->leeway) {
 			refuse(why, "token_too_old",
 			    "The token is older than the "
 			    "maximum token age; get a new one.");

@@ -26,6 +26,10 @@
 #define AUTH_POLICY_RULES_MAX 256            /* rules in a policy */
 #define AUTH_GLOB_MAX         512            /* bytes of one glob */
 #define AUTH_TTL_MAX          (366L * 86400) /* s: the longest token `token` mints */
+/* s since 1970: the latest exp, nbf or iat accepted (2^40, about the year
+ * 36800); beyond it, or not a whole number of seconds, the token is
+ * malformed */
+#define AUTH_TIME_MAX         (1LL << 40)
 #define AUTH_TTL_DEFAULT      3600   /* s: `lockgate token` without --ttl */
 #define AUTH_JWKS_BODY_MAX    262144 /* bytes of a JWKS document */
 #define AUTH_JWKS_TIMEOUT_MS  5000   /* one JWKS fetch, all included */

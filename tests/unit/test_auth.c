@@ -310,6 +310,19 @@ test_key_of_other_alg(void **state)
 	free(p);
 }
 
+/* An HS256 token whose claims are sub plus FMT, where %ld is a time 600 s
+ * from now; REASON as for expect(). */
+static void
+expect_times(const char *fmt, const char *reason)
+{
+	char extra[200], payload[300];
+
+	snprintf(extra, sizeof(extra), fmt, (long)time(NULL) + 600);
+	snprintf(payload, sizeof(payload), "{\"sub\":\"a\"%s}", extra);
+	expect(hs, authtest_bearer(HDR_HS, payload, JWT_ALG_HS256, SECRET),
+	    reason);
+}
+
 static void
 test_times(void **state)
 {
@@ -335,6 +348,20 @@ test_times(void **state)
 		        JWT_ALG_HS256, SECRET),
 		    "malformed_token");
 	}
+	/* exp, nbf and iat: whole seconds in 0..2^40 (issue 20: exp 1e30
+	 * never expired). */
+	expect_times(",\"exp\":1e30", "malformed_token");
+	expect_times(",\"exp\":1099511627777", "malformed_token");
+	expect_times(",\"exp\":1099511627776", NULL);
+	expect_times(",\"exp\":-1", "malformed_token");
+	expect_times(",\"exp\":%ld.5", "malformed_token");
+	expect_times(",\"exp\":%ld.0", NULL);
+	expect_times(",\"exp\":%ld,\"nbf\":1e300", "malformed_token");
+	expect_times(",\"exp\":%ld,\"nbf\":-0.5", "malformed_token");
+	expect_times(",\"exp\":%ld,\"nbf\":0", NULL);
+	expect_times(",\"exp\":%ld,\"iat\":-5", "malformed_token");
+	expect_times(",\"exp\":%ld,\"iat\":\"0\"", "malformed_token");
+	expect_times(",\"exp\":%ld,\"iat\":null", "malformed_token");
 	/* A maximum token age. */
 	memset(&c, 0, sizeof(c));
 	c.jwt_secret = SECRET;
