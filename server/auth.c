@@ -841,15 +841,33 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 	return 0;
 }
 
-static int
-fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
-    auth_refusal *why)
+/*
+ * The claim that names the owner of CLAIMS, verified by a key of SRC: the
+ * configured owner claim; for a token of the HS256 secret that lacks it,
+ * "sub".  So people's tokens from `lockgate token --sub NAME` work next to
+ * CI tokens owned by, say, "repository".  No power is added: whoever holds
+ * the secret can mint any claim anyway.  Tokens of PEM keys and the JWKS
+ * never fall back: an issuer's token without the claim is refused.
+ */
+static const char *
+owner_claim_of(const auth_ctx *a, auth_source src, const json_t *claims)
 {
+	if (src == AUTH_SRC_SECRET &&
+	    json_object_get(claims, a->owner_claim) == NULL)
+		return "sub";
+	return a->owner_claim;
+}
+
+static int
+fill_identity(const auth_ctx *a, auth_source src, json_t *claims,
+    auth_identity *id, auth_refusal *why)
+{
+	const char *owner_claim = owner_claim_of(a, src, claims);
 	char buf[AUTH_CLAIM_MAX];
 	size_t i;
 
-	if (auth_claim_string(json_object_get(claims, a->owner_claim),
-	        id->owner, sizeof(id->owner)) != 0 ||
+	if (auth_claim_string(json_object_get(claims, owner_claim), id->owner,
+	        sizeof(id->owner)) != 0 ||
 	    id->owner[0] == '\0' ||
 	    !api_text_clean(id->owner, strlen(id->owner))) {
 		why->reason = "missing_claim";
@@ -857,7 +875,7 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 		    "The token has no "
 		    "usable owner claim \"%.64s\" (text without control "
 		    "characters).",
-		    a->owner_claim);
+		    owner_claim);
 		return -1;
 	}
 	id->admin = json_is_true(json_object_get(claims, "admin"));
@@ -936,7 +954,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	if (good != NULL)
 		*rc = check_times(a, &times, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
-		        fill_identity(a, claims, id, why) != 0
+		        fill_identity(a, good->source, claims, id, why) != 0
 		    ? -1
 		    : 0;
 	auth_keyset_unref(jk);
@@ -1121,7 +1139,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	times = times_of(claims);
 	if (check_times(a, &times, why) != 0 ||
 	    check_iss_aud(a, good->source, claims, why) != 0 ||
-	    fill_identity(a, claims, id, why) != 0)
+	    fill_identity(a, good->source, claims, id, why) != 0)
 		goto out;
 	rc = 0;
 out:

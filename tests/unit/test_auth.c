@@ -698,6 +698,64 @@ test_owner_claim(void **state)
 	auth_free(a);
 }
 
+/* identity.md's recipe: CI tokens (PEM or JWKS) owned by "repository",
+ * people's HS256 tokens from `lockgate token --sub NAME` owned by their
+ * sub (issue 26: ops-anna's admin token was refused, missing_claim). */
+static void
+test_owner_claim_per_source(void **state)
+{
+	auth_config c;
+	auth_ctx *a;
+	auth_identity id;
+	auth_refusal why;
+	char *p, *b;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.public_keys = rsa_pub_path;
+	c.owner_claim = "repository";
+	c.leeway = -1;
+	a = ctx(&c);
+	assert_non_null(a);
+	/* `lockgate token --sub ops-anna --admin` */
+	b = auth_mint_hs256(SECRET, strlen(SECRET), "ops-anna", 600, true);
+	assert_non_null(b);
+	p = malloc(strlen(b) + 8);
+	assert_non_null(p);
+	snprintf(p, strlen(b) + 8, "Bearer %s", b);
+	assert_int_equal(auth_verify(a, p, &id, &why), 0);
+	assert_string_equal(id.owner, "ops-anna");
+	assert_true(id.admin);
+	auth_identity_clear(&id);
+	free(p);
+	free(b);
+	/* An HS256 token with the claim is owned by it, as before. */
+	p = authtest_payload("x", 600, 0, ",\"repository\":\"acme/app\"");
+	b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	assert_int_equal(auth_verify(a, b, &id, &why), 0);
+	assert_string_equal(id.owner, "acme/app");
+	auth_identity_clear(&id);
+	free(b);
+	/* Present but unusable: refused, never replaced by sub. */
+	expect(a,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"x\",\"repository\":\"\",\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	/* A PEM (or JWKS) token never falls back to sub. */
+	expect(a, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
+	free(p);
+	p = authtest_payload("x", 600, 0, "");
+	b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+	assert_int_equal(auth_verify(a, b, &id, &why), -1);
+	assert_string_equal(why.reason, "missing_claim");
+	assert_non_null(strstr(why.message, "\"repository\""));
+	free(b);
+	free(p);
+	auth_free(a);
+}
+
 static void
 test_display_cap(void **state)
 {
@@ -1041,6 +1099,7 @@ main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_header_oddities),
 		cmocka_unit_test(test_owner_claim),
+		cmocka_unit_test(test_owner_claim_per_source),
 		cmocka_unit_test(test_display_cap),
 		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_long_token_not_cached),
