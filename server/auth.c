@@ -801,6 +801,29 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 	return 0;
 }
 
+/* Refuses with REASON and a sentence naming the EXPECTED values of WHAT:
+ * they are no secret (any issuer's tokens name them), and they say what
+ * to fix. */
+static void
+refuse_expected(auth_refusal *why, const char *reason, const char *what,
+    const auth_strlist *expected)
+{
+	size_t i, off;
+	int n;
+
+	why->reason = reason;
+	n = snprintf(why->message, sizeof(why->message),
+	    "The token's %s is not %s this service expects:", what,
+	    expected->n > 1 ? "one" : "the one");
+	off = n > 0 ? (size_t)n : 0;
+	for (i = 0; i < expected->n && off < sizeof(why->message); i++) {
+		n = snprintf(why->message + off, sizeof(why->message) - off,
+		    "%s \"%.80s\"%s", i > 0 ? "," : "", expected->v[i],
+		    i + 1 == expected->n ? "." : "");
+		off += n > 0 ? (size_t)n : 0;
+	}
+}
+
 static int
 check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
     auth_refusal *why)
@@ -813,9 +836,8 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 	if (iss->n > 0) {
 		v = json_object_get(claims, "iss");
 		if (!json_is_string(v) || !in_list(iss, json_string_value(v))) {
-			refuse(why, "wrong_issuer",
-			    "The token's issuer (iss) is "
-			    "not the configured one.");
+			refuse_expected(why, "wrong_issuer", "issuer (iss)",
+			    iss);
 			return -1;
 		}
 	}
@@ -832,9 +854,8 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 			}
 		}
 		if (!ok) {
-			refuse(why, "wrong_audience",
-			    "The token's audience (aud) "
-			    "does not name this service.");
+			refuse_expected(why, "wrong_audience", "audience (aud)",
+			    aud);
 			return -1;
 		}
 	}

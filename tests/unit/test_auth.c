@@ -397,6 +397,30 @@ test_iss_aud(void **state)
 	p = authtest_payload("m", 600, 0, ISS ",\"aud\":\"lockgate2\"");
 	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv),
 	    "wrong_audience");
+	/* The refusal names what the service expects (issue 26). */
+	{
+		auth_identity id;
+		auth_refusal why;
+		char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+
+		assert_int_equal(auth_verify(mixed, b, &id, &why), -1);
+		assert_string_equal(why.message,
+		    "The token's audience (aud) is not the one this service "
+		    "expects: \"lockgate\".");
+		free(b);
+	}
+	free(p);
+	p = authtest_payload("m", 600, 0, ",\"iss\":\"x\"" AUD);
+	{
+		auth_identity id;
+		auth_refusal why;
+		char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+
+		assert_int_equal(auth_verify(mixed, b, &id, &why), -1);
+		assert_non_null(strstr(why.message,
+		    "expects: \"https://issuer.example\"."));
+		free(b);
+	}
 	free(p);
 	p = authtest_payload("m", 600, 0, ISS ",\"aud\":[\"a\",\"b\"]");
 	expect(mixed, authtest_bearer(HDR_ES, p, JWT_ALG_ES256, ec_priv),
