@@ -308,8 +308,8 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 badval:
 		snprintf(err, errlen,
 		    "policy %s: match.%.40s must be a "
-		    "non-empty string (glob), number, boolean or an array of "
-		    "them",
+		    "non-empty string (glob), an integer, true, false or an "
+		    "array of them",
 		    r->name, key);
 		return -1;
 	}
