@@ -43,9 +43,9 @@ typedef struct auth_state {
  * entry counts only while that key is among the current candidates, so a
  * reload or a JWKS rotation retires it.  Claims are checked every time. */
 /* A token's time claims, read once: for each, 1 present, 0 absent, -1
- * not a number. */
+ * not a whole number of seconds in 0..AUTH_TIME_MAX. */
 typedef struct claim_times {
-	double exp, nbf, iat;
+	json_int_t exp, nbf, iat;
 	signed char has_exp, has_nbf, has_iat;
 } claim_times;
 
@@ -701,18 +701,30 @@ collect(candidates *c, const auth_keyset *ks, jwt_alg_t alg, const char *kid)
 	}
 }
 
-/* A NumericDate claim: 1 present and valid, 0 absent, -1 not a number. */
+/* A NumericDate claim: 1 present and a whole number of seconds in
+ * 0..AUTH_TIME_MAX (an integer, or a real such as 1700000000.0), 0 absent,
+ * -1 anything else: 1e30 would be a token that never expires. */
 static int
-numeric_date(const json_t *claims, const char *name, double *out)
+numeric_date(const json_t *claims, const char *name, json_int_t *out)
 {
 	const json_t *v = json_object_get(claims, name);
+	double d;
 
 	if (v == NULL)
 		return 0;
-	if (!json_is_number(v))
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+	} else if (json_is_real(v)) {
+		d = json_real_value(v);
+		if (!(d >= 0 && d <= (double)AUTH_TIME_MAX))
+			return -1;
+		*out = (json_int_t)d;
+		if ((double)*out != d)
+			return -1;
+	} else {
 		return -1;
-	*out = json_number_value(v);
-	return 1;
+	}
+	return *out >= 0 && *out <= AUTH_TIME_MAX ? 1 : -1;
 }
 
 static bool
@@ -740,7 +752,7 @@ times_of(const json_t *claims)
 static int
 check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 {
-	double now = (double)time(NULL);
+	json_int_t now = (json_int_t)time(NULL);
 
 	if (t->has_exp == 0) {
 		refuse(why, "missing_claim",
@@ -750,8 +762,8 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 	}
 	if (t->has_exp < 0 || t->has_nbf < 0 || t->has_iat < 0) {
 		refuse(why, "malformed_token",
-		    "The token's exp, nbf or iat is "
-		    "not a number.");
+		    "The token's exp, nbf or iat is not a whole number of "
+		    "seconds from 0 to 2^40.");
 		return -1;
 	}
 	if (now > t->exp + a->leeway) {
@@ -779,7 +791,7 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 			    "which a maximum token age needs.");
 			return -1;
 		}
-		if (now - t->iat > (double)a->max_age + a->leeway) {
+		if (now - t->iat > (json_int_t)a->max_age + a->leeway) {
 			refuse(why, "token_too_old",
 			    "The token is older than the "
 			    "maximum token age; get a new one.");
@@ -787,6 +799,29 @@ check_times(const auth_ctx *a, const claim_times *t, auth_refusal *why)
 		}
 	}
 	return 0;
+}
+
+/* Refuses with REASON and a sentence naming the EXPECTED values of WHAT:
+ * they are no secret (any issuer's tokens name them), and they say what
+ * to fix. */
+static void
+refuse_expected(auth_refusal *why, const char *reason, const char *what,
+    const auth_strlist *expected)
+{
+	size_t i, off;
+	int n;
+
+	why->reason = reason;
+	n = snprintf(why->message, sizeof(why->message),
+	    "The token's %s is not %s this service expects:", what,
+	    expected->n > 1 ? "one" : "the one");
+	off = n > 0 ? (size_t)n : 0;
+	for (i = 0; i < expected->n && off < sizeof(why->message); i++) {
+		n = snprintf(why->message + off, sizeof(why->message) - off,
+		    "%s \"%.80s\"%s", i > 0 ? "," : "", expected->v[i],
+		    i + 1 == expected->n ? "." : "");
+		off += n > 0 ? (size_t)n : 0;
+	}
 }
 
 static int
@@ -801,9 +836,8 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 	if (iss->n > 0) {
 		v = json_object_get(claims, "iss");
 		if (!json_is_string(v) || !in_list(iss, json_string_value(v))) {
-			refuse(why, "wrong_issuer",
-			    "The token's issuer (iss) is "
-			    "not the configured one.");
+			refuse_expected(why, "wrong_issuer", "issuer (iss)",
+			    iss);
 			return -1;
 		}
 	}
@@ -820,24 +854,41 @@ check_iss_aud(const auth_ctx *a, auth_source src, const json_t *claims,
 			}
 		}
 		if (!ok) {
-			refuse(why, "wrong_audience",
-			    "The token's audience (aud) "
-			    "does not name this service.");
+			refuse_expected(why, "wrong_audience", "audience (aud)",
+			    aud);
 			return -1;
 		}
 	}
 	return 0;
 }
 
-static int
-fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
-    auth_refusal *why)
+/*
+ * The claim that names the owner of CLAIMS, verified by a key of SRC: the
+ * configured owner claim; for a token of the HS256 secret that lacks it,
+ * "sub".  So people's tokens from `lockgate token --sub NAME` work next to
+ * CI tokens owned by, say, "repository".  No power is added: whoever holds
+ * the secret can mint any claim anyway.  Tokens of PEM keys and the JWKS
+ * never fall back: an issuer's token without the claim is refused.
+ */
+static const char *
+owner_claim_of(const auth_ctx *a, auth_source src, const json_t *claims)
 {
+	if (src == AUTH_SRC_SECRET &&
+	    json_object_get(claims, a->owner_claim) == NULL)
+		return "sub";
+	return a->owner_claim;
+}
+
+static int
+fill_identity(const auth_ctx *a, auth_source src, json_t *claims,
+    auth_identity *id, auth_refusal *why)
+{
+	const char *owner_claim = owner_claim_of(a, src, claims);
 	char buf[AUTH_CLAIM_MAX];
 	size_t i;
 
-	if (auth_claim_string(json_object_get(claims, a->owner_claim),
-	        id->owner, sizeof(id->owner)) != 0 ||
+	if (auth_claim_string(json_object_get(claims, owner_claim), id->owner,
+	        sizeof(id->owner)) != 0 ||
 	    id->owner[0] == '\0' ||
 	    !api_text_clean(id->owner, strlen(id->owner))) {
 		why->reason = "missing_claim";
@@ -845,7 +896,7 @@ fill_identity(const auth_ctx *a, json_t *claims, auth_identity *id,
 		    "The token has no "
 		    "usable owner claim \"%.64s\" (text without control "
 		    "characters).",
-		    a->owner_claim);
+		    owner_claim);
 		return -1;
 	}
 	id->admin = json_is_true(json_object_get(claims, "admin"));
@@ -924,7 +975,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	if (good != NULL)
 		*rc = check_times(a, &times, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
-		        fill_identity(a, claims, id, why) != 0
+		        fill_identity(a, good->source, claims, id, why) != 0
 		    ? -1
 		    : 0;
 	auth_keyset_unref(jk);
@@ -1109,7 +1160,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	times = times_of(claims);
 	if (check_times(a, &times, why) != 0 ||
 	    check_iss_aud(a, good->source, claims, why) != 0 ||
-	    fill_identity(a, claims, id, why) != 0)
+	    fill_identity(a, good->source, claims, id, why) != 0)
 		goto out;
 	rc = 0;
 out:

@@ -35,7 +35,8 @@ typedef struct auth_config {
 	const char *secret_issuer;   /* the same for HS256 tokens, or NULL */
 	const char *secret_audience; /* the same for HS256 tokens, or NULL */
 	const char *policy_file;     /* or NULL */
-	const char *owner_claim;     /* NULL = "sub" */
+	const char *owner_claim;     /* NULL = "sub"; a token of the HS256
+					secret without it: "sub" */
 	const char *display_claims;  /* comma-separated claim names, or NULL */
 	int leeway;                  /* s; <0 = default */
 	int max_token_age;           /* s; 0 = no limit */

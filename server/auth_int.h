@@ -26,6 +26,10 @@
 #define AUTH_POLICY_RULES_MAX 256            /* rules in a policy */
 #define AUTH_GLOB_MAX         512            /* bytes of one glob */
 #define AUTH_TTL_MAX          (366L * 86400) /* s: the longest token `token` mints */
+/* s since 1970: the latest exp, nbf or iat accepted (2^40, about the year
+ * 36800); beyond it, or not a whole number of seconds, the token is
+ * malformed */
+#define AUTH_TIME_MAX         (1LL << 40)
 #define AUTH_TTL_DEFAULT      3600   /* s: `lockgate token` without --ttl */
 #define AUTH_JWKS_BODY_MAX    262144 /* bytes of a JWKS document */
 #define AUTH_JWKS_TIMEOUT_MS  5000   /* one JWKS fetch, all included */
@@ -181,8 +185,11 @@ auth_policy *auth_policy_load(const char *path, char *err, size_t errlen);
 void auth_policy_free(auth_policy *p);
 /* Number of rules. */
 size_t auth_policy_rules(const auth_policy *p);
-/* 1 when a rule whose matchers all match CLAIMS grants ACTION on NAME
- * (NULL: on some lock), else 0 with a sentence in WHY. */
+/* 1 when the policy lets CLAIMS take ACTION on NAME, else 0 with a
+ * sentence in WHY naming OWNER.  For each action the most specific lock
+ * globs matching NAME decide, whoever their rules are for; a stronger
+ * action granted implies ACTION.  NAME NULL: on some lock, that is, some
+ * rule listing ACTION or a stronger one applies. */
 int auth_policy_allows(const auth_policy *p, const json_t *claims,
     const char *owner, auth_action action, const char *name, char *why,
     size_t whylen);

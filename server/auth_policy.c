@@ -9,12 +9,23 @@
  *   ]}
  *
  * A rule applies when every matcher matches the token's claim of that name
- * (read as a string; a glob, or an array of globs of which one must
- * match).  It grants its actions on the locks its globs match.  "admin"
- * implies "acquire", which implies "read".  Globs: "*" any run of bytes
- * but "/", two stars any run at all, "?" one byte but "/".  What no rule
- * grants is refused.  The file is validated whole: unknown fields are errors,
- * so a typo cannot silently open or close a door.
+ * (a value, or an array of values of which one must match), each compared
+ * with its JSON type (match_value).  Globs: "*" any run of bytes but "/",
+ * two stars any run at all, "?" one byte but "/".
+ *
+ * How rules combine: one routing table per action.  A rule is an entry
+ * under each of its lock globs in the table of each action it lists.  For
+ * a name, the most specific globs of that action's table that match it
+ * decide (rank_cmp), whoever their rules are for; broader globs do not
+ * count for that name.  So "main may acquire prod/ and below" next to
+ * "acme may acquire everything" keeps prod/ for main, as a route for
+ * 10.1.0.0/16 wins over the default route, and as the most specific path
+ * does in Vault's and Consul's ACLs.
+ * The caller gets the action when a deciding rule applies to it, or when
+ * it gets a stronger one: "admin" implies "acquire", which implies
+ * "read".  What nothing grants is refused.  The file is validated whole:
+ * unknown fields are errors, so a typo cannot silently open or close a
+ * door.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,24 +35,56 @@
 #include "server/auth_int.h"
 
 #define MATCHERS_MAX     16 /* claim matchers in a rule */
-#define MATCH_VALUES_MAX 32 /* globs in one matcher */
+#define MATCH_VALUES_MAX 32 /* values in one matcher */
 #define LOCK_GLOBS_MAX   64 /* lock globs in a rule */
 #define RULE_NAME_MAX    128
+#define ACTIONS          (AUTH_ADMIN + 1)
+
+/* A value a claim may have, with its JSON type: a string is a glob that
+ * matches string claims only; an integer matches that integer, or its
+ * decimal text as a string (GitHub and GitLab send numbers as strings);
+ * true and false match only that JSON boolean, never "true". */
+typedef struct match_value {
+	json_type type; /* JSON_STRING, JSON_INTEGER, JSON_TRUE, JSON_FALSE */
+	char *text;     /* the glob, or the integer in decimal; NULL for a
+			   boolean */
+} match_value;
 
 typedef struct matcher {
 	char *claim;
 	size_t n;
-	char *globs[MATCH_VALUES_MAX];
+	match_value values[MATCH_VALUES_MAX];
 } matcher;
+
+/* How narrowly a glob names locks (rank_cmp compares two). */
+typedef struct glob_rank {
+	unsigned prefix;   /* literal bytes before the first wildcard */
+	unsigned literals; /* literal bytes in all */
+	unsigned dstars;   /* "**" */
+	unsigned stars;    /* "*" alone */
+} glob_rank;
+
+typedef struct lock_glob {
+	char *glob;
+	glob_rank rank;
+} lock_glob;
 
 typedef struct rule {
 	char name[RULE_NAME_MAX + 1];
 	size_t nmatch;
 	matcher match[MATCHERS_MAX];
 	size_t nlocks;
-	char *locks[LOCK_GLOBS_MAX];
-	unsigned actions; /* bit per auth_action, implications applied */
+	lock_glob locks[LOCK_GLOBS_MAX];
+	unsigned actions; /* bit per auth_action it lists, as listed: the
+			     tables it is in (implications come after) */
 } rule;
+
+/* One action's table as far as one name goes: the most specific glob
+ * that matches the name, and whether a rule listing it applies. */
+typedef struct verdict {
+	const lock_glob *by; /* NULL: no glob of the table matches */
+	bool granted;
+} verdict;
 
 struct auth_policy {
 	size_t n;
@@ -88,6 +131,52 @@ auth_glob_match(const char *glob, const char *s)
 	return dp[n];
 }
 
+static glob_rank
+rank_of(const char *g)
+{
+	glob_rank r = { 0, 0, 0, 0 };
+	bool start = true; /* no wildcard yet */
+
+	while (*g != '\0') {
+		if (g[0] == '*' && g[1] == '*') {
+			r.dstars++;
+			start = false;
+			g += 2;
+			continue;
+		}
+		if (*g == '*' || *g == '?') {
+			r.stars += *g == '*';
+			start = false;
+		} else {
+			r.literals++;
+			r.prefix += start;
+		}
+		g++;
+	}
+	return r;
+}
+
+/*
+ * >0 when A names locks more narrowly than B, <0 when less, 0 when as
+ * narrowly: the longer literal start wins (the longest prefix of a
+ * routing table), then more literal bytes, then fewer "**", then fewer
+ * "*".  Among globs that match one name, the name itself spelled exactly
+ * ranks first.
+ */
+static int
+rank_cmp(const glob_rank *a, const glob_rank *b)
+{
+	if (a->prefix != b->prefix)
+		return a->prefix > b->prefix ? 1 : -1;
+	if (a->literals != b->literals)
+		return a->literals > b->literals ? 1 : -1;
+	if (a->dstars != b->dstars)
+		return a->dstars < b->dstars ? 1 : -1;
+	if (a->stars != b->stars)
+		return a->stars < b->stars ? 1 : -1;
+	return 0;
+}
+
 static void
 rule_clear(rule *r)
 {
@@ -96,10 +185,10 @@ rule_clear(rule *r)
 	for (i = 0; i < r->nmatch; i++) {
 		free(r->match[i].claim);
 		for (k = 0; k < r->match[i].n; k++)
-			free(r->match[i].globs[k]);
+			free(r->match[i].values[k].text);
 	}
 	for (i = 0; i < r->nlocks; i++)
-		free(r->locks[i]);
+		free(r->locks[i].glob);
 }
 
 void
@@ -121,15 +210,21 @@ auth_policy_rules(const auth_policy *p)
 	return p->n;
 }
 
-/* A glob from V (a string, or for claims also an integer or boolean). */
-static char *
-glob_of(const json_t *v)
+/* OUT from the policy's V: a non-empty string, an integer or a boolean.
+ * 0, or -1 for any other value (or no memory). */
+static int
+value_of(const json_t *v, match_value *out)
 {
 	char buf[AUTH_GLOB_MAX + 1];
 
-	if (auth_claim_string(v, buf, sizeof(buf)) != 0 || buf[0] == '\0')
-		return NULL;
-	return strdup(buf);
+	out->type = json_typeof(v);
+	if (json_is_boolean(v))
+		return 0;
+	if ((!json_is_string(v) && !json_is_integer(v)) ||
+	    auth_claim_string(v, buf, sizeof(buf)) != 0 || buf[0] == '\0')
+		return -1;
+	out->text = strdup(buf);
+	return out->text != NULL ? 0 : -1;
 }
 
 static int
@@ -199,14 +294,13 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 				return -1;
 			}
 			for (i = 0; i < json_array_size(e); i++) {
-				m->globs[m->n] = glob_of(json_array_get(e, i));
-				if (m->globs[m->n] == NULL)
+				if (value_of(json_array_get(e, i),
+				        &m->values[m->n]) != 0)
 					goto badval;
 				m->n++;
 			}
 		} else {
-			m->globs[0] = glob_of(e);
-			if (m->globs[0] == NULL)
+			if (value_of(e, &m->values[0]) != 0)
 				goto badval;
 			m->n = 1;
 		}
@@ -214,8 +308,8 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 badval:
 		snprintf(err, errlen,
 		    "policy %s: match.%.40s must be a "
-		    "non-empty string (glob), number, boolean or an array of "
-		    "them",
+		    "non-empty string (glob), an integer, true, false or an "
+		    "array of them",
 		    r->name, key);
 		return -1;
 	}
@@ -238,9 +332,10 @@ badval:
 			    r->name, i);
 			return -1;
 		}
-		r->locks[r->nlocks] = strdup(json_string_value(e));
-		if (r->locks[r->nlocks] == NULL)
+		r->locks[r->nlocks].glob = strdup(json_string_value(e));
+		if (r->locks[r->nlocks].glob == NULL)
 			goto oom;
+		r->locks[r->nlocks].rank = rank_of(json_string_value(e));
 		r->nlocks++;
 	}
 	v = json_object_get(jr, "actions");
@@ -257,10 +352,9 @@ badval:
 		if (s != NULL && strcmp(s, "read") == 0) {
 			r->actions |= 1u << AUTH_READ;
 		} else if (s != NULL && strcmp(s, "acquire") == 0) {
-			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE;
+			r->actions |= 1u << AUTH_ACQUIRE;
 		} else if (s != NULL && strcmp(s, "admin") == 0) {
-			r->actions |= 1u << AUTH_READ | 1u << AUTH_ACQUIRE |
-			    1u << AUTH_ADMIN;
+			r->actions |= 1u << AUTH_ADMIN;
 		} else {
 			snprintf(err, errlen,
 			    "policy %s: actions[%zu] is not "
@@ -366,25 +460,111 @@ out:
 	return p;
 }
 
+/* Whether the claim C has the value V.  TEXT: C as text when C is a
+ * string or an integer that fits, else NULL. */
+static bool
+value_matches(const match_value *v, const json_t *c, const char *text)
+{
+	switch (v->type) {
+	case JSON_STRING:
+		return json_is_string(c) && text != NULL &&
+		    auth_glob_match(v->text, text);
+	case JSON_INTEGER:
+		return text != NULL && strcmp(v->text, text) == 0;
+	case JSON_TRUE:
+		return json_is_true(c);
+	default:
+		return json_is_false(c);
+	}
+}
+
+/* Whether the claim C (NULL when absent) has one of M's values. */
+static bool
+matcher_matches(const matcher *m, const json_t *c)
+{
+	char buf[AUTH_CLAIM_MAX];
+	const char *text = NULL;
+	size_t k;
+
+	if ((json_is_string(c) || json_is_integer(c)) &&
+	    auth_claim_string(c, buf, sizeof(buf)) == 0)
+		text = buf;
+	for (k = 0; k < m->n; k++)
+		if (value_matches(&m->values[k], c, text))
+			return true;
+	return false;
+}
+
 static bool
 rule_applies(const rule *r, const json_t *claims)
 {
-	char val[AUTH_CLAIM_MAX];
-	size_t i, k;
+	size_t i;
 
-	for (i = 0; i < r->nmatch; i++) {
-		const matcher *m = &r->match[i];
-		bool any = false;
-
-		if (auth_claim_string(json_object_get(claims, m->claim), val,
-		        sizeof(val)) != 0)
+	for (i = 0; i < r->nmatch; i++)
+		if (!matcher_matches(&r->match[i],
+		        json_object_get(claims, r->match[i].claim)))
 			return false;
-		for (k = 0; k < m->n && !any; k++)
-			any = auth_glob_match(m->globs[k], val);
-		if (!any)
-			return false;
-	}
 	return true;
+}
+
+/* The most specific of R's globs that matches NAME, or NULL. */
+static const lock_glob *
+rule_glob_for(const rule *r, const char *name)
+{
+	const lock_glob *best = NULL;
+	size_t k;
+
+	for (k = 0; k < r->nlocks; k++)
+		if (auth_glob_match(r->locks[k].glob, name) &&
+		    (best == NULL ||
+		        rank_cmp(&r->locks[k].rank, &best->rank) > 0))
+			best = &r->locks[k];
+	return best;
+}
+
+/* V[x], for every action x: which globs of x's table decide NAME, and
+ * whether one of their rules applies to CLAIMS. */
+static void
+decide(const auth_policy *p, const json_t *claims, const char *name,
+    verdict v[ACTIONS])
+{
+	size_t i;
+	int x, c, applies;
+
+	memset(v, 0, ACTIONS * sizeof(*v));
+	for (i = 0; i < p->n; i++) {
+		const rule *r = &p->rules[i];
+		const lock_glob *g = rule_glob_for(r, name);
+
+		applies = -1; /* not asked yet: claims are dearer than ranks */
+		for (x = 0; g != NULL && x < ACTIONS; x++) {
+			if (!(r->actions & (1u << x)))
+				continue;
+			c = v[x].by == NULL
+			    ? 1
+			    : rank_cmp(&g->rank, &v[x].by->rank);
+			if (c < 0 || (c == 0 && v[x].granted))
+				continue;
+			if (applies < 0)
+				applies = rule_applies(r, claims);
+			v[x].by = g;
+			v[x].granted = applies;
+		}
+	}
+}
+
+/* Whether some rule that lists ACTION or a stronger one applies to
+ * CLAIMS: "on some lock", before a list is filtered name by name. */
+static bool
+grants_somewhere(const auth_policy *p, const json_t *claims, auth_action action)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++)
+		if ((p->rules[i].actions >> action) != 0 &&
+		    rule_applies(&p->rules[i], claims))
+			return true;
+	return false;
 }
 
 int
@@ -394,28 +574,29 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
 {
 	static const char *const words[] = { "read", "acquire",
 		"force-release (admin)" };
-	size_t i, k;
+	verdict v[ACTIONS];
+	int x;
 
-	for (i = 0; i < p->n; i++) {
-		const rule *r = &p->rules[i];
-
-		if (!(r->actions & (1u << action)) || !rule_applies(r, claims))
-			continue;
-		if (name == NULL)
+	if (name == NULL) {
+		if (grants_somewhere(p, claims, action))
 			return 1;
-		for (k = 0; k < r->nlocks; k++)
-			if (auth_glob_match(r->locks[k], name))
-				return 1;
-	}
-	if (name != NULL)
 		snprintf(why, whylen,
-		    "No policy rule lets \"%.100s\" %s the lock "
-		    "\"%.100s\".",
-		    owner, words[action], name);
+		    "No policy rule lets \"%.100s\" %s any lock.", owner,
+		    words[action]);
+		return 0;
+	}
+	decide(p, claims, name, v);
+	for (x = (int)action; x < ACTIONS; x++)
+		if (v[x].granted)
+			return 1;
+	if (v[action].by != NULL)
+		snprintf(why, whylen,
+		    "No policy rule lets \"%.100s\" %s the lock \"%.100s\" "
+		    "(the rules for \"%.60s\" decide it).",
+		    owner, words[action], name, v[action].by->glob);
 	else
 		snprintf(why, whylen,
-		    "No policy rule lets \"%.100s\" %s any "
-		    "lock.",
-		    owner, words[action]);
+		    "No policy rule lets \"%.100s\" %s the lock \"%.100s\".",
+		    owner, words[action], name);
 	return 0;
 }

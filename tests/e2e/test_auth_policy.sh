@@ -27,6 +27,8 @@ MAIN="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/ma
 FEAT="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/app:ref:refs/heads/feat\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/feat\",\"exp\":$exp}")"
 EVIL="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:evil/app\",\"repository_owner\":\"evil\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
 OPS="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-carol\",\"admin\":true,\"exp\":$exp}")"
+# "admin": "true" is a string, not the boolean the ops rule asks for.
+OPSSTR="Authorization: Bearer $(lg_jwt "{\"sub\":\"ops-dan\",\"admin\":\"true\",\"exp\":$exp}")"
 # acme's main branch too, so it may acquire prod/, and "admin": true, which
 # under a policy is only a claim: the ops rule does not match its sub.
 MAINADM="Authorization: Bearer $(lg_jwt "{\"sub\":\"repo:acme/tools:ref:refs/heads/main\",\"repository_owner\":\"acme\",\"ref\":\"refs/heads/main\",\"admin\":true,\"exp\":$exp}")"
@@ -50,6 +52,7 @@ lg_eq "$(get "$FEAT" 'prod/eu/deploy')" 200 "acme may read"
 lg_eq "$(get "$EVIL" 'prod/eu/deploy')" 403 "another org may not read"
 lg_eq "$(post "$EVIL" 'prod/eu/deploy:forceRelease')" 403 "admin:true from another org is not admin"
 lg_eq "$(post "$MAIN" 'prod/eu/deploy:forceRelease')" 403 "forceRelease needs the admin action"
+lg_eq "$(post "$OPSSTR" 'prod/eu/deploy:forceRelease')" 403 "\"admin\": \"true\" (a string) is not the rule's boolean"
 
 # Under a policy the "admin" claim counts for nothing by itself: not to
 # refresh or release another owner's lease, not in whoami; the policy's
@@ -208,6 +211,55 @@ wait $davepid
 lg_eq "$(cat "$LG_TMP/dave.code")" 401 "dave's wait outlived his token"
 lg_eq "$(lg_json error.code <"$LG_TMP/dave")" token_expired "dave's wait: 401 code"
 lg_eq "$(get "$ALICE" 'w/two')" 404 "w/two is free, not granted to dave"
+lg_stop
+
+# identity.md's recipe as written: GitHub OIDC tokens (a JWKS on loopback)
+# owned by "repository", the HS256 secret for people, and the doc's own
+# policy.  The on-call admin minted with `lockgate token --sub ops-anna
+# --admin` is owned by its sub and may force-release; a feature branch
+# may not take prod/ (issue 26 items 1 and 5).
+FJ=build/tools/fake_jwks
+[ -x "$FJ" ] || lg_fail "build/tools/fake_jwks is not built (make build/tools/fake_jwks)"
+K=$LG_TMP/jwks
+mkdir -p "$K"
+$FJ keygen "$K" k1 rsa || lg_fail keygen
+$FJ serve "$K" "$LG_TMP/port" &
+LG_PIDS="$LG_PIDS $!" # the harness's EXIT trap stops it by PID
+i=0
+while [ ! -s "$LG_TMP/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ -s "$LG_TMP/port" ] || lg_fail "fake_jwks did not start"
+ISS=https://token.actions.githubusercontent.com
+AUD=https://lock.example.com
+# The first ```json block of identity.md is its example policy.
+awk '/^```json$/ { f = 1; next } /^```$/ { if (f) exit } f' docs/identity.md >"$POL"
+grep -q '"on-call"' "$POL" || lg_fail "identity.md's example policy not found"
+printf '%s\n' "$LG_SECRET" >"$LG_TMP/secret"
+lg_start --jwks-url "http://127.0.0.1:$(cat "$LG_TMP/port")/jwks" \
+    --jwt-issuer "$ISS" --jwt-audience "$AUD" --owner-claim repository \
+    --policy "$POL"
+gh() { # REF [MORE_CLAIMS]: a GitHub-style token of acme/app on REF
+	$FJ sign "$K" k1 "{\"sub\":\"repo:acme/app:ref:$1\",\"repository\":\"acme/app\",\"repository_owner\":\"acme\",\"ref\":\"$1\",\"iss\":\"$ISS\",\"aud\":\"$AUD\",\"exp\":$(($(date +%s) + 600))${2:-}}" ||
+	    lg_fail "sign"
+}
+GHMAIN="Authorization: Bearer $(gh refs/heads/main)"
+GHFEAT="Authorization: Bearer $(gh refs/heads/feat)"
+ANNA="Authorization: Bearer $(build/lockgate token --secret-file "$LG_TMP/secret" --sub ops-anna --admin)" ||
+    lg_fail "lockgate token"
+lg_eq "$(post "$GHFEAT" 'prod/deploy:acquire?ttl=60')" 403 "recipe: a feature branch may not take prod/deploy"
+lg_json error.message <"$out" | grep -q '"prod/\*\*" decide' || lg_fail "the 403 does not name the deciding glob"
+lg_eq "$(post "$GHFEAT" 'staging/web:acquire?ttl=60')" 200 "recipe: a feature branch takes staging/web"
+lg_eq "$(post "$GHMAIN" 'prod/deploy:acquire?ttl=60')" 200 "recipe: main takes prod/deploy"
+lg_eq "$(lg_json owner <"$out")" acme/app "recipe: the CI token's owner is its repository"
+lg_eq "$(get "$GHFEAT" 'prod/deploy')" 200 "recipe: a feature branch reads prod/deploy"
+lg_eq "$(whoami "$ANNA")" 200 "recipe: ops-anna's minted token is accepted"
+lg_eq "$(lg_json owner <"$out")" ops-anna "recipe: an HS256 token without repository is owned by its sub"
+lg_eq "$(lg_json admin <"$out")" true "recipe: ops-anna is the policy's admin"
+lg_eq "$(post "$ANNA" 'prod/deploy:forceRelease')" 204 "recipe: the on-call admin force-releases prod/deploy"
+lg_eq "$(post "Authorization: Bearer $(gh refs/heads/main ',"admin":true')" 'staging/web:forceRelease')" 403 \
+    "recipe: a CI token claiming admin is not on call"
+NOREPO="Authorization: Bearer $($FJ sign "$K" k1 "{\"sub\":\"ops-anna\",\"admin\":true,\"iss\":\"$ISS\",\"aud\":\"$AUD\",\"exp\":$(($(date +%s) + 600))}")"
+lg_eq "$(whoami "$NOREPO")" 401 "recipe: a JWKS token without repository does not fall back to sub"
+lg_eq "$(lg_json error.code <"$out")" missing_claim "recipe: 401 code"
 lg_stop
 
 # --check refuses a broken policy and says why.

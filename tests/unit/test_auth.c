@@ -310,6 +310,19 @@ test_key_of_other_alg(void **state)
 	free(p);
 }
 
+/* An HS256 token whose claims are sub plus FMT, where %ld is a time 600 s
+ * from now; REASON as for expect(). */
+static void
+expect_times(const char *fmt, const char *reason)
+{
+	char extra[200], payload[300];
+
+	snprintf(extra, sizeof(extra), fmt, (long)time(NULL) + 600);
+	snprintf(payload, sizeof(payload), "{\"sub\":\"a\"%s}", extra);
+	expect(hs, authtest_bearer(HDR_HS, payload, JWT_ALG_HS256, SECRET),
+	    reason);
+}
+
 static void
 test_times(void **state)
 {
@@ -335,6 +348,20 @@ test_times(void **state)
 		        JWT_ALG_HS256, SECRET),
 		    "malformed_token");
 	}
+	/* exp, nbf and iat: whole seconds in 0..2^40 (issue 20: exp 1e30
+	 * never expired). */
+	expect_times(",\"exp\":1e30", "malformed_token");
+	expect_times(",\"exp\":1099511627777", "malformed_token");
+	expect_times(",\"exp\":1099511627776", NULL);
+	expect_times(",\"exp\":-1", "malformed_token");
+	expect_times(",\"exp\":%ld.5", "malformed_token");
+	expect_times(",\"exp\":%ld.0", NULL);
+	expect_times(",\"exp\":%ld,\"nbf\":1e300", "malformed_token");
+	expect_times(",\"exp\":%ld,\"nbf\":-0.5", "malformed_token");
+	expect_times(",\"exp\":%ld,\"nbf\":0", NULL);
+	expect_times(",\"exp\":%ld,\"iat\":-5", "malformed_token");
+	expect_times(",\"exp\":%ld,\"iat\":\"0\"", "malformed_token");
+	expect_times(",\"exp\":%ld,\"iat\":null", "malformed_token");
 	/* A maximum token age. */
 	memset(&c, 0, sizeof(c));
 	c.jwt_secret = SECRET;
@@ -370,6 +397,30 @@ test_iss_aud(void **state)
 	p = authtest_payload("m", 600, 0, ISS ",\"aud\":\"lockgate2\"");
 	expect(mixed, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv),
 	    "wrong_audience");
+	/* The refusal names what the service expects (issue 26). */
+	{
+		auth_identity id;
+		auth_refusal why;
+		char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+
+		assert_int_equal(auth_verify(mixed, b, &id, &why), -1);
+		assert_string_equal(why.message,
+		    "The token's audience (aud) is not the one this service "
+		    "expects: \"lockgate\".");
+		free(b);
+	}
+	free(p);
+	p = authtest_payload("m", 600, 0, ",\"iss\":\"x\"" AUD);
+	{
+		auth_identity id;
+		auth_refusal why;
+		char *b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+
+		assert_int_equal(auth_verify(mixed, b, &id, &why), -1);
+		assert_non_null(strstr(why.message,
+		    "expects: \"https://issuer.example\"."));
+		free(b);
+	}
 	free(p);
 	p = authtest_payload("m", 600, 0, ISS ",\"aud\":[\"a\",\"b\"]");
 	expect(mixed, authtest_bearer(HDR_ES, p, JWT_ALG_ES256, ec_priv),
@@ -668,6 +719,64 @@ test_owner_claim(void **state)
 	assert_string_equal(id.owner, "4242");
 	auth_identity_clear(&id);
 	free(b);
+	auth_free(a);
+}
+
+/* identity.md's recipe: CI tokens (PEM or JWKS) owned by "repository",
+ * people's HS256 tokens from `lockgate token --sub NAME` owned by their
+ * sub (issue 26: ops-anna's admin token was refused, missing_claim). */
+static void
+test_owner_claim_per_source(void **state)
+{
+	auth_config c;
+	auth_ctx *a;
+	auth_identity id;
+	auth_refusal why;
+	char *p, *b;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret = SECRET;
+	c.public_keys = rsa_pub_path;
+	c.owner_claim = "repository";
+	c.leeway = -1;
+	a = ctx(&c);
+	assert_non_null(a);
+	/* `lockgate token --sub ops-anna --admin` */
+	b = auth_mint_hs256(SECRET, strlen(SECRET), "ops-anna", 600, true);
+	assert_non_null(b);
+	p = malloc(strlen(b) + 8);
+	assert_non_null(p);
+	snprintf(p, strlen(b) + 8, "Bearer %s", b);
+	assert_int_equal(auth_verify(a, p, &id, &why), 0);
+	assert_string_equal(id.owner, "ops-anna");
+	assert_true(id.admin);
+	auth_identity_clear(&id);
+	free(p);
+	free(b);
+	/* An HS256 token with the claim is owned by it, as before. */
+	p = authtest_payload("x", 600, 0, ",\"repository\":\"acme/app\"");
+	b = authtest_bearer(HDR_HS, p, JWT_ALG_HS256, SECRET);
+	assert_int_equal(auth_verify(a, b, &id, &why), 0);
+	assert_string_equal(id.owner, "acme/app");
+	auth_identity_clear(&id);
+	free(b);
+	/* Present but unusable: refused, never replaced by sub. */
+	expect(a,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"x\",\"repository\":\"\",\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	/* A PEM (or JWKS) token never falls back to sub. */
+	expect(a, authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv), NULL);
+	free(p);
+	p = authtest_payload("x", 600, 0, "");
+	b = authtest_bearer(HDR_RS, p, JWT_ALG_RS256, rsa_priv);
+	assert_int_equal(auth_verify(a, b, &id, &why), -1);
+	assert_string_equal(why.reason, "missing_claim");
+	assert_non_null(strstr(why.message, "\"repository\""));
+	free(b);
+	free(p);
 	auth_free(a);
 }
 
@@ -1014,6 +1123,7 @@ main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_header_oddities),
 		cmocka_unit_test(test_owner_claim),
+		cmocka_unit_test(test_owner_claim_per_source),
 		cmocka_unit_test(test_display_cap),
 		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_long_token_not_cached),

@@ -245,6 +245,218 @@ test_policy_decisions(void **state)
 	auth_free(a);
 }
 
+/* The most specific lock glob decides, per action, whoever its rules are
+ * for: "main takes prod/" next to "acme takes everything" keeps prod/ for
+ * main (issue 26: a feature branch took prod/deploy). */
+static void
+test_most_specific_decides(void **state)
+{
+	static const char pol[] =
+	    "{\"rules\": ["
+	    " {\"name\": \"main\", \"match\": {\"ref\": \"main\"},"
+	    "  \"locks\": [\"prod/**\"], \"actions\": [\"acquire\"]},"
+	    " {\"name\": \"acme\", \"match\": {\"org\": \"acme\"},"
+	    "  \"locks\": [\"**\"], \"actions\": [\"acquire\"]},"
+	    " {\"name\": \"dba\", \"match\": {\"team\": \"dba\"},"
+	    "  \"locks\": [\"prod/db\"], \"actions\": [\"acquire\"]},"
+	    " {\"name\": \"eu\", \"match\": {\"team\": \"eu\"},"
+	    "  \"locks\": [\"*/eu/**\"], \"actions\": [\"acquire\"]},"
+	    " {\"name\": \"rel\", \"match\": {\"team\": \"rel\"},"
+	    "  \"locks\": [\"prod/**\", \"prod/web-?\"],"
+	    "  \"actions\": [\"acquire\"]},"
+	    " {\"name\": \"ops\", \"match\": {\"team\": \"ops\"},"
+	    "  \"locks\": [\"**\"], \"actions\": [\"admin\"]}"
+	    "]}";
+	auth_ctx *a = ctx_with_policy(pol);
+	auth_identity main_, feat, dba, eu, rel, ops;
+	char why[200];
+
+	(void)state;
+	assert_non_null(a);
+	identity(a, "main", ",\"org\":\"acme\",\"ref\":\"main\"", &main_);
+	identity(a, "feat", ",\"org\":\"acme\",\"ref\":\"feat\"", &feat);
+	identity(a, "dba", ",\"team\":\"dba\"", &dba);
+	identity(a, "eu", ",\"team\":\"eu\"", &eu);
+	identity(a, "rel", ",\"team\":\"rel\"", &rel);
+	identity(a, "ops", ",\"team\":\"ops\"", &ops);
+
+	/* prod/ belongs to main; the rest to all of acme. */
+	assert_true(allowed(a, &main_, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_false(allowed(a, &feat, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_non_null(strstr(why, "\"prod/**\" decide"));
+	assert_false(allowed(a, &feat, AUTH_ACQUIRE, "prod/eu/x", why));
+	assert_true(allowed(a, &feat, AUTH_ACQUIRE, "staging/deploy", why));
+	assert_true(allowed(a, &main_, AUTH_ACQUIRE, "staging/deploy", why));
+	/* "prod" itself is not under prod/: the broad rule decides. */
+	assert_true(allowed(a, &feat, AUTH_ACQUIRE, "prod", why));
+	/* Acquire implies read, but only where the acquire rule decides. */
+	assert_true(allowed(a, &main_, AUTH_READ, "prod/deploy", why));
+	assert_false(allowed(a, &feat, AUTH_READ, "prod/deploy", why));
+	assert_true(allowed(a, &feat, AUTH_READ, NULL, why));
+	/* An exact name beats every glob: prod/db is the dba's alone. */
+	assert_true(allowed(a, &dba, AUTH_ACQUIRE, "prod/db", why));
+	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "prod/db", why));
+	assert_false(allowed(a, &dba, AUTH_ACQUIRE, "prod/dbx", why));
+	/* Two rules with one glob decide together. */
+	assert_true(allowed(a, &rel, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_true(allowed(a, &main_, AUTH_ACQUIRE, "prod/a/b", why));
+	/* More literal bytes win: prod/web-1 is rel's alone. */
+	assert_true(allowed(a, &rel, AUTH_ACQUIRE, "prod/web-1", why));
+	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "prod/web-1", why));
+	/* A longer literal start wins over more literal bytes after a
+	 * wildcard: prod/eu/x is main's (prod/...), not eu's (.../eu/...). */
+	assert_false(allowed(a, &eu, AUTH_ACQUIRE, "prod/eu/x", why));
+	/* Outside prod/, .../eu/... is more specific than everything. */
+	assert_true(allowed(a, &eu, AUTH_ACQUIRE, "staging/eu/x", why));
+	assert_false(allowed(a, &feat, AUTH_ACQUIRE, "staging/eu/x", why));
+	/* Each action has its own table: admin on everything stays admin on
+	 * prod/, and implies acquire and read there. */
+	assert_true(allowed(a, &ops, AUTH_ADMIN, "prod/deploy", why));
+	assert_true(allowed(a, &ops, AUTH_ACQUIRE, "prod/db", why));
+	assert_true(allowed(a, &ops, AUTH_READ, "prod/eu/x", why));
+	assert_false(allowed(a, &main_, AUTH_ADMIN, "prod/deploy", why));
+	auth_identity_clear(&main_);
+	auth_identity_clear(&feat);
+	auth_identity_clear(&dba);
+	auth_identity_clear(&eu);
+	auth_identity_clear(&rel);
+	auth_identity_clear(&ops);
+	auth_free(a);
+}
+
+/* A narrower rule takes its names away from broader rules of the same
+ * action, whoever those are for (documented in docs/identity.md). */
+static void
+test_narrower_rule_narrows(void **state)
+{
+	static const char pol[] =
+	    "{\"rules\": ["
+	    " {\"match\": {\"sub\": \"ops\"},"
+	    "  \"locks\": [\"**\"], \"actions\": [\"read\"]},"
+	    " {\"match\": {\"sub\": \"auditor\"},"
+	    "  \"locks\": [\"audit/**\"], \"actions\": [\"read\"]},"
+	    " {\"match\": {\"sub\": \"ops\"},"
+	    "  \"locks\": [\"audit/**\"], \"actions\": [\"acquire\"]}"
+	    "]}";
+	auth_ctx *a = ctx_with_policy(pol);
+	auth_identity ops, aud;
+	char why[200];
+
+	(void)state;
+	assert_non_null(a);
+	identity(a, "ops", "", &ops);
+	identity(a, "auditor", "", &aud);
+	assert_true(allowed(a, &aud, AUTH_READ, "audit/2026", why));
+	assert_false(allowed(a, &aud, AUTH_READ, "prod/x", why));
+	assert_true(allowed(a, &ops, AUTH_READ, "prod/x", why));
+	/* ops reads audit/ only through its acquire rule there. */
+	assert_true(allowed(a, &ops, AUTH_READ, "audit/2026", why));
+	auth_identity_clear(&ops);
+	auth_identity_clear(&aud);
+	auth_free(a);
+	a = ctx_with_policy("{\"rules\": ["
+	                    " {\"match\": {\"sub\": \"ops\"},"
+	                    "  \"locks\": [\"**\"], \"actions\": [\"read\"]},"
+	                    " {\"match\": {\"sub\": \"auditor\"},"
+	                    "  \"locks\": [\"audit/**\"],"
+	                    "  \"actions\": [\"read\"]}]}");
+	assert_non_null(a);
+	identity(a, "ops", "", &ops);
+	assert_false(allowed(a, &ops, AUTH_READ, "audit/2026", why));
+	assert_non_null(strstr(why, "audit/**"));
+	auth_identity_clear(&ops);
+	auth_free(a);
+	/* One segment is narrower than any depth. */
+	a = ctx_with_policy(
+	    "{\"rules\": ["
+	    " {\"match\": {\"sub\": \"deep\"},"
+	    "  \"locks\": [\"p/**\"], \"actions\": [\"read\"]},"
+	    " {\"match\": {\"sub\": \"flat\"},"
+	    "  \"locks\": [\"p/*\"], \"actions\": [\"read\"]}]}");
+	assert_non_null(a);
+	identity(a, "deep", "", &ops);
+	identity(a, "flat", "", &aud);
+	assert_false(allowed(a, &ops, AUTH_READ, "p/x", why));
+	assert_true(allowed(a, &aud, AUTH_READ, "p/x", why));
+	assert_true(allowed(a, &ops, AUTH_READ, "p/x/y", why));
+	assert_false(allowed(a, &aud, AUTH_READ, "p/x/y", why));
+	auth_identity_clear(&ops);
+	auth_identity_clear(&aud);
+	auth_free(a);
+}
+
+/* Whether a token with claims EXTRA (and sub "u") may take ACT on NAME. */
+static int
+allowed_with(auth_ctx *a, const char *extra, auth_action act, const char *name)
+{
+	auth_identity id;
+	char why[200];
+	int ok;
+
+	identity(a, "u", extra, &id);
+	ok = allowed(a, &id, act, name, why);
+	auth_identity_clear(&id);
+	return ok;
+}
+
+/* A claim matches with its JSON type (issue 20: "admin": true in a rule
+ * matched the string "true", which force-released a lock). */
+static void
+test_claims_typed(void **state)
+{
+	static const char pol[] =
+	    "{\"rules\": ["
+	    " {\"match\": {\"admin\": true}, \"locks\": [\"**\"],"
+	    "  \"actions\": [\"admin\"]},"
+	    " {\"match\": {\"verified\": false}, \"locks\": [\"unv/*\"],"
+	    "  \"actions\": [\"read\"]},"
+	    " {\"match\": {\"run_id\": 42}, \"locks\": [\"runs/*\"],"
+	    "  \"actions\": [\"acquire\"]},"
+	    " {\"match\": {\"protected\": \"true\"}, \"locks\": [\"gl/*\"],"
+	    "  \"actions\": [\"acquire\"]},"
+	    " {\"match\": {\"project\": [\"4*\", 7]}, \"locks\": [\"p/*\"],"
+	    "  \"actions\": [\"read\"]}"
+	    "]}";
+	auth_ctx *a = ctx_with_policy(pol);
+
+	(void)state;
+	assert_non_null(a);
+	assert_true(allowed_with(a, ",\"admin\":true", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":\"true\"", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":1", AUTH_ADMIN, "x"));
+	assert_false(allowed_with(a, ",\"admin\":[true]", AUTH_ADMIN, "x"));
+	assert_true(allowed_with(a, ",\"verified\":false", AUTH_READ, "unv/a"));
+	assert_false(
+	    allowed_with(a, ",\"verified\":\"false\"", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, ",\"verified\":null", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, ",\"verified\":0", AUTH_READ, "unv/a"));
+	assert_false(allowed_with(a, "", AUTH_READ, "unv/a"));
+	/* A number also matches its decimal text, as CI systems send it. */
+	assert_true(allowed_with(a, ",\"run_id\":42", AUTH_ACQUIRE, "runs/a"));
+	assert_true(
+	    allowed_with(a, ",\"run_id\":\"42\"", AUTH_ACQUIRE, "runs/a"));
+	assert_false(
+	    allowed_with(a, ",\"run_id\":\"042\"", AUTH_ACQUIRE, "runs/a"));
+	assert_false(
+	    allowed_with(a, ",\"run_id\":42.0", AUTH_ACQUIRE, "runs/a"));
+	/* A string matches strings only. */
+	assert_true(
+	    allowed_with(a, ",\"protected\":\"true\"", AUTH_ACQUIRE, "gl/a"));
+	assert_false(
+	    allowed_with(a, ",\"protected\":true", AUTH_ACQUIRE, "gl/a"));
+	assert_true(allowed_with(a, ",\"project\":\"42\"", AUTH_READ, "p/a"));
+	assert_false(allowed_with(a, ",\"project\":42", AUTH_READ, "p/a"));
+	assert_true(allowed_with(a, ",\"project\":7", AUTH_READ, "p/a"));
+	assert_true(allowed_with(a, ",\"project\":\"7\"", AUTH_READ, "p/a"));
+	auth_free(a);
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	           "\"match\":{\"n\":4.5}}]}",
+	    "match.n");
+	expect_bad("{\"rules\":[{\"locks\":[\"a\"],\"actions\":[\"read\"],"
+	           "\"match\":{\"n\":[\"a\",null]}}]}",
+	    "match.n");
+}
+
 static void
 test_bad_policy_file(void **state)
 {
@@ -368,6 +580,9 @@ main(void)
 		cmocka_unit_test(test_policy_validation),
 		cmocka_unit_test(test_no_policy),
 		cmocka_unit_test(test_policy_decisions),
+		cmocka_unit_test(test_most_specific_decides),
+		cmocka_unit_test(test_narrower_rule_narrows),
+		cmocka_unit_test(test_claims_typed),
 		cmocka_unit_test(test_bad_policy_file),
 		cmocka_unit_test(test_reload_under_load),
 	};
