@@ -1,0 +1,163 @@
+/*
+ * test_wait.c: the waiter queue (server/wait.c) over the mem store wrapped
+ * to misbehave: a wait that ends without a grant, after an attempt whose
+ * insert was applied though its answer was lost, leaves no lease behind.
+ * The pollers are real threads; every wait here is bounded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "server/srv.h"
+#include "wrap_store.h"
+
+#define BOUND_MS 5000 /* every wait of this test ends by then */
+
+typedef struct fixture {
+	wrap_store *ws;
+	api_service *svc;
+	srv_waits *waits;
+	api_acquire_req req;
+	srv_waiter w;
+	int done; /* set by the waiter's done callback */
+} fixture;
+
+static void
+on_done(srv_waiter *w, void *ctx)
+{
+	fixture *f = ctx;
+
+	(void)w;
+	__atomic_store_n(&f->done, 1, __ATOMIC_SEQ_CST);
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	f->ws = wrap_store_new(gcs_mem_new(NULL, NULL));
+	f->svc = api_new(&f->ws->base, NULL, NULL);
+	f->waits = srv_waits_new(f->svc);
+	snprintf(f->req.name, sizeof(f->req.name), "w/lost");
+	snprintf(f->req.owner, sizeof(f->req.owner), "alice");
+	f->req.ttl = 60;
+	api_acquire_prepare(&f->req);
+	f->w.req = &f->req;
+	f->w.done = on_done;
+	f->w.ctx = f;
+	f->w.fd = -1; /* no client socket: never hung up */
+	f->w.start_ms = srv_mono_ms();
+	f->w.deadline_ms = f->w.start_ms + BOUND_MS;
+	f->w.rc = API_UNAVAILABLE;
+	f->w.err.code = API_UNAVAILABLE;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	srv_waits_free(f->waits);
+	api_lock_clear(&f->w.lock);
+	api_free(f->svc);
+	gcs_store_free(&f->ws->base);
+	free(f);
+	return 0;
+}
+
+/* Wait (bounded) until the counter *C reaches N. */
+static void
+wait_count(const int *c, int n)
+{
+	int i;
+
+	for (i = 0;
+	     i < BOUND_MS / 5 && __atomic_load_n(c, __ATOMIC_SEQ_CST) < n; i++)
+		sleep_ms(5);
+	assert_true(__atomic_load_n(c, __ATOMIC_SEQ_CST) >= n);
+}
+
+/*
+ * The waiter's insert is applied but its answer lost and the call fails;
+ * then the wait ends (here: shutdown) before another attempt.  The lease
+ * that attempt left is released, by its lease_id, so the lock is free.
+ */
+static void
+t_lost_insert_given_back(void **state)
+{
+	fixture *f = *state;
+	api_lock l;
+	api_err e;
+
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->ws->calls[W_INSERT], 1);
+	srv_waits_shutdown(f->waits);
+	wait_count(&f->done, 1);
+	assert_int_equal(f->w.rc, API_SHUTTING_DOWN);
+	assert_int_equal(f->ws->calls[W_REMOVE], 1);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_NOT_HELD);
+	api_lock_clear(&l);
+}
+
+/* An attempt that failed unapplied leaves nothing, and nothing is
+ * deleted: in particular not another holder's lease. */
+static void
+t_failed_insert_deletes_nothing(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req other;
+	api_lock l, held;
+	api_err e;
+
+	f->ws->fail_op = W_INSERT;
+	f->ws->fail_status = GCS_UNAVAILABLE;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->ws->calls[W_INSERT], 1);
+	/* Meanwhile bob takes the lock. */
+	memset(&other, 0, sizeof(other));
+	snprintf(other.name, sizeof(other.name), "w/lost");
+	snprintf(other.owner, sizeof(other.owner), "bob");
+	other.ttl = 60;
+	api_acquire_prepare(&other);
+	assert_int_equal(api_acquire(f->svc, &other, &held, &e), API_OK);
+	srv_waits_shutdown(f->waits);
+	wait_count(&f->done, 1);
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
+	assert_int_equal(l.fencing_token, held.fencing_token);
+	api_lock_clear(&l);
+	api_lock_clear(&held);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(t_lost_insert_given_back, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(t_failed_insert_deletes_nothing,
+		    setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
