@@ -52,6 +52,12 @@ static const opt opts[] = {
 	    "false", "anyone may read lock state (never a lease_id)" },
 	{ "metrics-public", "LOCKGATE_METRICS_PUBLIC", T_BOOL,
 	    OFF(metrics_public), 0, 0, "false", "anyone may read /metrics" },
+	{ "link-hosts", "LOCKGATE_LINK_HOSTS", T_STR, OFF(link_hosts), 0, 0,
+	    SRV_LINK_HOSTS_DEFAULT,
+	    "comma-separated hosts (host or host:port) whose http(s) URLs "
+	    "the dashboard shows as links, as a CI job's URL given as the "
+	    "holder; \"\" for none.  Any other URL is plain text: a "
+	    "holder's text must not send readers anywhere" },
 	{ "jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
 	    0, "none",
 	    "HS256 secret (prefer the variable or a file: flags "
@@ -282,6 +288,21 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    "--listen/LOCKGATE_LISTEN (or PORT) must be host:port with "
 		    "a port from 0 to 65535, not '%.60s'",
 		    cfg->listen);
+		return -1;
+	}
+	if (cfg->link_hosts == NULL &&
+	    (cfg->link_hosts = keep(cfg, SRV_LINK_HOSTS_DEFAULT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (strspn(cfg->link_hosts,
+	        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	        "0123456789.-:,") != strlen(cfg->link_hosts)) {
+		snprintf(err, errlen,
+		    "--link-hosts/LOCKGATE_LINK_HOSTS must be host names "
+		    "(letters, digits, '.', '-', ':port') separated by commas, "
+		    "not '%.60s'",
+		    cfg->link_hosts);
 		return -1;
 	}
 	if (cfg->store == NULL &&

@@ -561,30 +561,58 @@ do_list(srv_req *r)
 	return http_send(r, 200, resp);
 }
 
+/* The configured link hosts as a JSON array (new reference; NULL when out
+ * of memory), lower-cased, at most SRV_LINK_HOSTS_MAX. */
+static json_t *
+link_hosts_json(const char *list)
+{
+	json_t *a = json_array();
+	char host[256];
+	size_t n, i;
+
+	while (a != NULL && *list != '\0' &&
+	    json_array_size(a) < SRV_LINK_HOSTS_MAX) {
+		n = strcspn(list, ",");
+		if (n > 0 && n < sizeof(host)) {
+			for (i = 0; i < n; i++)
+				host[i] =
+				    (char)(list[i] >= 'A' && list[i] <= 'Z'
+				            ? list[i] - 'A' + 'a'
+				            : list[i]);
+			host[n] = '\0';
+			json_array_append_new(a, json_string(host));
+		}
+		list += n + (list[n] == ',');
+	}
+	return a;
+}
+
 static enum MHD_Result
 do_whoami(srv_req *r)
 {
 	char why[200];
 	enum MHD_Result mr;
-	const char *h;
+	const char *h, *owner = NULL;
+	bool admin = false;
 
 	if (prepare(r, plain_params, &mr) != 0)
 		return mr;
 	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 	    MHD_HTTP_HEADER_AUTHORIZATION);
-	if (h == NULL && r->srv->cfg->public_read)
-		return http_json(r, 200,
-		    json_pack("{s:n, s:b, s:b}", "owner", "admin", 0,
-		        "public_read", 1));
-	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
-		return mr;
-	/* admin: may force-release some lock (with a policy, the policy's
-	 * admin action; the claim alone is not). */
+	if (h != NULL || !r->srv->cfg->public_read) {
+		if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
+			return mr;
+		owner = r->id.owner;
+		/* admin: may force-release some lock (with a policy, the
+		 * policy's admin action; the claim alone is not). */
+		admin = auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, NULL,
+		    why, sizeof(why));
+	}
+	/* link_hosts: whose URLs the dashboard may show as links. */
 	return http_json(r, 200,
-	    json_pack("{s:s, s:b, s:b}", "owner", r->id.owner, "admin",
-	        auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, NULL, why,
-	            sizeof(why)),
-	        "public_read", r->srv->cfg->public_read));
+	    json_pack("{s:s?, s:b, s:b, s:o*}", "owner", owner, "admin", admin,
+	        "public_read", r->srv->cfg->public_read, "link_hosts",
+	        link_hosts_json(r->srv->cfg->link_hosts)));
 }
 
 static enum MHD_Result

@@ -43,9 +43,13 @@
 #define SRV_DRAIN_MAX_MS    7000 /* SIGTERM: exit within 8 s */
 #define SRV_RESUME_GRACE_MS 20   /* for MHD to take resumed connections */
 #define SRV_STORE_GIVE_UP_MARGIN_MS \
-	1000                          /* store calls end this long before
+	1000                               /* store calls end this long before
 					    the drain budget does */
-#define SRV_DEV_TOKEN_TTL (12 * 3600) /* s, the dev mode's token */
+#define SRV_DEV_TOKEN_TTL      (12 * 3600) /* s, the dev mode's token */
+/* Hosts whose URLs the dashboard makes links of: where lockctl's default
+ * holders (a CI job's URL) point. */
+#define SRV_LINK_HOSTS_DEFAULT "github.com,gitlab.com"
+#define SRV_LINK_HOSTS_MAX     32
 
 /* Limits of waiting (design section 3). */
 #define SRV_WAIT_THREADS    4    /* store pollers for waiters */
@@ -64,6 +68,7 @@ typedef struct srv_config {
 	int connection_timeout;
 	bool public_read;
 	bool metrics_public;
+	char *link_hosts; /* comma-separated hosts (host or host:port) */
 	bool check_only;  /* --check */
 	bool dev_mode;    /* set by main when no key is configured */
 	auth_config auth; /* strings point into this struct's storage */

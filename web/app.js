@@ -252,8 +252,19 @@
 		return e;
 	}
 
+	/* A URL the dashboard may link to: http(s) on a host the server names
+	 * (LOCKGATE_LINK_HOSTS).  Any other holder that looks like a URL is
+	 * shown as text: a lock holder's text must not send readers to a
+	 * page of its choosing. */
+	function linkable(s) {
+		if (!isUrl(s))
+			return false;
+		const hosts = (st.whoami && st.whoami.link_hosts) || [];
+		return hosts.includes(new URL(s).host.toLowerCase());
+	}
+
 	function holderNode(holder) {
-		if (isUrl(holder)) {
+		if (linkable(holder)) {
 			const a = el('a', holder);
 			a.href = holder;
 			a.rel = 'noopener noreferrer';

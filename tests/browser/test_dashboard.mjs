@@ -51,7 +51,8 @@ async function noLeaseIdShown() {
 
 await run('dashboard', [
 	['start lockgate and seed locks', async () => {
-		lg = await startLockgate({ LOCKGATE_JWT_SECRET: SECRET });
+		lg = await startLockgate({ LOCKGATE_JWT_SECRET: SECRET,
+		    LOCKGATE_LINK_HOSTS: 'ci.example,GitHub.com' });
 		await seed(alice, 'prod/deploy', {
 			ttl: 600, holder: 'https://ci.example/job/42',
 			purpose: 'deploy v1.2.3', labels: { env: 'prod', team: 'web' },
@@ -107,6 +108,8 @@ await run('dashboard', [
 		    'https://ci.example/job/42', 'holder link');
 		eq(await cell('ci/nightly', 'holder'), 'runner-7', 'plain holder');
 		eq(await page.$(`${row('ci/nightly')} td.holder a`), null, 'non-URL holder is a link');
+		eq(await page.getAttribute(`${row('prod/deploy')} td.holder a`, 'rel'),
+		    'noopener noreferrer', 'holder link rel');
 		eq(await page.$$eval(`${row('prod/deploy')} td.labels .chip`, (c) => c.map((x) => x.textContent)).then((a) => a.join(' ')),
 		    'env=prod team=web', 'labels');
 		eq(await cell('prod/deploy', 'token'), tokens['prod/deploy'].fencing_token, 'fencing token');
@@ -334,6 +337,17 @@ await run('dashboard', [
 		    'confirmation for the second lock');
 		await page.click('#confirmcancel');
 		await page.click('#detailclose');
+	}],
+
+	['a URL holder on a host the server does not name is text, not a link', async () => {
+		const bad = 'https://login.evil.example/github.com';
+		const l = await acquire(lg, root, 'phish/probe', { ttl: 300, holder: bad });
+		await within(LIVE_MS, () => page.$(row('phish/probe')), 'phish/probe row');
+		eq(await page.$(`${row('phish/probe')} td.holder a`), null, 'a link to another host');
+		eq(await cell('phish/probe', 'holder'), bad, 'the URL as text');
+		await release(lg, root, 'phish/probe', l.lease_id);
+		await within(LIVE_MS, async () => (await page.$(row('phish/probe'))) === null,
+		    'phish/probe row gone');
 	}],
 
 	['the longest legal label keeps every column on the screen', async () => {
