@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,9 @@ queue(srv_req *r, int status, struct MHD_Response *resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	if (r->close) /* libmicrohttpd closes the connection after it */
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+		    "close");
 	return http_send(r, status, resp);
 }
 
@@ -84,17 +88,17 @@ http_release_hold(srv_req *r)
 
 /* ---- storage workers ---- */
 
-/* Whether URL may call the storage (so runs on a worker). */
+/* Whether PATH may call the storage (so runs on a worker). */
 static bool
-blocking_route(const char *url)
+blocking_route(const char *path)
 {
-	return strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/readyz") == 0;
+	return strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/readyz") == 0;
 }
 
 static void
 job_run(srv_req *r)
 {
-	r->job_rc = routes_dispatch(r, r->url);
+	r->job_rc = routes_dispatch(r);
 	r->in_job = false;
 	r->job_done = true;
 	http_release_hold(r);
@@ -143,16 +147,15 @@ job_main(void *arg)
  * queue); run it here once the workers have stopped (a keep-alive request
  * during the last moments of a drain). */
 static enum MHD_Result
-job_submit(srv_jobs *j, srv_req *r, const char *url)
+job_submit(srv_jobs *j, srv_req *r)
 {
 	srv_worker *w;
 
 	pthread_mutex_lock(&j->mu);
 	if (j->stop) {
 		pthread_mutex_unlock(&j->mu);
-		return routes_dispatch(r, url);
+		return routes_dispatch(r);
 	}
-	r->url = url;
 	r->in_job = true;
 	r->holds = 1;
 	MHD_suspend_connection(r->conn);
@@ -180,7 +183,7 @@ task_body(void *arg)
 {
 	srv_req *r = arg;
 
-	r->job_rc = routes_dispatch(r, r->url);
+	r->job_rc = routes_dispatch(r);
 }
 
 /* The task ended: as a worker's request ends (job_run). */
@@ -203,11 +206,10 @@ task_done(void *arg)
  * answers from then on are kept and queued after task_done resumes it.
  */
 static enum MHD_Result
-task_submit(srv_req *r, const char *url)
+task_submit(srv_req *r)
 {
 	int rc;
 
-	r->url = url;
 	rc = gcs_loop_spawn(r->loop->io, task_body, r, task_done);
 	if (rc == 1)
 		return r->job_rc;
@@ -551,49 +553,111 @@ req_free(srv_req *r)
 	lp->nspare++;
 }
 
-/*
- * What the URI callback saw wrong with a request target, handed to
- * access_handler as the request's context (by address).
- */
-static char mark_many_args; /* more than SRV_QUERY_ARGS_MAX arguments */
-static char mark_nul;       /* an encoded NUL (%00) */
-
-static bool
-is_mark(const void *ctx)
+/* The arguments of TARGET, counted as libmicrohttpd splits them: on '&'
+ * after the '?', empty ones included (0 without a '?'). */
+static size_t
+query_args(const char *target)
 {
-	return ctx == &mark_many_args || ctx == &mark_nul;
+	const char *q = strchr(target, '?');
+	size_t n = 1;
+
+	if (q == NULL)
+		return 0;
+	for (q++; *q != '\0'; q++)
+		if (*q == '&' && ++n > SRV_QUERY_ARGS_MAX)
+			break;
+	return n;
+}
+
+/* Read nothing more from CONN's client: what is in already is still read
+ * and answered, and the connection closes then (or at once, with nothing
+ * left to read). */
+static void
+stop_reading(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci != NULL)
+		shutdown(ci->connect_fd, SHUT_RD);
 }
 
 /*
- * libmicrohttpd's URI callback: it sees the request target before the
- * query is split into arguments and anything is decoded.
+ * What uri_seen saw of the request target a connection sends, kept for
+ * the access handler, which libmicrohttpd gives the decoded path only.
+ * One per connection, from its start to its close, rather than one per
+ * request: a request line that libmicrohttpd 0.9.75 fails to parse (too
+ * many arguments) never reaches the handler, and a context made for it in
+ * uri_seen never came back to be freed.
+ */
+typedef struct srv_target {
+	char path[SRV_PATH_MAX + 1]; /* up to the '?', not decoded */
+	size_t len;                  /* of the target, up to a raw NUL */
+	bool path_too_long;          /* path is empty then */
+	bool encoded_nul;            /* "%00" in the target */
+	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
+} srv_target;
+
+static void
+conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+    enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	(void)conn;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		*socket_context = calloc(1, sizeof(srv_target));
+		return;
+	}
+	free(*socket_context);
+	*socket_context = NULL;
+}
+
+/* CONN's srv_target; NULL when there was no memory for one. */
+static srv_target *
+target_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci != NULL ? ci->socket_context : NULL;
+}
+
+/*
+ * libmicrohttpd's URI callback: it sees the request target as received,
+ * before the query is split into arguments and anything is decoded.  The
+ * target is kept (srv_target) so that the request is routed on the raw
+ * path: "/%6detrics" is no route, and what a proxy in front filtered by
+ * its path is what is served.  What is wrong with it is noted for
+ * access_handler to refuse:
  *
  * - "%00" anywhere: the decoded path or value would end at the NUL, and
  *   what follows would never be checked.
- * - More than SRV_QUERY_ARGS_MAX arguments (counted as 0.9.75 splits
- *   them: on '&', empty ones included).  On 0.9.75, whose request line
- *   lives in a writable buffer split right after this returns, the query
- *   is also cut after its '?', so that no argument is stored and the 400
- *   can be queued (see SRV_QUERY_ARGS_MAX).
+ * - More than SRV_QUERY_ARGS_MAX arguments.  libmicrohttpd 0.9.75 stores
+ *   each one in the connection's memory (SRV_CONN_MEMORY), and from about
+ *   480 it runs out, and loses even its own 431: the client waited for the
+ *   idle timeout.  So nothing more is read from that client: a head that
+ *   is in already gets the 400, any other the connection closed at once.
  */
 static void *
 uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	const char *q = strchr(uri, '?');
-	unsigned args = 1;
+	srv_target *t = target_of(conn);
+	size_t plen = strcspn(uri, "?");
 
 	(void)cls;
-	(void)conn;
-	for (const char *p = q ? q + 1 : ""; *p != '\0'; p++)
-		if (*p == '&' && ++args > SRV_QUERY_ARGS_MAX)
-			break;
-	if (args > SRV_QUERY_ARGS_MAX) {
-#if MHD_VERSION == 0x00097500
-		((char *)q)[1] = '\0';
-#endif
-		return &mark_many_args;
+	if (t == NULL)
+		return NULL;
+	memset(t, 0, sizeof(*t));
+	t->len = strlen(uri);
+	t->path_too_long = plen > SRV_PATH_MAX;
+	if (!t->path_too_long)
+		memcpy(t->path, uri, plen);
+	t->encoded_nul = strstr(uri, "%00") != NULL;
+	if (query_args(uri) > SRV_QUERY_ARGS_MAX) {
+		t->many_args = true;
+		stop_reading(conn);
 	}
-	return strstr(uri, "%00") != NULL ? &mark_nul : NULL;
+	return NULL;
 }
 
 /* Headers that make a request ambiguous, counted by framing_seen. */
@@ -650,6 +714,240 @@ framing_refusal(struct MHD_Connection *conn, const char **reason)
 	return NULL;
 }
 
+/* Whether NAME (LEN bytes) is a token (RFC 9110, section 5.6.2): no
+ * whitespace before its colon, none inside. */
+static bool
+field_name_ok(const char *name, size_t len)
+{
+	size_t i;
+	int c;
+
+	if (len == 0)
+		return false;
+	for (i = 0; i < len; i++) {
+		c = (unsigned char)name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') ||
+		        (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
+			return false;
+	}
+	return true;
+}
+
+/* Whether VALUE (LEN bytes) holds no control character but a tab
+ * (RFC 9110, section 5.5: a bare CR is one). */
+static bool
+field_value_ok(const char *value, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (((unsigned char)value[i] < 0x20 && value[i] != '\t') ||
+		    value[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static enum MHD_Result
+field_seen(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	const char **why = cls;
+
+	(void)kind;
+	if (!field_name_ok(key, strlen(key)))
+		*why = "a header name is a token, with no whitespace in it or "
+		       "before its colon (RFC 9112, section 5.1)";
+	else if (!field_value_ok(value, strlen(value)))
+		*why = "a header value holds a control character";
+	return *why == NULL ? MHD_YES : MHD_NO;
+}
+
+#if MHD_VERSION < 0x01000000
+/* Walks the headers in the order they came, for head_cut. */
+typedef struct head_walk {
+	uintptr_t end; /* just past the last string libmicrohttpd kept */
+	bool cut;      /* a line held more than it kept */
+} head_walk;
+
+/* Whether a line ending at END is followed by one starting at NEXT, with
+ * just its CRLF or LF between. */
+static bool
+line_break_only(uintptr_t end, uintptr_t next)
+{
+	return next == end + 1 || next == end + 2;
+}
+
+static enum MHD_Result
+field_tiles(void *cls, enum MHD_ValueKind kind, const char *key,
+    size_t key_size, const char *value, size_t value_size)
+{
+	head_walk *w = cls;
+
+	(void)kind;
+	(void)key_size;
+	if (!line_break_only(w->end, (uintptr_t)key)) {
+		w->cut = true;
+		return MHD_NO;
+	}
+	w->end = (uintptr_t)value + value_size;
+	return MHD_YES;
+}
+
+/*
+ * Whether libmicrohttpd cut a line of CONN's head at a raw NUL byte.
+ * 0.9.x parses the head in place as C strings: a NUL ends the method, the
+ * target or a header value there, and the rest of that line is dropped
+ * unseen ("Transfer-Encoding: chunked\0gzip" was read as chunked, a path
+ * "/v1/locks/prod/a\0zz" as prod/a).  No API gives the lengths received,
+ * but what it kept tiles the head it measured
+ * (MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE) with only separators between:
+ *   METHOD SP TARGET SP VERSION EOL, then NAME ":" OWS VALUE EOL for each
+ *   header, then EOL,
+ * EOL being CRLF or LF, and the target as uri_seen saw it (T).  A wider
+ * gap is a line cut short.  (libmicrohttpd 1.0 rewrote this parser and
+ * refuses a NUL itself.)
+ */
+static bool
+head_cut(struct MHD_Connection *conn, const srv_target *t, const char *method,
+    const char *url, const char *version)
+{
+	const union MHD_ConnectionInfo *ci;
+	head_walk w = { 0, false };
+	uintptr_t head_end;
+
+	if ((uintptr_t)url != (uintptr_t)method + strlen(method) + 1 ||
+	    (uintptr_t)version != (uintptr_t)url + t->len + 1)
+		return true;
+	w.end = (uintptr_t)version + strlen(version);
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, field_tiles, &w);
+	ci = MHD_get_connection_info(conn,
+	    MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (w.cut || ci == NULL)
+		return true;
+	head_end = (uintptr_t)method + ci->header_size;
+	return head_end < w.end + 2 || head_end > w.end + 4;
+}
+#else
+static bool
+head_cut(struct MHD_Connection *conn, const srv_target *t, const char *method,
+    const char *url, const char *version)
+{
+	(void)conn, (void)t, (void)method, (void)url, (void)version;
+	return false;
+}
+#endif
+
+/*
+ * Refuse a request head that libmicrohttpd read otherwise than a proxy in
+ * front may have: a raw NUL byte anywhere (head_cut), a header name with
+ * whitespace before its colon (0.9.75 keeps the space in the name, so
+ * "Transfer-Encoding : chunked" was no Transfer-Encoding to
+ * framing_refusal, and the body became a smuggled request), or a control
+ * character in a value.  NULL when the head is fine.
+ */
+static const char *
+head_refusal(struct MHD_Connection *conn, const srv_target *t,
+    const char *method, const char *url, const char *version)
+{
+	const char *why = NULL;
+
+	if (head_cut(conn, t, method, url, version))
+		return "the request holds a NUL byte, or more than one space "
+		       "between the parts of its first line";
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, field_seen, &why);
+	return why;
+}
+
+/* Refuse R's request with a 400 and close the connection: what follows
+ * its head on the connection is not read as a request. */
+static enum MHD_Result
+refuse(srv_req *r, const char *reason, const char *why)
+{
+	r->close = true;
+	return http_fail(r, API_BAD_REQUEST, reason, "%s", why);
+}
+
+/* Whether CONN announces a body over SRV_BODY_MAX. */
+static bool
+body_too_large(struct MHD_Connection *conn)
+{
+	const char *cl;
+	char *end;
+	unsigned long long n;
+
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl == NULL)
+		return false;
+	errno = 0;
+	n = strtoull(cl, &end, 10);
+	return errno == 0 && *end == '\0' && n > SRV_BODY_MAX;
+}
+
+/*
+ * The first call of the handler for R, once its head is in: refuse what
+ * cannot be read one way, before any of its body is read.  T is what
+ * uri_seen saw of its target.  MHD_YES to go on reading.
+ */
+static enum MHD_Result
+req_begin(srv_req *r, const srv_target *t, const char *method, const char *url,
+    const char *version)
+{
+	const char *why, *reason;
+
+	if (t->many_args) {
+		r->close = true;
+		return http_fail(r, API_BAD_REQUEST, "too_many_parameters",
+		    "a request takes at most %d query parameters",
+		    SRV_QUERY_ARGS_MAX);
+	}
+	if ((why = head_refusal(r->conn, t, method, url, version)) != NULL)
+		return refuse(r, "bad_request", why);
+	if (t->path_too_long)
+		return refuse(r, "bad_request",
+		    "the request path is longer than any route");
+	if (t->encoded_nul)
+		return refuse(r, "bad_request",
+		    "the request target holds an encoded NUL (%00)");
+	if ((why = framing_refusal(r->conn, &reason)) != NULL)
+		return refuse(r, reason, why);
+	if (body_too_large(r->conn)) {
+		/* Refuse before reading it; MHD closes the connection after
+		 * this answer. */
+		r->too_large = true;
+		return http_fail(r, API_TOO_LARGE, NULL,
+		    "the request body is larger than %d bytes", SRV_BODY_MAX);
+	}
+	return MHD_YES;
+}
+
+/* A request for CONN, from its first call of the handler; NULL when out
+ * of memory. */
+static srv_req *
+req_start(srv_server *s, struct MHD_Connection *conn, const srv_target *t,
+    const char *method)
+{
+	srv_req *r = req_new();
+
+	if (r == NULL)
+		return NULL;
+	r->srv = s;
+	r->loop = tl_loop;
+	r->conn = conn;
+	memcpy(r->path, t->path, sizeof(r->path));
+	r->method = method;
+	r->start_us = now_us();
+	r->route = "other";
+	r->waiter.fd = -1;
+	r->params.query = mhd_query;
+	r->params.each = mhd_each;
+	r->params.ctx = conn;
+	__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+	trace_of(conn, r->trace, sizeof(r->trace));
+	return r;
+}
+
 static enum MHD_Result
 access_handler(void *cls, struct MHD_Connection *conn, const char *url,
     const char *method, const char *version, const char *upload_data,
@@ -657,54 +955,14 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
-	void *mark = *con_cls;
-	const char *cl, *why, *reason;
-	char *end;
-	unsigned long long n;
+	const srv_target *t;
 
-	(void)version;
-	if (r == NULL || is_mark(mark)) {
-		r = req_new();
-		if (r == NULL)
-			return MHD_NO;
-		r->srv = s;
-		r->loop = tl_loop;
-		r->conn = conn;
-		r->method = method;
-		r->start_us = now_us();
-		r->route = "other";
-		r->waiter.fd = -1;
-		r->params.query = mhd_query;
-		r->params.each = mhd_each;
-		r->params.ctx = conn;
-		__atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+	if (r == NULL) {
+		if ((t = target_of(conn)) == NULL ||
+		    (r = req_start(s, conn, t, method)) == NULL)
+			return MHD_NO; /* out of memory: close */
 		*con_cls = r;
-		trace_of(conn, r->trace, sizeof(r->trace));
-		if (mark == &mark_many_args)
-			return http_fail(r, API_BAD_REQUEST,
-			    "too_many_parameters",
-			    "a request takes at most %d query parameters",
-			    SRV_QUERY_ARGS_MAX);
-		if (mark == &mark_nul)
-			return http_fail(r, API_BAD_REQUEST, "bad_request",
-			    "the request target holds an encoded NUL (%%00)");
-		if ((why = framing_refusal(conn, &reason)) != NULL)
-			return http_fail(r, API_BAD_REQUEST, reason, "%s", why);
-		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-		    MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl != NULL) {
-			errno = 0;
-			n = strtoull(cl, &end, 10);
-			if (errno == 0 && *end == '\0' && n > SRV_BODY_MAX) {
-				/* Refuse before reading it; MHD closes the
-				 * connection after this answer. */
-				r->too_large = true;
-				return http_fail(r, API_TOO_LARGE, NULL,
-				    "the request body is larger than %d bytes",
-				    SRV_BODY_MAX);
-			}
-		}
-		return MHD_YES;
+		return req_begin(r, t, method, url, version);
 	}
 	if (r->waiting)
 		return routes_finish_wait(r);
@@ -736,11 +994,11 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->too_large)
 		return http_fail(r, API_TOO_LARGE, NULL,
 		    "the request body is larger than %d bytes", SRV_BODY_MAX);
-	if (s->tasks && r->loop != NULL && blocking_route(url))
-		return task_submit(r, url);
-	if (s->jobs != NULL && blocking_route(url))
-		return job_submit(s->jobs, r, url);
-	return routes_dispatch(r, url);
+	if (s->tasks && r->loop != NULL && blocking_route(r->path))
+		return task_submit(r);
+	if (s->jobs != NULL && blocking_route(r->path))
+		return job_submit(s->jobs, r);
+	return routes_dispatch(r);
 }
 
 static void
@@ -752,10 +1010,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	double secs;
 
 	(void)conn;
-	if (r == NULL || is_mark(r)) { /* is_mark: gone before the handler */
-		*con_cls = NULL;
+	if (r == NULL) /* the client left before its head was in */
 		return;
-	}
 	secs = (double)(now_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
@@ -988,7 +1244,8 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	    (unsigned)cfg->connection_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL, MHD_OPTION_END);
+	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
+	    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL, MHD_OPTION_END);
 	if (lp->daemon == NULL)
 		return -1;
 	lp->listen_fd = -1; /* the daemon's now */

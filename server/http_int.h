@@ -79,11 +79,19 @@ struct srv_server {
 	int active; /* requests between first call and completion */
 };
 
+/* Bytes of a request path kept for routing: the longest route is
+ * "/v1/locks/" + a 256-byte name + ":forceRelease". */
+#define SRV_PATH_MAX 512
+
 /* One request, from the first call of the access handler to completion. */
 typedef struct srv_req {
 	srv_server *srv;
 	srv_loop *loop; /* whose daemon has the connection */
 	struct MHD_Connection *conn;
+	/* The path as received, up to the '?', never decoded: requests are
+	 * routed on it. */
+	char path[SRV_PATH_MAX + 1];
+	bool close; /* answer with Connection: close */
 	const char *method;
 	int64_t start_us;
 	char *body; /* NUL-terminated */
@@ -109,9 +117,8 @@ typedef struct srv_req {
 	srv_waiter waiter;
 	/* Run by a storage worker (see srv_jobs) or as a loop task. */
 	struct srv_req *job_next;
-	const char *url; /* MHD's, valid until completion */
-	bool in_job;     /* a worker or task runs it: answers are kept */
-	bool job_done;   /* the worker or task finished */
+	bool in_job;   /* a worker or task runs it: answers are kept */
+	bool job_done; /* the worker or task finished */
 	enum MHD_Result job_rc;
 	struct MHD_Response *job_resp; /* the kept answer */
 	int job_status;
@@ -142,7 +149,8 @@ enum MHD_Result http_send(srv_req *r, int status, struct MHD_Response *resp);
 void http_release_hold(srv_req *r);
 
 /* --- routes.c --- */
-enum MHD_Result routes_dispatch(srv_req *r, const char *url);
+/* Route R on its raw path (r->path) and answer it. */
+enum MHD_Result routes_dispatch(srv_req *r);
 enum MHD_Result routes_finish_wait(srv_req *r);
 
 #endif

@@ -751,6 +751,10 @@ lock_route(srv_req *r, const char *rest)
 		    "the lock name is longer than 256 bytes");
 	memcpy(name, rest, nlen);
 	name[nlen] = '\0';
+	if (strchr(name, '%') != NULL)
+		return http_fail(r, API_BAD_REQUEST, "bad_name",
+		    "a lock name is sent as it is, never percent-encoded: "
+		    "it holds only A-Z a-z 0-9 . _ - /");
 	if (!api_name_valid(name, why, sizeof(why)))
 		return http_fail(r, API_BAD_REQUEST, "bad_name", "%s", why);
 	api_copy(r->lock, sizeof(r->lock), name);
@@ -772,28 +776,35 @@ lock_route(srv_req *r, const char *rest)
 	    verb);
 }
 
+/*
+ * The path is matched as it was sent, never decoded: a route is spelled
+ * one way only, so "/%6detrics" is not /metrics and a proxy that filters
+ * by path sees what is served.  No lock name needs encoding (design
+ * section 2), so an encoded character in one is a bad_name.
+ */
 enum MHD_Result
-routes_dispatch(srv_req *r, const char *url)
+routes_dispatch(srv_req *r)
 {
+	const char *path = r->path;
 	enum MHD_Result mr;
 	size_t i;
 
-	if (!strncmp(url, "/v1/", 4) && negotiate(r, &mr) != 0)
+	if (!strncmp(path, "/v1/", 4) && negotiate(r, &mr) != 0)
 		return mr;
 	for (i = 0; i < NELEM(fixed_routes); i++) {
-		if (strcmp(url, fixed_routes[i].path) != 0)
+		if (strcmp(path, fixed_routes[i].path) != 0)
 			continue;
 		r->route = fixed_routes[i].route;
 		if (!method_is(r, fixed_routes[i].method))
 			return bad_method(r, fixed_routes[i].method);
 		return fixed_routes[i].fn(r);
 	}
-	if (!strncmp(url, "/v1/locks/", 10))
-		return lock_route(r, url + 10);
-	if (!strncmp(url, "/v1/", 4))
+	if (!strncmp(path, "/v1/locks/", 10))
+		return lock_route(r, path + 10);
+	if (!strncmp(path, "/v1/", 4))
 		return http_fail(r, API_NOT_FOUND, NULL,
 		    "no such route; see /v1/locks");
-	return do_asset(r, url);
+	return do_asset(r, path);
 }
 
 void

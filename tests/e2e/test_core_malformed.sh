@@ -99,13 +99,31 @@ case_ 404 lease_not_found POST '/v1/locks/free:release?lease_id=0123456789abcdef
 case_ 409 lease_lost POST '/v1/locks/keep:refresh?lease_id=0123456789abcdef' -H "$A"
 case_ 400 - GET '/v1/locks?page_size=0' -H "$A"
 # Query arguments past SRV_QUERY_ARGS_MAX (64): a 400, not the empty reply
-# after the idle timeout that libmicrohttpd gave from about 450 on.
+# after the idle timeout that libmicrohttpd gave from about 450 on.  From
+# there libmicrohttpd 0.9.75 cannot store them and loses its own answer:
+# the connection is closed at once instead (http.c, uri_seen).
 qargs() { python3 -c 'import sys; print("&".join("a%d=1" % i for i in range(int(sys.argv[1]))))' "$1"; }
+# refused_at_once METHOD PATH [curl args...]: a 400 too_many_parameters or
+# an empty reply, within 2 s.
+refused_at_once() {
+	method=$1 path=$2
+	shift 2
+	n=$((n + 1))
+	code=$(curl -sS --path-as-is --max-time 2 -o "$LG_TMP/body" -w '%{http_code}' \
+	    -X "$method" "$@" "$LG_URL$path" 2>/dev/null)
+	st=$?
+	case "$code.$st" in
+	400.0) grep -q '"too_many_parameters"' "$LG_TMP/body" ||
+	    lg_fail "case $n: $(head -c 200 "$LG_TMP/body")" ;;
+	000.52) ;; # the empty reply, at once
+	*) lg_fail "case $n ($method, too many arguments): status $code, curl $st" ;;
+	esac
+}
 case_ 400 unknown_parameter GET "/v1/locks?$(qargs 64)" -H "$A"
 case_ 400 too_many_parameters GET "/v1/locks?$(qargs 65)" -H "$A"
-case_ 400 too_many_parameters GET "/v1/locks?$(qargs 3000)" -H "$A"
-case_ 400 too_many_parameters GET "/v1/locks?$(python3 -c 'print("&" * 5000)')"
-case_ 400 too_many_parameters POST "/v1/locks/keep:release?lease_id=$(lg_json lease_id <"$LG_TMP/held")&$(qargs 600)" -H "$A"
+refused_at_once GET "/v1/locks?$(qargs 3000)" -H "$A"
+refused_at_once GET "/v1/locks?$(python3 -c 'print("&" * 5000)')"
+refused_at_once POST "/v1/locks/keep:release?lease_id=$(lg_json lease_id <"$LG_TMP/held")&$(qargs 600)" -H "$A"
 
 # Messages that quote a caller's text are cut to fit, perhaps in the
 # middle of a character; they are still answered as JSON (they used to
