@@ -34,7 +34,7 @@ print(json.dumps({"holder": "\"" * 500, "purpose": "\"" * 1000,
 
 # Hold one lock so that bad requests against it can be checked to change
 # nothing.
-lg_curl -o "$LG_TMP/held" -X POST -H "$A" "$LG_URL/v1/locks/keep:acquire?ttl=60&holder=orig" >/dev/null
+lg_curl -o "$LG_TMP/held" -X POST -H "$A" "$LG_URL/v1/locks/keep:acquire?ttl=600&holder=orig" >/dev/null
 FENCE=$(lg_json fencing_token <"$LG_TMP/held")
 
 n=0
@@ -191,7 +191,7 @@ lg_eq "$code" 204 "release the largest lease"
 qpid=$!
 sleep 0.5
 case_ 400 metadata_too_large POST '/v1/locks/keep:acquire?wait=5' -H "$FAT_OWNER" --data-binary "@$LG_TMP/fat.json"
-[ -s "$LG_TMP/queued.code" ] && lg_fail "the waiter it queued behind was done already"
+[ -s "$LG_TMP/queued.code" ] && lg_fail "the waiter it queued behind was done already: $(cat "$LG_TMP/queued.code")"
 wait "$qpid"
 lg_eq "$(cat "$LG_TMP/queued.code")" 409 "the waiter ran out its wait untouched"
 
