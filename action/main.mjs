@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
 	ActionError, POLL_MAX_S, RETRIES, backoffMs, baseUrl, call, describe, error,
 	getToken, holderDefault, input, inputBool, inputInt, lockName, lockUrl, log,
@@ -112,8 +113,10 @@ async function startHeartbeat(cfg) {
 	const logFd = fs.openSync(path.join(dir, 'heartbeat.log'), 'a');
 	const env = { ...process.env };
 	delete env.INPUT_TOKEN;
-	const child = spawn(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), 'heartbeat.mjs'), dir], {
+	const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'heartbeat.mjs');
+	const child = spawn(process.execPath, [script, dir], {
 		detached: true,
+		windowsHide: true,
 		stdio: ['pipe', logFd, logFd],
 		env,
 	});
