@@ -129,7 +129,8 @@ for k, r in build["instrs"]:
         fail("unexpected instruction in the build stage: " + k)
 
 # ---- 3. The runtime stage.
-if not re.match(r"debian:bookworm(-slim)?(@\S+)?(\s|$)", runtime["from"]):
+if not re.match(r"(docker\.io/library/)?debian:bookworm(-slim)?(@\S+)?(\s|$)",
+                runtime["from"]):
     fail("runtime stage is not debian:bookworm[-slim]: " + runtime["from"])
 installed = []
 for k, r in runtime["instrs"]:

@@ -35,7 +35,7 @@ trap cleanup_image EXIT
 for img in $(sed -n 's/^FROM[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' docker/Dockerfile); do
 	"$E" image inspect "$img" >/dev/null 2>&1 && continue
 	if ! timeout 120 "$E" pull "$img" >"$LG_TMP/pull" 2>&1; then
-		lg_skip "$E: base image $img is not here and cannot be pulled: $(tail -n 1 "$LG_TMP/pull" | cut -c1-160)"
+		lg_skip "$E: base image $img is not here and cannot be pulled: $(tail -n 1 "$LG_TMP/pull" | cut -c1-240)"
 	fi
 done
 
