@@ -32,7 +32,10 @@ BENCHES  := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
         docker clean check-tools
 .DEFAULT_GOAL := all
 
-all: deps-build build/lockgate
+# deps-build first, then the build: under `make -j` the two would otherwise
+# run at once and compile against headers not yet installed.
+all: deps-build
+	@$(MAKE) --no-print-directory build/lockgate
 
 # Installs missing Debian packages (only when missing; needs root then).
 deps-build:

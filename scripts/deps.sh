@@ -20,10 +20,20 @@ for p in $want; do
 	*) missing="$missing $p" ;;
 	esac
 done
-# The browser tests need node and npm; any install of them will do.
+# The browser tests need node and npm; any install of them will do, from
+# node 18 on (Debian bookworm's own nodejs is 18, and tests/browser pins a
+# playwright-core that runs on it as well as on 20 and later).
 if [ "${1:-build}" = test ]; then
 	command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 	command -v npm >/dev/null 2>&1 || missing="$missing npm"
+	if command -v node >/dev/null 2>&1; then
+		major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+		if [ "$major" -lt 18 ]; then
+			echo "deps: node $(node -v) is too old for the browser" \
+			    "tests; install node 18 or newer" >&2
+			exit 1
+		fi
+	fi
 fi
 
 [ -z "$missing" ] && exit 0

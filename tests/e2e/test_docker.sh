@@ -4,9 +4,13 @@
 #     Debian package that the runtime stage installs, by name or as a
 #     dependency of a named package; every DT_NEEDED library's package is
 #     named (libc6 aside: it is in every Debian image).
-#  2. The build stage's RUN lines call make and nothing else.
+#  2. The build stage's RUN lines call `make -jN` and nothing else.
 #  3. The runtime stage: bookworm, no compiler or -dev package, CA
 #     certificates, a non-root USER, PORT and an /healthz HEALTHCHECK.
+#     The user and group are both lockgate, 10001, and USER names them:
+#     the groupadd/useradd lines are read option by option and, as root,
+#     run for real with --prefix on a copy of /etc (the passwd, group and
+#     home directory they make are checked).
 #  4. docker/cloudrun.yaml: request timeout above LOCKGATE_MAX_WAIT,
 #     concurrency, min instances, probes, no reserved PORT variable.
 #  5. The HEALTHCHECK command itself, run against a live lockgate (exit 0)
@@ -70,7 +74,7 @@ dpkg-query -W -f='${Package}\t${Depends}\t${Pre-Depends}\t${Provides}\n' \
     >"$TMP/db"
 
 python3 - "$DF" "$CR" "$TMP/pkgs" "$TMP/direct" "$TMP/db" <<'PY'
-import os, re, sys
+import os, re, shlex, sys
 
 df_path, cr_path, pkgs_path, direct_path, db_path = sys.argv[1:6]
 fails = []
@@ -117,14 +121,16 @@ for r in runs:
     cmd = r
     if cmd.startswith("["):
         cmd = " ".join(re.findall(r'"([^"]*)"', cmd))
-    if cmd.strip() != "make":
-        fail("build stage RUN is not just `make`: " + r)
+    if not re.fullmatch(r'make -j(\d+|"?\$\(nproc\)"?)?', cmd.strip()):
+        fail("build stage RUN is not just `make -jN` (one compiler per "
+             "core): " + r)
 for k, r in build["instrs"]:
     if k not in ("RUN", "COPY", "WORKDIR", "ENV", "ARG", "LABEL"):
         fail("unexpected instruction in the build stage: " + k)
 
 # ---- 3. The runtime stage.
-if not re.match(r"debian:bookworm(-slim)?(@\S+)?(\s|$)", runtime["from"]):
+if not re.match(r"(docker\.io/library/)?debian:bookworm(-slim)?(@\S+)?(\s|$)",
+                runtime["from"]):
     fail("runtime stage is not debian:bookworm[-slim]: " + runtime["from"])
 installed = []
 for k, r in runtime["instrs"]:
@@ -149,6 +155,59 @@ if not users:
     fail("runtime stage has no USER (it would run as root)")
 elif users[-1].split(":")[0] in ("root", "0"):
     fail("runtime stage runs as root: USER " + users[-1])
+elif users[-1].strip() not in ("10001:10001", "lockgate:lockgate"):
+    fail("USER is not the user and group lockgate, 10001: USER " + users[-1])
+
+# The account: groupadd and useradd, read option by option.  Each command
+# is also written out (one per line, shell-quoted) for the live run below.
+def opts(toks, longs):
+    """toks after the command name -> ({option: value}, [operands])."""
+    got, ops, i = {}, [], 0
+    while i < len(toks):
+        t = toks[i]
+        if t.startswith("--") and "=" in t:
+            k, v = t.split("=", 1)
+            got[k] = v
+        elif t in longs and longs[t]:
+            got[longs[t]] = toks[i + 1] if i + 1 < len(toks) else ""
+            i += 1
+        elif t.startswith("-"):
+            got[longs.get(t, t)] = True
+        else:
+            ops.append(t)
+        i += 1
+    return got, ops
+GA = {"-g": "--gid", "--gid": "--gid"}
+UA = {"-u": "--uid", "--uid": "--uid", "-g": "--gid", "--gid": "--gid",
+      "-d": "--home-dir", "--home-dir": "--home-dir", "-s": "--shell",
+      "--shell": "--shell", "-U": None, "-N": None, "-l": None, "-m": None,
+      "-r": None, "-G": "--groups", "--groups": "--groups"}
+acct = []
+gadd = uadd = None
+for k, r in runtime["instrs"]:
+    if k != "RUN":
+        continue
+    for seg in re.split(r"&&|;|\|\|", r):
+        toks = shlex.split(seg)
+        if toks and toks[0] in ("groupadd", "useradd"):
+            acct.append(toks)
+            o = opts(toks[1:], GA if toks[0] == "groupadd" else UA)
+            if toks[0] == "groupadd":
+                gadd = o
+            else:
+                uadd = o
+if not gadd or gadd[1] != ["lockgate"] or gadd[0].get("--gid") != "10001":
+    fail("runtime stage does not make the group lockgate with gid 10001 "
+         "(groupadd --gid 10001 lockgate)")
+if not uadd or uadd[1] != ["lockgate"] or uadd[0].get("--uid") != "10001":
+    fail("runtime stage does not make the user lockgate with uid 10001")
+elif uadd[0].get("--gid") not in ("10001", "lockgate"):
+    fail("useradd does not put lockgate in the group 10001 (--gid 10001)")
+elif "--user-group" in uadd[0] or "-U" in uadd[0]:
+    fail("useradd --user-group makes a second group with a system gid")
+with open(db_path + ".acct", "w") as f:
+    for toks in acct:
+        f.write(shlex.join(toks) + "\n")
 if not any(k == "COPY" and "--from=" in r and "build/lockgate" in r
            for k, r in runtime["instrs"]):
     fail("runtime stage does not COPY build/lockgate from the build stage")
@@ -277,6 +336,33 @@ print("docker: %d libraries from %d packages covered; runtime installs %s"
       % (sum(1 for _ in open(pkgs_path)),
          len(set(l.split()[0] for l in open(pkgs_path))), " ".join(installed)))
 PY
+
+# 3b. The account lines for real, as root (useradd --prefix needs root),
+# on a copy of this Debian's /etc: the user, the group and the home.
+if [ "$(id -u)" = 0 ]; then
+	R=$TMP/root
+	mkdir -p "$R/etc"
+	for f in passwd group shadow gshadow login.defs; do
+		[ -f "/etc/$f" ] && cp "/etc/$f" "$R/etc/"
+	done
+	while read -r cmd rest; do
+		eval "$cmd --prefix \"\$R\" $rest" ||
+		    { echo "FAIL: the Dockerfile's $cmd failed: $cmd $rest"; exit 1; }
+	done <"$TMP/db.acct"
+	pw=$(grep '^lockgate:' "$R/etc/passwd" | cut -d: -f3,4)
+	gr=$(grep '^lockgate:' "$R/etc/group" | cut -d: -f3)
+	home=$(grep '^lockgate:' "$R/etc/passwd" | cut -d: -f6)
+	[ "$pw" = 10001:10001 ] ||
+	    { echo "FAIL: user lockgate is uid:gid '$pw', want 10001:10001"; exit 1; }
+	[ "$gr" = 10001 ] ||
+	    { echo "FAIL: group lockgate has gid '$gr', want 10001"; exit 1; }
+	own=$(stat -c %u:%g "$R$home")
+	[ "$own" = 10001:10001 ] ||
+	    { echo "FAIL: home $home is owned by $own, want 10001:10001"; exit 1; }
+	echo "docker: user and group lockgate are 10001:10001, home $home"
+else
+	echo "docker: not root, so the account lines were read, not run"
+fi
 
 # 5. The HEALTHCHECK command, for real, when the e2e harness exists.
 HC=$(cat "$TMP/db.hc")
