@@ -66,6 +66,7 @@ typedef enum api_code {
 	API_TOO_LARGE,       /* 413 */
 	API_NOT_FOUND,       /* 404 not_found: no such route */
 	API_METHOD,          /* 405 method_not_allowed */
+	API_TOO_MANY,        /* 429 too_many_requests (Retry-After) */
 	API_BUSY,            /* 503 storage_busy (Retry-After): store 429 */
 	API_UNAVAILABLE,     /* 503 storage_unavailable (Retry-After) */
 	API_SHUTTING_DOWN,   /* 503 shutting_down (Retry-After) */

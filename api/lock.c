@@ -490,6 +490,8 @@ api_code_status(api_code code)
 		return 404;
 	case API_METHOD:
 		return 405;
+	case API_TOO_MANY:
+		return 429;
 	case API_BUSY:
 		return 503;
 	case API_UNAVAILABLE:
@@ -528,6 +530,8 @@ api_code_reason(api_code code)
 		return "not_found";
 	case API_METHOD:
 		return "method_not_allowed";
+	case API_TOO_MANY:
+		return "too_many_requests";
 	case API_BUSY:
 		return "storage_busy";
 	case API_UNAVAILABLE:

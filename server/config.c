@@ -45,6 +45,13 @@ static const opt opts[] = {
 	{ "max-connections", "LOCKGATE_MAX_CONNECTIONS", T_INT,
 	    OFF(max_connections), 16, 100000, "4000",
 	    "open connections, waiters included" },
+	{ "max-waiters", "LOCKGATE_MAX_WAITERS", T_INT, OFF(max_waiters), 1,
+	    100000, "max-connections / 2",
+	    "acquire requests that may wait at once; past it an acquire "
+	    "that would wait is answered 429 too_many_waiters" },
+	{ "max-owner-waiters", "LOCKGATE_MAX_OWNER_WAITERS", T_INT,
+	    OFF(max_owner_waiters), 1, 100000, "max-waiters / 4",
+	    "of those, how many one owner may have" },
 	{ "connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
 	    OFF(connection_timeout), 1, 3600, "60",
 	    "seconds an idle keep-alive connection is kept" },
@@ -290,6 +297,13 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    cfg->listen);
 		return -1;
 	}
+	if (cfg->max_waiters == 0)
+		cfg->max_waiters = cfg->max_connections / SRV_WAITERS_DIVISOR;
+	if (cfg->max_owner_waiters == 0)
+		cfg->max_owner_waiters =
+		    cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR > 0
+		    ? cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR
+		    : 1;
 	if (cfg->link_hosts == NULL &&
 	    (cfg->link_hosts = keep(cfg, SRV_LINK_HOSTS_DEFAULT)) == NULL) {
 		snprintf(err, errlen, "out of memory");

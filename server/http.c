@@ -432,7 +432,7 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/json");
-	if (status == 409 || status == 503) {
+	if (status == 409 || status == 429 || status == 503) {
 		snprintf(ra, sizeof(ra), "%d",
 		    err->retry_after > 0 ? err->retry_after : 1);
 		MHD_add_response_header(resp, "Retry-After", ra);
@@ -1294,7 +1294,8 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		    "--listen host '%s' must be an IPv4 or IPv6 address", host);
 		return -1;
 	}
-	if ((s->waits = srv_waits_new(svc)) == NULL) {
+	if ((s->waits = srv_waits_new(svc, (size_t)cfg->max_waiters,
+	         (size_t)cfg->max_owner_waiters)) == NULL) {
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}

@@ -56,6 +56,7 @@ static const char *const outcome_names[] = {
 	"released",
 	"refreshed",
 	"abandoned",
+	"too_many_waiters",
 	"other",
 };
 #define N_OUTCOMES (sizeof(outcome_names) / sizeof(outcome_names[0]))

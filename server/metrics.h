@@ -25,8 +25,8 @@ void metrics_http(const char *route, int status, double seconds);
 
 /* A lock outcome: "granted", "conflict", "lost", "expired_takeover",
  * "forced", "released", "refreshed", "abandoned" (a waiter's lease given
- * back because nobody was left to be told of it); anything else is
- * "other". */
+ * back because nobody was left to be told of it), "too_many_waiters" (a
+ * wait refused by the waiter caps); anything else is "other". */
 void metrics_lock_outcome(const char *outcome);
 
 /* Time a waiter spent waiting, whatever the outcome (granted, timed out,

@@ -179,6 +179,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 {
 	const union MHD_ConnectionInfo *ci;
 	srv_waiter *w = &r->waiter;
+	int added;
 
 	w->req = &r->acq;
 	w->done = wait_done;
@@ -208,7 +209,24 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	__atomic_add_fetch(&r->holds, 1, __ATOMIC_SEQ_CST);
 	if (!r->in_job)
 		MHD_suspend_connection(r->conn);
-	if (srv_waits_add(r->srv->waits, w) != 0) {
+	switch ((added = srv_waits_add(r->srv->waits, w))) {
+	case SRV_WAITS_QUEUED:
+		break;
+	case SRV_WAITS_FULL:
+	case SRV_WAITS_OWNER_FULL:
+		/* Answered at once, as Retry-After says: holding the
+		 * connection is what the cap is there to prevent. */
+		metrics_lock_outcome("too_many_waiters");
+		api_lock_clear(&w->lock);
+		w->rc = api_fail(&w->err, API_TOO_MANY,
+		    "this instance has as many waiting requests as it takes%s; "
+		    "retry later, or without wait",
+		    added == SRV_WAITS_OWNER_FULL ? " from one owner" : "");
+		w->err.reason = "too_many_waiters";
+		w->err.retry_after = SRV_WAITERS_RETRY_AFTER;
+		wait_done(w, r);
+		break;
+	default:
 		w->rc = API_SHUTTING_DOWN;
 		wait_done(w, r);
 	}

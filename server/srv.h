@@ -18,20 +18,26 @@
 #define LOCKGATE_VERSION "0.1.0"
 
 /* Limits of the HTTP layer. */
-#define SRV_BODY_MAX             (64 * 1024) /* bytes of a request body */
-#define SRV_QUERY_VALUE_MAX      4096        /* bytes of one query value */
+#define SRV_BODY_MAX              (64 * 1024) /* bytes of a request body */
+#define SRV_QUERY_VALUE_MAX       4096        /* bytes of one query value */
 /* Query arguments a request may carry (the API takes at most eight): more
  * gets a 400 before libmicrohttpd stores them.  0.9.75 keeps ~64 bytes per
  * argument in the connection's memory below; from about 450 it runs out
  * and cannot even queue its own error, so the client waited for the idle
  * timeout and got an empty reply. */
-#define SRV_QUERY_ARGS_MAX       64
+#define SRV_QUERY_ARGS_MAX        64
 /* MHD's memory per connection.  It holds a header of up to about 28 KB, so
  * a 20 KB token gets our JSON 401 (a bigger header gets MHD's 431); MHD
  * clears it between requests, so more costs CPU on every request. */
-#define SRV_CONN_MEMORY          (32 * 1024)
-#define SRV_CONN_LIMIT_DEFAULT   4000
-#define SRV_CONN_TIMEOUT_DEFAULT 60 /* s an idle connection lives */
+#define SRV_CONN_MEMORY           (32 * 1024)
+#define SRV_CONN_LIMIT_DEFAULT    4000
+#define SRV_CONN_TIMEOUT_DEFAULT  60 /* s an idle connection lives */
+/* Waiters hold connections: by default they may take half of them, and
+ * one owner a quarter of that, so that a flood of waiters never leaves a
+ * holder without a connection to refresh or release on. */
+#define SRV_WAITERS_DIVISOR       2
+#define SRV_OWNER_WAITERS_DIVISOR 4
+#define SRV_WAITERS_RETRY_AFTER   5 /* s, with 429 too_many_waiters */
 #define SRV_THREADS_BLOCKING \
 	64 /* file://: storage workers (a storage call holds one until
 	      its group commit; more workers, bigger commits) */
@@ -65,6 +71,8 @@ typedef struct srv_config {
 	int threads;
 	int max_wait;
 	int max_connections;
+	int max_waiters;       /* 0: max_connections / SRV_WAITERS_DIVISOR */
+	int max_owner_waiters; /* 0: max_waiters / SRV_OWNER_WAITERS_DIVISOR */
 	int connection_timeout;
 	bool public_read;
 	bool metrics_public;
@@ -164,11 +172,20 @@ struct srv_waiter {
 	bool maybe_granted;
 };
 
-srv_waits *srv_waits_new(api_service *svc);
+/* Pollers for SVC; at most MAX_TOTAL waiters at once, MAX_OWNER of one
+ * owner. */
+srv_waits *srv_waits_new(api_service *svc, size_t max_total, size_t max_owner);
 /* Stop the pollers; every remaining waiter is answered 503. */
 void srv_waits_free(srv_waits *w);
-/* Queue W behind the earlier waiters of its lock.  -1 when shutting
- * down (W untouched). */
+/* What srv_waits_add answers. */
+enum {
+	SRV_WAITS_QUEUED = 0,
+	SRV_WAITS_STOPPING = -1,  /* shutting down (or out of memory) */
+	SRV_WAITS_FULL = -2,      /* the waiter cap is reached */
+	SRV_WAITS_OWNER_FULL = -3 /* this owner's waiter cap is reached */
+};
+/* Queue W behind the earlier waiters of its lock: SRV_WAITS_QUEUED, or
+ * why not (W untouched). */
 int srv_waits_add(srv_waits *ws, srv_waiter *w);
 /* 1 when this instance has waiters queued for NAME. */
 int srv_waits_has(srv_waits *ws, const char *name);

@@ -49,8 +49,19 @@ typedef struct wlock {
 	char name[];
 } wlock;
 
+/* Waiters of one owner, for its cap. */
+typedef struct owner_count {
+	struct owner_count *next;
+	size_t n;
+	char owner[];
+} owner_count;
+
+#define OWNER_BUCKETS 256
+
 struct srv_waits {
 	api_service *svc;
+	size_t max_total, max_owner;
+	owner_count *owners[OWNER_BUCKETS];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* pollers */
 	pthread_cond_t sweep_cv; /* the sweeper: only to stop */
@@ -105,6 +116,53 @@ unlink_lock(srv_waits *ws, wlock *dead)
 		}
 }
 
+static owner_count **
+owner_slot(srv_waits *ws, const char *owner)
+{
+	unsigned h = 5381;
+	const unsigned char *p;
+	owner_count **oc;
+
+	for (p = (const unsigned char *)owner; *p; p++)
+		h = h * 33 + *p;
+	for (oc = &ws->owners[h % OWNER_BUCKETS]; *oc != NULL;
+	     oc = &(*oc)->next)
+		if (strcmp((*oc)->owner, owner) == 0)
+			break;
+	return oc;
+}
+
+/* OWNER's count of waiters moved by DELTA (+1 or -1); -1 when out of
+ * memory. */
+static int
+owner_add(srv_waits *ws, const char *owner, int delta)
+{
+	owner_count **oc = owner_slot(ws, owner), *dead;
+	size_t len = strlen(owner);
+
+	if (*oc == NULL) {
+		if (delta < 0 ||
+		    (*oc = calloc(1, sizeof(**oc) + len + 1)) == NULL)
+			return -1;
+		memcpy((*oc)->owner, owner, len + 1);
+	}
+	(*oc)->n = delta > 0 ? (*oc)->n + 1 : (*oc)->n - 1;
+	if ((*oc)->n == 0) {
+		dead = *oc;
+		*oc = dead->next;
+		free(dead);
+	}
+	return 0;
+}
+
+static size_t
+owner_waiters(srv_waits *ws, const char *owner)
+{
+	owner_count *oc = *owner_slot(ws, owner);
+
+	return oc != NULL ? oc->n : 0;
+}
+
 /* Take W out of L's queue. */
 static void
 dequeue(wlock *l, srv_waiter *w)
@@ -119,6 +177,15 @@ dequeue(wlock *l, srv_waiter *w)
 			w->next = NULL;
 			return;
 		}
+}
+
+/* W leaves L's queue and the counts: its wait is over. */
+static void
+leave(srv_waits *ws, wlock *l, srv_waiter *w)
+{
+	dequeue(l, w);
+	ws->nwaiters--;
+	owner_add(ws, w->req->owner, -1);
 }
 
 static int
@@ -196,8 +263,7 @@ sweep(srv_waits *ws, int64_t now, srv_waiter **fin)
 				continue; /* its poller decides */
 			if (now < w->deadline_ms && !hung_up(w->fd))
 				continue;
-			dequeue(l, w);
-			ws->nwaiters--;
+			leave(ws, l, w);
 			if (now < w->deadline_ms)
 				w->hung_up = true;
 			/* else: answered with the last holder seen */
@@ -390,8 +456,7 @@ poller(void *arg)
 			if (rc == API_OK || rc == POLL_GONE ||
 			    rc == POLL_REFUSED || rc == POLL_LATE ||
 			    ws->refusing) {
-				dequeue(l, w);
-				ws->nwaiters--;
+				leave(ws, l, w);
 				if (rc == POLL_GONE)
 					w->hung_up = true;
 				else if (rc != API_OK && rc != POLL_REFUSED &&
@@ -429,7 +494,7 @@ poller(void *arg)
 }
 
 srv_waits *
-srv_waits_new(api_service *svc)
+srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 {
 	srv_waits *ws = calloc(1, sizeof(*ws));
 	pthread_condattr_t ca;
@@ -438,6 +503,8 @@ srv_waits_new(api_service *svc)
 	if (ws == NULL)
 		return NULL;
 	ws->svc = svc;
+	ws->max_total = max_total;
+	ws->max_owner = max_owner;
 	pthread_mutex_init(&ws->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -467,20 +534,34 @@ srv_waits_add(srv_waits *ws, srv_waiter *w)
 	pthread_mutex_lock(&ws->mu);
 	if (ws->refusing) {
 		pthread_mutex_unlock(&ws->mu);
-		return -1;
+		return SRV_WAITS_STOPPING;
+	}
+	if (ws->nwaiters >= ws->max_total) {
+		pthread_mutex_unlock(&ws->mu);
+		return SRV_WAITS_FULL;
+	}
+	if (owner_waiters(ws, w->req->owner) >= ws->max_owner) {
+		pthread_mutex_unlock(&ws->mu);
+		return SRV_WAITS_OWNER_FULL;
 	}
 	l = find(ws, w->req->name);
 	if (l == NULL) {
 		l = calloc(1, sizeof(*l) + len + 1);
 		if (l == NULL) {
 			pthread_mutex_unlock(&ws->mu);
-			return -1;
+			return SRV_WAITS_STOPPING;
 		}
 		memcpy(l->name, w->req->name, len + 1);
 		l->backoff = SRV_POLL_MIN_MS;
 		l->next_poll = srv_mono_ms() + SRV_POLL_MIN_MS;
 		l->next = ws->locks;
 		ws->locks = l;
+	}
+	if (owner_add(ws, w->req->owner, 1) != 0) {
+		if (l->head == NULL && !l->busy)
+			unlink_lock(ws, l);
+		pthread_mutex_unlock(&ws->mu);
+		return SRV_WAITS_STOPPING;
 	}
 	w->next = NULL;
 	if (l->tail)
@@ -492,7 +573,7 @@ srv_waits_add(srv_waits *ws, srv_waiter *w)
 	metrics_waiters_add(1);
 	pthread_cond_signal(&ws->cv);
 	pthread_mutex_unlock(&ws->mu);
-	return 0;
+	return SRV_WAITS_QUEUED;
 }
 
 int
@@ -544,8 +625,7 @@ srv_waits_shutdown(srv_waits *ws)
 			wnext = w->next;
 			if (l->busy && w == l->head)
 				continue; /* its poller answers it */
-			dequeue(l, w);
-			ws->nwaiters--;
+			leave(ws, l, w);
 			w->rc = API_SHUTTING_DOWN;
 			w->next = fin;
 			fin = w;
@@ -577,6 +657,12 @@ srv_waits_free(srv_waits *ws)
 		pthread_join(ws->sweep_thread, NULL);
 	/* A poller that was busy at shutdown answered its waiter. */
 	srv_waits_shutdown(ws);
+	for (i = 0; i < OWNER_BUCKETS; i++)
+		while (ws->owners[i] != NULL) {
+			owner_count *dead = ws->owners[i];
+			ws->owners[i] = dead->next;
+			free(dead);
+		}
 	pthread_cond_destroy(&ws->cv);
 	pthread_cond_destroy(&ws->sweep_cv);
 	pthread_mutex_destroy(&ws->mu);

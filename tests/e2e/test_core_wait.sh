@@ -71,4 +71,35 @@ code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/w:acquire?wait=100000")
 lg_eq "$code" 400 "wait above the maximum"
 lg_stop
+
+# The waiter caps: 3 waiters in all, 2 of one owner; past them an acquire
+# that would wait is answered 429 too_many_waiters at once, with
+# Retry-After, and a holder is still served.
+LG_ENV="LOCKGATE_MAX_WAITERS=3 LOCKGATE_MAX_OWNER_WAITERS=2" lg_start
+lg_curl -o "$out" -X POST -H "$A" "$LG_URL/v1/locks/cap:acquire?ttl=60" >/dev/null
+CL=$(lg_json lease_id <"$out")
+pids=""
+for who in "$B" "$B" "$C"; do
+	lg_curl -o /dev/null -X POST -H "$who" "$LG_URL/v1/locks/cap:acquire?wait=10" &
+	pids="$pids $!"
+	sleep 0.3 # in this order
+done
+code=$(lg_curl -o "$out" -D "$LG_TMP/h" -w '%{http_code}' -X POST -H "$B" \
+    "$LG_URL/v1/locks/cap:acquire?wait=10")
+lg_eq "$code" 429 "a third waiter of one owner"
+lg_eq "$(lg_json error.code <"$out")" too_many_waiters "its code"
+grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "no Retry-After with the 429"
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$C" \
+    "$LG_URL/v1/locks/cap:acquire?wait=10")
+lg_eq "$code" 429 "a fourth waiter in all"
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/cap:refresh?lease_id=$CL")
+lg_eq "$code" 200 "the holder refreshes meanwhile"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/cap:release?lease_id=$CL")
+lg_eq "$code" 204 "and releases"
+for p in $pids; do wait "$p"; done
+lg_curl -H "$A" "$LG_URL/metrics" | grep -q 'outcome="too_many_waiters"} 2$' ||
+    lg_fail "the refused waits are not counted"
+lg_stop
 echo ok

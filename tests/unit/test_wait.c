@@ -53,7 +53,7 @@ setup(void **state)
 
 	f->ws = wrap_store_new(gcs_mem_new(NULL, NULL));
 	f->svc = api_new(&f->ws->base, NULL, NULL);
-	f->waits = srv_waits_new(f->svc);
+	f->waits = srv_waits_new(f->svc, 100, 100);
 	snprintf(f->req.name, sizeof(f->req.name), "w/lost");
 	snprintf(f->req.owner, sizeof(f->req.owner), "alice");
 	f->req.ttl = 60;
@@ -149,6 +149,69 @@ t_failed_insert_deletes_nothing(void **state)
 	api_lock_clear(&held);
 }
 
+/* A waiter for NAME of OWNER, far from its deadline, never done. */
+static void
+waiter_for(srv_waiter *w, api_acquire_req *q, const char *name,
+    const char *owner)
+{
+	memset(q, 0, sizeof(*q));
+	memset(w, 0, sizeof(*w));
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	snprintf(q->owner, sizeof(q->owner), "%s", owner);
+	q->ttl = 60;
+	api_acquire_prepare(q);
+	w->req = q;
+	w->done = on_done;
+	w->fd = -1;
+	w->start_ms = srv_mono_ms();
+	w->deadline_ms = w->start_ms + BOUND_MS;
+	w->rc = API_LOCKED;
+}
+
+/* The caps: in all, and per owner; a wait that ends frees its place. */
+static void
+t_waiter_caps(void **state)
+{
+	fixture *f = *state;
+	srv_waits *ws;
+	api_acquire_req q[5];
+	srv_waiter w[5];
+	api_acquire_req hq;
+	api_lock held;
+	api_err e;
+	int i;
+
+	/* Someone holds the lock: every waiter stays queued. */
+	memset(&hq, 0, sizeof(hq));
+	snprintf(hq.name, sizeof(hq.name), "w/capped");
+	snprintf(hq.owner, sizeof(hq.owner), "holder");
+	hq.ttl = 60;
+	api_acquire_prepare(&hq);
+	assert_int_equal(api_acquire(f->svc, &hq, &held, &e), API_OK);
+	api_lock_clear(&held);
+	ws = srv_waits_new(f->svc, 3, 2);
+	assert_non_null(ws);
+	for (i = 0; i < 5; i++) {
+		waiter_for(&w[i], &q[i], "w/capped", i < 3 ? "alice" : "bob");
+		w[i].ctx = f;
+	}
+	assert_int_equal(srv_waits_add(ws, &w[0]), SRV_WAITS_QUEUED);
+	assert_int_equal(srv_waits_add(ws, &w[1]), SRV_WAITS_QUEUED);
+	assert_int_equal(srv_waits_add(ws, &w[2]), SRV_WAITS_OWNER_FULL);
+	assert_int_equal(srv_waits_add(ws, &w[3]), SRV_WAITS_QUEUED);
+	assert_int_equal(srv_waits_add(ws, &w[4]), SRV_WAITS_FULL);
+	assert_int_equal(srv_waits_count(ws), 3);
+	/* A wait that ends (here: its client left) frees its place. */
+	w[0].fd = -1;
+	w[0].deadline_ms = srv_mono_ms(); /* runs out now */
+	wait_count(&f->done, 1);
+	assert_int_equal(srv_waits_count(ws), 2);
+	assert_int_equal(srv_waits_add(ws, &w[2]), SRV_WAITS_QUEUED);
+	srv_waits_free(ws);
+	for (i = 0; i < 5; i++)
+		api_lock_clear(&w[i].lock);
+}
+
 int
 main(void)
 {
@@ -157,6 +220,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(t_failed_insert_deletes_nothing,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(t_waiter_caps, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
