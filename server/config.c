@@ -52,6 +52,11 @@ static const opt opts[] = {
 	{ "max-owner-waiters", "LOCKGATE_MAX_OWNER_WAITERS", T_INT,
 	    OFF(max_owner_waiters), 1, 100000, "max-waiters / 4",
 	    "of those, how many one owner may have" },
+	{ "head-timeout", "LOCKGATE_HEAD_TIMEOUT", T_INT, OFF(head_timeout), 1,
+	    3600, "10",
+	    "seconds a new connection may take to send its request head (a "
+	    "kept one: the idle timeout plus this); then it is closed, so "
+	    "that clients trickling bytes cannot hold every connection" },
 	{ "connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
 	    OFF(connection_timeout), 1, 3600, "60",
 	    "seconds an idle keep-alive connection is kept" },
@@ -215,6 +220,7 @@ defaults(srv_config *cfg)
 	cfg->max_wait = API_WAIT_MAX_DEFAULT;
 	cfg->max_connections = SRV_CONN_LIMIT_DEFAULT;
 	cfg->connection_timeout = SRV_CONN_TIMEOUT_DEFAULT;
+	cfg->head_timeout = SRV_HEAD_TIMEOUT_DEFAULT;
 	cfg->auth.leeway = -1;
 }
 

@@ -591,6 +591,11 @@ stop_reading(struct MHD_Connection *conn)
  * uri_seen never came back to be freed.
  */
 typedef struct srv_target {
+	struct srv_target *prev, *next; /* the loop's connections */
+	int fd;                         /* the connection's socket */
+	/* Mono ms by which the next request head must be in (0: none is
+	 * pending, a request is being served): see sweep_slow_heads. */
+	int64_t head_by;
 	char path[SRV_PATH_MAX + 1]; /* up to the '?', not decoded */
 	size_t len;                  /* of the target, up to a raw NUL */
 	bool path_too_long;          /* path is empty then */
@@ -598,18 +603,71 @@ typedef struct srv_target {
 	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
 } srv_target;
 
+/* A connection starts (its record joins the loop's list, its first head
+ * due within the head timeout) or ends.  On the loop's thread. */
 static void
 conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
     enum MHD_ConnectionNotificationCode code)
 {
-	(void)cls;
-	(void)conn;
+	srv_loop *lp = cls;
+	srv_target *t = *socket_context;
+	const union MHD_ConnectionInfo *ci;
+
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		*socket_context = calloc(1, sizeof(srv_target));
+		if ((t = calloc(1, sizeof(*t))) == NULL)
+			return;
+		ci = MHD_get_connection_info(conn,
+		    MHD_CONNECTION_INFO_CONNECTION_FD);
+		t->fd = ci != NULL ? ci->connect_fd : -1;
+		t->head_by = srv_mono_ms() + lp->srv->cfg->head_timeout * 1000;
+		if ((t->next = lp->conns) != NULL)
+			t->next->prev = t;
+		lp->conns = t;
+		*socket_context = t;
 		return;
 	}
-	free(*socket_context);
+	if (t == NULL)
+		return;
+	if (t->prev != NULL)
+		t->prev->next = t->next;
+	else
+		lp->conns = t->next;
+	if (t->next != NULL)
+		t->next->prev = t->prev;
+	free(t);
 	*socket_context = NULL;
+}
+
+/*
+ * Close the connections of LP whose request head is overdue: a client
+ * that opens connections and trickles a header byte now and then (each
+ * byte restarts libmicrohttpd's idle timeout) would otherwise hold them
+ * all, and nobody else, a lock's holder included, could connect.  The
+ * socket is shut down; libmicrohttpd sees it end and closes it.  Counted,
+ * and logged once per sweep.  On the loop's thread.
+ */
+static void
+sweep_slow_heads(srv_loop *lp)
+{
+	int64_t now = srv_mono_ms();
+	unsigned n = 0;
+	srv_target *t;
+
+	if (now < lp->next_sweep)
+		return;
+	lp->next_sweep = now + SRV_SWEEP_MS;
+	for (t = lp->conns; t != NULL; t = t->next)
+		if (t->head_by != 0 && now >= t->head_by && t->fd >= 0) {
+			shutdown(t->fd, SHUT_RDWR);
+			t->head_by = 0;
+			n++;
+		}
+	if (n == 0)
+		return;
+	metrics_slow_heads(n);
+	srv_logf("WARNING",
+	    "closed %u connection%s whose request head took over %d s", n,
+	    n == 1 ? "" : "s", lp->srv->cfg->head_timeout);
 }
 
 /* CONN's srv_target; NULL when there was no memory for one. */
@@ -647,11 +705,14 @@ uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 	(void)cls;
 	if (t == NULL)
 		return NULL;
-	memset(t, 0, sizeof(*t));
+	t->path[0] = '\0';
+	t->encoded_nul = t->many_args = false;
 	t->len = strlen(uri);
 	t->path_too_long = plen > SRV_PATH_MAX;
-	if (!t->path_too_long)
+	if (!t->path_too_long) {
 		memcpy(t->path, uri, plen);
+		t->path[plen] = '\0';
+	}
 	t->encoded_nul = strstr(uri, "%00") != NULL;
 	if (query_args(uri) > SRV_QUERY_ARGS_MAX) {
 		t->many_args = true;
@@ -955,12 +1016,13 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
-	const srv_target *t;
+	srv_target *t;
 
 	if (r == NULL) {
 		if ((t = target_of(conn)) == NULL ||
 		    (r = req_start(s, conn, t, method)) == NULL)
 			return MHD_NO; /* out of memory: close */
+		t->head_by = 0;        /* the head is in */
 		*con_cls = r;
 		return req_begin(r, t, method, url, version);
 	}
@@ -1007,9 +1069,16 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	srv_server *s = cls;
 	srv_req *r = *con_cls;
+	srv_target *t = target_of(conn);
 	double secs;
 
-	(void)conn;
+	/* The next head on this connection, if any, is due within the idle
+	 * timeout (libmicrohttpd's own) plus the head timeout. */
+	if (t != NULL)
+		t->head_by = srv_mono_ms() +
+		    (int64_t)(s->cfg->connection_timeout +
+		        s->cfg->head_timeout) *
+		        1000;
 	if (r == NULL) /* the client left before its head was in */
 		return;
 	secs = (double)(now_us() - r->start_us) / 1e6;
@@ -1033,15 +1102,38 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	__atomic_sub_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * libmicrohttpd's own warnings, at most one line a second: each client
+ * that leaves or misbehaves makes one, and a flood of them (thousands of
+ * waiters hanging up at once) must not flood the log.  A line says how
+ * many were left out since the last one.
+ */
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static int64_t next_ms;
+	static unsigned left_out;
+	unsigned skipped;
+	int64_t now = srv_mono_ms();
 	char msg[512];
 
 	(void)cls;
+	pthread_mutex_lock(&mu);
+	if (now < next_ms) {
+		left_out++;
+		pthread_mutex_unlock(&mu);
+		return;
+	}
+	next_ms = now + SRV_LOG_INTERVAL_MS;
+	skipped = left_out;
+	left_out = 0;
+	pthread_mutex_unlock(&mu);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	msg[strcspn(msg, "\n")] = '\0';
-	srv_log("WARNING", msg, json_pack("{s:s}", "component", "http"));
+	srv_log("WARNING", msg,
+	    json_pack("{s:s, s:i}", "component", "http", "left_out",
+	        (int)skipped));
 }
 
 srv_server *
@@ -1116,6 +1208,7 @@ loop_main(void *arg)
 			ms = (int)to;
 		srv_log_flush(); /* before it may wait */
 		gcs_loop_run_once(lp->io, ms);
+		sweep_slow_heads(lp);
 		if (run ||
 		    __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
 		    (MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))
@@ -1245,7 +1338,7 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
-	    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, lp, MHD_OPTION_END);
 	if (lp->daemon == NULL)
 		return -1;
 	lp->listen_fd = -1; /* the daemon's now */

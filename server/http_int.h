@@ -63,6 +63,8 @@ typedef struct srv_loop {
 				  thread only): a request is ~6 KiB, past
 				  malloc's per-thread cache */
 	int nspare;
+	struct srv_target *conns; /* this loop's connections (its thread) */
+	int64_t next_sweep;       /* mono ms: look for slow heads then */
 } srv_loop;
 
 struct srv_server {

@@ -161,6 +161,7 @@ static hist http_hist[N_ROUTES];
 static uint64_t outcome_count[N_OUTCOMES];
 static hist wait_hist;
 static int64_t waiters;
+static uint64_t slow_heads; /* connections closed for a slow head */
 static uint64_t store_count[N_OPS][N_STORE_STATUSES];
 static hist store_hist[N_OPS];
 static double start_time_s;
@@ -257,6 +258,12 @@ void
 metrics_wait_observe(double seconds)
 {
 	hist_observe(&wait_hist, &wait_hist_def, seconds);
+}
+
+void
+metrics_slow_heads(unsigned n)
+{
+	add(&slow_heads, n);
 }
 
 void
@@ -435,6 +442,11 @@ render_locks(buf *b)
 	family(b, "lockgate_waiters", "gauge",
 	    "Acquire requests waiting for a lock right now.");
 	buf_printf(b, "lockgate_waiters %lld\n", (long long)(w < 0 ? 0 : w));
+	family(b, "lockgate_slow_heads_closed_total", "counter",
+	    "Connections closed because their request head took longer than "
+	    "the head timeout.");
+	buf_printf(b, "lockgate_slow_heads_closed_total %llu\n",
+	    (unsigned long long)load(&slow_heads));
 }
 
 static void

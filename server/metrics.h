@@ -33,6 +33,10 @@ void metrics_lock_outcome(const char *outcome);
  * shut down, disconnected). */
 void metrics_wait_observe(double seconds);
 
+/* N connections closed because their request head was overdue
+ * (lockgate_slow_heads_closed_total). */
+void metrics_slow_heads(unsigned n);
+
 /* Adjust the lockgate_waiters gauge: +1 when a request starts waiting,
  * -1 when it stops.  The gauge never renders below 0. */
 void metrics_waiters_add(int delta);

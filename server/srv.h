@@ -37,7 +37,10 @@
  * holder without a connection to refresh or release on. */
 #define SRV_WAITERS_DIVISOR       2
 #define SRV_OWNER_WAITERS_DIVISOR 4
-#define SRV_WAITERS_RETRY_AFTER   5 /* s, with 429 too_many_waiters */
+#define SRV_WAITERS_RETRY_AFTER   5    /* s, with 429 too_many_waiters */
+#define SRV_HEAD_TIMEOUT_DEFAULT  10   /* s for a request head to arrive */
+#define SRV_SWEEP_MS              1000 /* how often slow heads are looked for */
+#define SRV_LOG_INTERVAL_MS       1000 /* libmicrohttpd's warnings: one a second */
 #define SRV_THREADS_BLOCKING \
 	64 /* file://: storage workers (a storage call holds one until
 	      its group commit; more workers, bigger commits) */
@@ -74,6 +77,7 @@ typedef struct srv_config {
 	int max_waiters;       /* 0: max_connections / SRV_WAITERS_DIVISOR */
 	int max_owner_waiters; /* 0: max_waiters / SRV_OWNER_WAITERS_DIVISOR */
 	int connection_timeout;
+	int head_timeout; /* s a connection's request head may take */
 	bool public_read;
 	bool metrics_public;
 	char *link_hosts; /* comma-separated hosts (host or host:port) */
