@@ -603,6 +603,40 @@ typedef struct srv_target {
 	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
 } srv_target;
 
+/*
+ * A connection past the limit: answered 503 with Retry-After at once and
+ * closed, rather than left to wait in the kernel's backlog as
+ * libmicrohttpd would (it stops accepting at its limit, which is set
+ * SRV_CONN_OVERFLOW above ours for this).  The answer is a few fixed bytes
+ * written straight to the new socket, whose send buffer is empty: no
+ * request is read, so there is nothing to frame.  Counted.
+ */
+static void
+refuse_over_limit(srv_target *t)
+{
+	static const char body[] =
+	    "{\"error\":{\"code\":\"too_many_connections\",\"message\":"
+	    "\"this instance has all the connections it takes; retry "
+	    "shortly\"}}\n";
+	char answer[512];
+	int n;
+
+	n = snprintf(answer, sizeof(answer),
+	    "HTTP/1.1 503 Service Unavailable\r\n"
+	    "Content-Type: application/json\r\n"
+	    "Retry-After: 1\r\n"
+	    "Connection: close\r\n"
+	    "Content-Length: %zu\r\n\r\n%s",
+	    sizeof(body) - 1, body);
+	if (t->fd >= 0 && n > 0 && (size_t)n < sizeof(answer)) {
+		(void)send(t->fd, answer, (size_t)n,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+		shutdown(t->fd, SHUT_RDWR);
+	}
+	t->head_by = 0;
+	metrics_conns_refused(1);
+}
+
 /* A connection starts (its record joins the loop's list, its first head
  * due within the head timeout) or ends.  On the loop's thread. */
 static void
@@ -624,10 +658,13 @@ conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 			t->next->prev = t;
 		lp->conns = t;
 		*socket_context = t;
+		if (++lp->nconns > lp->max_conns)
+			refuse_over_limit(t);
 		return;
 	}
 	if (t == NULL)
 		return;
+	lp->nconns--;
 	if (t->prev != NULL)
 		t->prev->next = t->next;
 	else
@@ -1319,6 +1356,7 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 
 	lp->srv = s;
 	lp->listen_fd = fd;
+	lp->max_conns = conns;
 	if ((lp->io = gcs_loop_new()) == NULL)
 		return -1;
 	/*
@@ -1333,8 +1371,8 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	        MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, access_handler, s, MHD_OPTION_EXTERNAL_LOGGER,
 	    mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-	    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)cfg->connection_timeout,
+	    MHD_OPTION_CONNECTION_LIMIT, conns + SRV_CONN_OVERFLOW,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 	    MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,

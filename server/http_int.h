@@ -64,6 +64,8 @@ typedef struct srv_loop {
 				  malloc's per-thread cache */
 	int nspare;
 	struct srv_target *conns; /* this loop's connections (its thread) */
+	unsigned nconns;          /* in that list */
+	unsigned max_conns;       /* its share of the connection limit */
 	int64_t next_sweep;       /* mono ms: look for slow heads then */
 } srv_loop;
 

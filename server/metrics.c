@@ -161,7 +161,8 @@ static hist http_hist[N_ROUTES];
 static uint64_t outcome_count[N_OUTCOMES];
 static hist wait_hist;
 static int64_t waiters;
-static uint64_t slow_heads; /* connections closed for a slow head */
+static uint64_t slow_heads;    /* connections closed for a slow head */
+static uint64_t conns_refused; /* answered 503 over the limit */
 static uint64_t store_count[N_OPS][N_STORE_STATUSES];
 static hist store_hist[N_OPS];
 static double start_time_s;
@@ -264,6 +265,12 @@ void
 metrics_slow_heads(unsigned n)
 {
 	add(&slow_heads, n);
+}
+
+void
+metrics_conns_refused(unsigned n)
+{
+	add(&conns_refused, n);
 }
 
 void
@@ -447,6 +454,11 @@ render_locks(buf *b)
 	    "the head timeout.");
 	buf_printf(b, "lockgate_slow_heads_closed_total %llu\n",
 	    (unsigned long long)load(&slow_heads));
+	family(b, "lockgate_connections_refused_total", "counter",
+	    "Connections answered 503 at once: the connection limit was "
+	    "reached.");
+	buf_printf(b, "lockgate_connections_refused_total %llu\n",
+	    (unsigned long long)load(&conns_refused));
 }
 
 static void

@@ -37,6 +37,10 @@ void metrics_wait_observe(double seconds);
  * (lockgate_slow_heads_closed_total). */
 void metrics_slow_heads(unsigned n);
 
+/* N connections answered 503 at once, over the connection limit
+ * (lockgate_connections_refused_total). */
+void metrics_conns_refused(unsigned n);
+
 /* Adjust the lockgate_waiters gauge: +1 when a request starts waiting,
  * -1 when it stops.  The gauge never renders below 0. */
 void metrics_waiters_add(int delta);

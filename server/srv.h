@@ -40,6 +40,9 @@
 #define SRV_WAITERS_RETRY_AFTER   5    /* s, with 429 too_many_waiters */
 #define SRV_HEAD_TIMEOUT_DEFAULT  10   /* s for a request head to arrive */
 #define SRV_SWEEP_MS              1000 /* how often slow heads are looked for */
+/* Connections a loop accepts past its share of the limit only to answer
+ * them 503 at once (past these, new ones wait in the kernel's backlog). */
+#define SRV_CONN_OVERFLOW         256
 #define SRV_LOG_INTERVAL_MS       1000 /* libmicrohttpd's warnings: one a second */
 #define SRV_THREADS_BLOCKING \
 	64 /* file://: storage workers (a storage call holds one until

@@ -15,12 +15,13 @@
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
  * libmicrohttpd); on shutdown every waiter is answered 503.
  *
- * A lease nobody will be told of is given back at once, never left to
- * hold the lock until its TTL: no write starts for a waiter past its
- * deadline or whose client left, a grant that completes after either is
- * released, and a wait that ends without a grant after an attempt that
- * may have been applied (its answer lost to a storage failure) releases
- * whatever lease that attempt's lease_id holds.
+ * A lease nobody will be told of is not left to hold the lock until its
+ * TTL: no write starts for a waiter past its deadline or whose client
+ * left, a grant that completes after either is released, and a wait that
+ * ends without a grant after an attempt that may have been applied (its
+ * answer lost to a storage failure) releases whatever lease that
+ * attempt's lease_id holds: except for a request with a client key,
+ * whose lease another request may have handed out (see give_back).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -205,8 +206,14 @@ hung_up(int fd)
 /*
  * Give back the lease LEASE_ID of W's request, granted but never to be
  * answered: a release as its owner, which removes that lease and nothing
- * else (another lease, even one with the same client key, has another
- * lease_id).  Best effort: if the storage fails, the TTL frees the lock.
+ * else (another lease has another lease_id).  Best effort: if the storage
+ * fails, the TTL frees the lock.
+ *
+ * Not when the request carries a client key: another request with that
+ * key (the client's retry after giving up on this one) finds the same
+ * lease as its own and hands it out, and a release here would take it
+ * from under the client that was told it holds it.  That client finds it
+ * again with its key, or its TTL frees the lock.
  */
 static void
 give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
@@ -215,6 +222,8 @@ give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
 	api_err err;
 	int rc;
 
+	if (w->req->key[0] != '\0')
+		return;
 	memset(&q, 0, sizeof(q));
 	api_copy(q.name, sizeof(q.name), w->req->name);
 	api_copy(q.owner, sizeof(q.owner), w->req->owner);
