@@ -2,7 +2,7 @@
 """check_history.py: judge a recorded lockgate history (python3 stdlib only).
 
     check_history.py [--store gs|file|mem] [--margin S] [--takeover-slack S]
-                     [--json] HISTORY.jsonl...
+                     [--json] [--summary FILE] HISTORY.jsonl...
 
 A history is JSON lines, one per request a client made (or one event),
 all times in seconds on one monotonic clock of the machine:
@@ -556,6 +556,8 @@ def main(argv):
     ap.add_argument("--takeover-slack", type=float, default=TAKEOVER_SLACK_S)
     ap.add_argument("--json", action="store_true",
                     help="print the summary as one JSON object")
+    ap.add_argument("--summary", metavar="FILE",
+                    help="also write the JSON summary to FILE")
     ap.add_argument("history", nargs="+")
     a = ap.parse_args(argv)
     try:
@@ -584,6 +586,9 @@ def main(argv):
         "takeover_latency_max_s": round(lat[-1], 3) if lat else None,
         "notes": ck.notes,
     }
+    if a.summary:
+        with open(a.summary, "w", encoding="utf-8") as f:
+            json.dump(summary, f, sort_keys=True)
     if a.json:
         print(json.dumps(summary, sort_keys=True))
     else:
