@@ -38,10 +38,14 @@ Definitions (README: "How the lock works", "Fencing tokens", lease_id):
   never counted for exclusion (nobody relied on it) until an answer
   reveals it (a later acquire with the same key returns it: it is then
   counted from that answer on).  An unrevealed ambiguous acquire makes
-  its lock *possibly held*: it may explain a holder nobody else knows and
-  a waiter's late grant, so neither is reported against it.  Likewise a
-  refresh or release without a definite answer changes nothing the
-  checker relies on.
+  its lock *possibly held* from its invoke until its completion (or its
+  invoke + wait, whichever is later) + SERVER_GRACE_S (15 s: the server
+  may still finish it after the client left) + the ttl it asked for +
+  the margin: within that window it may explain a holder nobody else
+  knows and a waiter's late grant, so neither is reported against it.
+  Likewise a refresh or release without a definite answer changes
+  nothing the checker relies on; a retried release may find the lease
+  gone (404/409), which is no loss.
 - Grant interval of a lease: [lower, first completion], lower being the
   invoke of the first attempt with its key since that key's previous
   grant (the earliest moment the storage can have written it).
@@ -141,8 +145,8 @@ def life_of(r):
 
 
 def brief(r):
-    keep = ("c", "op", "lock", "i", "e", "st", "err", "key", "lid", "tok",
-            "htok", "ttl", "xin", "code")
+    keep = ("c", "op", "lock", "inst", "i", "e", "st", "err", "key", "lid",
+            "tok", "htok", "ttl", "xin", "code")
     return {k: r[k] for k in keep if k in r and r[k] is not None}
 
 

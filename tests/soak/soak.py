@@ -786,7 +786,12 @@ def main(argv):
             shutil.copytree(tmp, dst, ignore=shutil.ignore_patterns(
                 "data", "secret"))
             print("soak %s: kept in %s" % (scen, dst))
-        shutil.rmtree(tmp, ignore_errors=True)
+        if rc != 0 or s.problems:
+            # The evidence: history, summary and every server's log.
+            print("soak %s: FAILED; history and logs kept in %s" % (scen,
+                                                                   tmp))
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print("soak: %d grants in %.1f s = %.0f grants/s, %s" % (
         total_grants, total_s, total_grants / total_s if total_s else 0,
         "FAILED" if failed else "clean"))
