@@ -59,10 +59,16 @@ authenticate(srv_req *r, auth_action action, const char *name,
 	if (auth_verify(r->srv->auth, h, &r->id, &why) != 0) {
 		r->reason = why.reason;
 		*mr = http_fail(r, API_UNAUTHORIZED,
-		    why.reason ? why.reason : "unauthorized", "%s",
+		    why.reason ? why.reason : "unauthorized", "%s%s",
 		    why.message[0] ? why.message
 		                   : "a valid bearer token is "
-		                     "required");
+		                     "required",
+		    r->srv->cfg->dev_mode && why.reason != NULL &&
+		            strcmp(why.reason, "bad_signature") == 0
+		        ? " This is a development-mode lockgate, whose "
+		          "secret is new at every start: get a fresh token "
+		          "with `lockgate token --dev`."
+		        : "");
 		return -1;
 	}
 	r->have_id = true;
