@@ -33,8 +33,8 @@
 #define DEV_SECRET_BYTES 32 /* random bytes of the secret (hex: twice) */
 
 auth_ctx *
-srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token,
-    char *err, size_t errlen)
+srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token, char *err,
+    size_t errlen)
 {
 	unsigned char raw[DEV_SECRET_BYTES];
 	char host[256];
@@ -53,8 +53,9 @@ srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token,
 	}
 	if (len < 2 * sizeof(raw) + 1 ||
 	    getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-		snprintf(err, errlen, "development mode: no randomness for a "
-		                      "secret");
+		snprintf(err, errlen,
+		    "development mode: no randomness for a "
+		    "secret");
 		return NULL;
 	}
 	for (i = 0; i < sizeof(raw); i++)
@@ -228,8 +229,9 @@ srv_dev_token_main(int argc, char **argv)
 			goto out;
 		}
 		if (strcmp(o, "--secret-file") == 0) {
-			fprintf(stderr, "lockgate token: --dev reads the dev "
-			                "server's secret: no --secret-file\n");
+			fprintf(stderr,
+			    "lockgate token: --dev reads the dev "
+			    "server's secret: no --secret-file\n");
 			rc = dev_usage(stderr, 2);
 			goto out;
 		}
@@ -255,8 +257,9 @@ srv_dev_token_main(int argc, char **argv)
 		args[n++] = argv[i];
 	}
 	if (port < 1) {
-		fprintf(stderr, "lockgate token: --dev needs the port the dev "
-		                "server listens on (--port N)\n");
+		fprintf(stderr,
+		    "lockgate token: --dev needs the port the dev "
+		    "server listens on (--port N)\n");
 		goto out;
 	}
 	if (store == NULL || *store == '\0')

@@ -155,8 +155,8 @@ main(int argc, char **argv)
 		        sizeof(dev_path)) == 0 &&
 		    srv_dev_secret_save(dev_path, secret, err, sizeof(err)) !=
 		        0) {
-			srv_logf("WARNING", "development mode: no secret file: %s",
-			    err);
+			srv_logf("WARNING",
+			    "development mode: no secret file: %s", err);
 			dev_path[0] = '\0';
 		}
 		srv_dev_banner(&cfg, dev_token, srv_port(srv),

@@ -87,8 +87,8 @@ int srv_host_is_loopback(const char *host);
  * written into SECRET (LEN >= 65 bytes, the caller wipes it), which
  * CFG->auth now points at, and an admin token in *TOKEN (free it).  The
  * verifier, or NULL with ERR (off loopback, say). */
-auth_ctx *srv_dev_mode(srv_config *cfg, char *secret, size_t len,
-    char **token, char *err, size_t errlen);
+auth_ctx *srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token,
+    char *err, size_t errlen);
 /* Where a dev server on PORT with STORE keeps its secret
  * ($XDG_RUNTIME_DIR, else a file:// store's directory).  0, or -1 when
  * there is no such place (mem:// without XDG_RUNTIME_DIR). */
