@@ -133,7 +133,7 @@ chmod +x "$T/bin/curl"
 tok_a=$($LC status e2e/list/a | sed -n "s/^LOCKGATE_FENCING_TOKEN='\([0-9]*\)'/\1/p")
 [ -n "$tok_a" ] || lg_fail "no fencing token for e2e/list/a"
 st $LC force-release e2e/list/a --reason 'not allowed'
-lg_eq "$rc" 77 "force-release without admin"
+lg_eq "$rc" 77 "force-release without admin: $(cat "$T/err")"
 st env LOCKGATE_TOKEN="$ADMIN" $LC force-release e2e/list/a </dev/null
 lg_eq "$rc" 64 "force-release without a reason, not on a terminal"
 grep -q -- '--reason' "$T/err" || lg_fail "the refusal names --reason: $(cat "$T/err")"
