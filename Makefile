@@ -81,8 +81,13 @@ build/bench/%: bench/%.c $(OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(OBJ) $(LDLIBS)
 
+# `make run PORT=9090`; LOCKGATE_LISTEN and LOCKGATE_STORE, when set, win
+# (a flag would override them).  PORT alone would mean 0.0.0.0 (Cloud Run),
+# where the development mode refuses to start: here it means loopback.
+RUN_FLAGS = $(if $(LOCKGATE_LISTEN),,--listen 127.0.0.1:$(or $(PORT),8080)) \
+            $(if $(LOCKGATE_STORE),,--store file://./lockgate-data)
 run: all
-	./build/lockgate --listen 127.0.0.1:8080 --store file://./lockgate-data
+	./build/lockgate $(RUN_FLAGS)
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) build/lockgate build/asan/lockgate \

@@ -1341,16 +1341,20 @@ parse_duration(const char *s)
 }
 
 static int
-token_usage(void)
+token_usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 	    "usage: lockgate token --secret-file FILE --sub NAME [--ttl 1h]\n"
 	    "           [--claim key=value]... [--admin] [--iss ISS] "
 	    "[--aud AUD]\n"
 	    "Prints an HS256 token on stdout.  FILE holds the secret the "
 	    "server\nhas in --jwt-secret-file (LOCKGATE_JWT_SECRET_FILE); "
 	    "without\n--secret-file, LOCKGATE_JWT_SECRET_FILE is used.  TTL "
-	    "takes s, m, h or d.\n");
+	    "takes s, m, h or d.\n"
+	    "--iss and --aud set the iss and aud claims, for a server with "
+	    "\nLOCKGATE_JWT_SECRET_ISSUER / LOCKGATE_JWT_SECRET_AUDIENCE.\n"
+	    "lockgate token --dev [--port N]: an admin token of a running "
+	    "development-\nmode server (lockgate token --dev --help).\n");
 	return 2;
 }
 
@@ -1391,7 +1395,7 @@ auth_token_main(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
-			token_usage();
+			token_usage(stdout);
 			rc = 0;
 			goto out;
 		}
@@ -1491,7 +1495,7 @@ auth_token_main(int argc, char **argv)
 	rc = fflush(stdout) == 0 ? 0 : 1;
 	goto out;
 usage:
-	token_usage();
+	token_usage(stderr);
 	rc = 2;
 out:
 	if (secret != NULL) {

@@ -121,7 +121,13 @@ usage(void)
 
 	printf("usage: lockgate [options]\n"
 	       "       lockgate token --secret-file F --sub NAME [--ttl 1h] "
-	       "[--claim k=v] [--admin]\n\n"
+	       "[--claim k=v] [--admin]\n"
+	       "                      [--iss ISS] [--aud AUD]    an HS256 "
+	       "token (token --help)\n"
+	       "       lockgate token --dev [--port N]            a fresh "
+	       "admin token of a running\n"
+	       "                                                  "
+	       "development-mode server\n\n"
 	       "lockgate %s: named locks over HTTP, leases in an object "
 	       "store.\n"
 	       "Every option is also an environment variable; flags win.\n\n",
@@ -134,8 +140,28 @@ usage(void)
 	}
 	printf("  --%-20s this text\n  --%-20s print the version\n", "help",
 	    "version");
-	printf("\nAlso read: PORT (Cloud Run), STORAGE_EMULATOR_HOST, "
-	       "GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST.\n");
+	printf("\nFrom the environment only:\n"
+	       "  PORT                         Cloud Run's port: the default "
+	       "listen becomes 0.0.0.0:$PORT\n"
+	       "  GOOGLE_CLOUD_PROJECT         log lines name traces "
+	       "projects/ID/traces/TRACE\n"
+	       "  GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST   gs:// "
+	       "credentials, as Google's\n"
+	       "                               libraries read them\n"
+	       "  STORAGE_EMULATOR_HOST        gs:// against an emulator "
+	       "(no credentials)\n"
+	       "  LOCKGATE_GCS_ENDPOINT        gs:// against another JSON API "
+	       "endpoint (credentials kept)\n"
+	       "  LOCKGATE_GCS_CA_FILE         certificates to trust for "
+	       "storage and token endpoints\n"
+	       "  LOCKGATE_GCS_RETRY_TOTAL_MS  retry deadline of one storage "
+	       "call, default 10000\n"
+	       "  LOCKGATE_GCS_HTTP=curl       storage requests through "
+	       "libcurl's HTTP engine\n"
+	       "  XDG_RUNTIME_DIR              development mode: where the "
+	       "secret file is kept\n"
+	       "                               (else a file:// store's "
+	       "directory)\n");
 }
 
 static char *
@@ -167,6 +193,21 @@ parse_bool(const char *v, bool *out)
 	return -1;
 }
 
+/* Whether VALUE looks like a setting with a comment pasted after it
+ * ("repository   # or job_workflow_ref"): whitespace, then '#'.  No
+ * setting of lockgate holds that; a shell, an env file or systemd's
+ * Environment= would keep it as part of the value. */
+static bool
+pasted_comment(const char *value)
+{
+	const char *h;
+
+	for (h = strchr(value, '#'); h != NULL; h = strchr(h + 1, '#'))
+		if (h > value && (h[-1] == ' ' || h[-1] == '\t'))
+			return true;
+	return false;
+}
+
 /* Set option O from VALUE; WHERE names the source for messages. */
 static int
 set(srv_config *cfg, const opt *o, const char *value, const char *where,
@@ -179,6 +220,14 @@ set(srv_config *cfg, const opt *o, const char *value, const char *where,
 	case T_STR:
 		if (value[0] == '\0') {
 			snprintf(err, errlen, "%s is empty", where);
+			return -1;
+		}
+		/* A secret may hold anything, and is never quoted back. */
+		if (o->off != OFF(auth.jwt_secret) && pasted_comment(value)) {
+			snprintf(err, errlen,
+			    "%s holds a pasted comment ('%.60s'): keep only "
+			    "the value, without the ' #' and what follows",
+			    where, value);
 			return -1;
 		}
 		if ((*(char **)(base + o->off) = keep(cfg, value)) == NULL) {

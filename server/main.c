@@ -4,25 +4,30 @@
  * Signals are blocked in every thread and taken synchronously here with
  * sigwait: SIGTERM/SIGINT drain and exit 0, SIGHUP reloads keys and policy.
  */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <unistd.h>
 
 #include "metrics.h"
 #include "srv.h"
 
-/* A refusal to start: one JSON line on stdout (the log stream Cloud
- * Logging reads) and a plain one on stderr for people. */
+/* A refusal to start, said once: a plain line on stderr for a person at
+ * a terminal, else one JSON line on stdout (the log stream Cloud Logging
+ * and journald read, where a second, plain copy would only repeat it). */
 static void
 refuse(const char *what, const char *why)
 {
 	char msg[700];
 
 	snprintf(msg, sizeof(msg), "%s: %s", what, why);
-	srv_log("CRITICAL", msg, json_pack("{s:s}", "event", "refused"));
-	fprintf(stderr, "lockgate: %s\n", msg);
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "lockgate: %s\n", msg);
+	else
+		srv_log("CRITICAL", msg,
+		    json_pack("{s:s}", "event", "refused"));
 }
 
 static void
@@ -30,60 +35,6 @@ die(const char *what, const char *why)
 {
 	refuse(what, why);
 	exit(2);
-}
-
-/* Development mode (design section 4): no key configured, so make a random
- * secret and an admin token, and stay on loopback.  Still closed.  *TOKEN
- * is the token to print once serving (free it). */
-static auth_ctx *
-dev_mode(srv_config *cfg, char *secret, size_t len, char **token)
-{
-	unsigned char raw[32];
-	char host[256], err[256];
-	auth_ctx *auth;
-	int port;
-	size_t i;
-
-	if (srv_parse_listen(cfg->listen, host, sizeof(host), &port) != 0 ||
-	    !srv_host_is_loopback(host))
-		die("no JWT key is configured",
-		    "set LOCKGATE_JWT_SECRET (or public keys / a JWKS URL), or "
-		    "listen on a loopback address for the development mode");
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-		die("development mode", "no randomness for a secret");
-	for (i = 0; i < sizeof(raw) && 2 * i + 2 < len; i++)
-		snprintf(secret + 2 * i, 3, "%02x", raw[i]);
-	explicit_bzero(raw, sizeof(raw));
-	cfg->auth.jwt_secret = secret;
-	cfg->dev_mode = true;
-	if ((auth = auth_new(&cfg->auth, err, sizeof(err))) == NULL)
-		die("development mode", err);
-	*token = auth_mint_hs256(secret, strlen(secret), "dev",
-	    SRV_DEV_TOKEN_TTL, true);
-	if (*token == NULL)
-		die("development mode", "cannot mint a token");
-	return auth;
-}
-
-static void
-dev_banner(const srv_config *cfg, const char *token, int port)
-{
-	char host[256], url[300];
-	int unused;
-
-	if (srv_parse_listen(cfg->listen, host, sizeof(host), &unused) != 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	snprintf(url, sizeof(url),
-	    strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
-	fprintf(stderr,
-	    "\nlockgate: development mode: no JWT key configured, so a random "
-	    "secret was made\nfor this run and only loopback is served.  An "
-	    "admin token for 12 hours:\n\n  export LOCKGATE_TOKEN=%s\n\n"
-	    "Try:\n  curl -sS -X POST -H \"Authorization: Bearer "
-	    "$LOCKGATE_TOKEN\" \\\n    '%s/v1/locks/demo:"
-	    "acquire?ttl=60&holder=me&purpose=try'\n\n"
-	    "The dashboard is at %s/ (paste the token).\n\n",
-	    token, url, url);
 }
 
 static int
@@ -120,7 +71,7 @@ check(srv_config *cfg, gcs_store *store)
 int
 main(int argc, char **argv)
 {
-	char err[512], secret[80], *dev_token = NULL;
+	char err[512], secret[80], *dev_token = NULL, dev_path[PATH_MAX];
 	srv_config cfg;
 	gcs_store *store;
 	gcs_err ge;
@@ -128,10 +79,14 @@ main(int argc, char **argv)
 	srv_server *srv;
 	api_service *svc;
 	sigset_t set;
-	int sig, rc;
+	int sig, rc, i;
 
-	if (argc > 1 && strcmp(argv[1], "token") == 0)
+	if (argc > 1 && strcmp(argv[1], "token") == 0) {
+		for (i = 2; i < argc; i++)
+			if (strcmp(argv[i], "--dev") == 0)
+				return srv_dev_token_main(argc - 1, argv + 1);
 		return auth_token_main(argc - 1, argv + 1);
+	}
 	if (argc == 2 && strcmp(argv[1], "--routes") == 0) {
 		srv_routes_print();
 		return 0;
@@ -176,7 +131,10 @@ main(int argc, char **argv)
 	}
 	if (!auth_configured(auth)) {
 		auth_free(auth);
-		auth = dev_mode(&cfg, secret, sizeof(secret), &dev_token);
+		auth = srv_dev_mode(&cfg, secret, sizeof(secret), &dev_token,
+		    err, sizeof(err));
+		if (auth == NULL)
+			die("bad configuration", err);
 	}
 	if ((srv = srv_new(&cfg)) == NULL ||
 	    (svc = api_new(store, srv_on_event, srv)) == NULL)
@@ -190,8 +148,19 @@ main(int argc, char **argv)
 		srv_config_free(&cfg);
 		return 2;
 	}
+	dev_path[0] = '\0';
 	if (dev_token != NULL) {
-		dev_banner(&cfg, dev_token, srv_port(srv));
+		/* For `lockgate token --dev` while this runs. */
+		if (srv_dev_secret_path(cfg.store, srv_port(srv), dev_path,
+		        sizeof(dev_path)) == 0 &&
+		    srv_dev_secret_save(dev_path, secret, err, sizeof(err)) !=
+		        0) {
+			srv_logf("WARNING",
+			    "development mode: no secret file: %s", err);
+			dev_path[0] = '\0';
+		}
+		srv_dev_banner(&cfg, dev_token, srv_port(srv),
+		    dev_path[0] ? dev_path : NULL);
 		explicit_bzero(dev_token, strlen(dev_token));
 		free(dev_token);
 		dev_token = NULL;
@@ -224,6 +193,8 @@ main(int argc, char **argv)
 	api_free(svc);
 	gcs_store_free(store);
 	auth_free(auth);
+	if (dev_path[0] != '\0')
+		(void)unlink(dev_path);
 	explicit_bzero(secret, sizeof(secret));
 	srv_config_free(&cfg);
 	srv_log("INFO", "stopped", NULL);

@@ -21,7 +21,8 @@ static const char *const refresh_params[] = { "lease_id", "ttl", "format",
 static const char *const release_params[] = { "lease_id", "format", NULL };
 static const char *const list_params[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
-static const char *const force_params[] = { "fencing_token", "format", NULL };
+static const char *const force_params[] = { "fencing_token", "reason", "format",
+	NULL };
 static const char *const plain_params[] = { "format", NULL };
 static const char *const events_params[] = { "max", "format", NULL };
 
@@ -58,10 +59,16 @@ authenticate(srv_req *r, auth_action action, const char *name,
 	if (auth_verify(r->srv->auth, h, &r->id, &why) != 0) {
 		r->reason = why.reason;
 		*mr = http_fail(r, API_UNAUTHORIZED,
-		    why.reason ? why.reason : "unauthorized", "%s",
+		    why.reason ? why.reason : "unauthorized", "%s%s",
 		    why.message[0] ? why.message
 		                   : "a valid bearer token is "
-		                     "required");
+		                     "required",
+		    r->srv->cfg->dev_mode && why.reason != NULL &&
+		            strcmp(why.reason, "bad_signature") == 0
+		        ? " This is a development-mode lockgate, whose "
+		          "secret is new at every start: get a fresh token "
+		          "with `lockgate token --dev`."
+		        : "");
 		return -1;
 	}
 	r->have_id = true;
@@ -394,19 +401,26 @@ do_force(srv_req *r, const char *name)
 	enum MHD_Result mr;
 	api_err err;
 	long token;
+	char reason[API_PURPOSE_MAX + 1];
 
 	memset(&err, 0, sizeof(err));
 	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
 	    prepare(r, force_params, &mr) != 0)
 		return mr;
 	/* The fencing token of the lease the admin saw: only that one is
-	 * removed (0, the default: whichever holds it). */
+	 * removed (0, the default: whichever holds it).  The reason, free
+	 * text like a purpose, goes to the audit log only. */
 	if (params_int(&r->params, "fencing_token", 1, INT64_MAX, 0, &token,
-	        &err))
+	        &err) ||
+	    params_str(&r->params, "reason", reason, sizeof(reason), &err) < 0)
 		return http_error(r, &err, NULL);
 	if (api_force_release(r->srv->svc, name, r->id.owner, token, &err) !=
 	    API_OK)
 		return http_error(r, &err, NULL);
+	if (reason[0] != '\0')
+		srv_log("NOTICE", "force-release reason",
+		    json_pack("{s:s, s:s, s:s}", "lock", name, "actor",
+		        r->id.owner, "reason", reason));
 	return http_json(r, 204, NULL);
 }
 

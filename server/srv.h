@@ -101,6 +101,30 @@ void srv_config_free(srv_config *cfg);
 int srv_parse_listen(const char *listen, char *host, size_t hostlen, int *port);
 int srv_host_is_loopback(const char *host);
 
+/* --- devmode.c --- */
+
+/* The development mode for CFG (no key configured): a random secret
+ * written into SECRET (LEN >= 65 bytes, the caller wipes it), which
+ * CFG->auth now points at, and an admin token in *TOKEN (free it).  The
+ * verifier, or NULL with ERR (off loopback, say). */
+auth_ctx *srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token,
+    char *err, size_t errlen);
+/* Where a dev server on PORT with STORE keeps its secret
+ * ($XDG_RUNTIME_DIR, else a file:// store's directory).  0, or -1 when
+ * there is no such place (mem:// without XDG_RUNTIME_DIR). */
+int srv_dev_secret_path(const char *store, int port, char *out, size_t len);
+/* Write SECRET to PATH, mode 0600, replacing a stale file.  0 or -1 with
+ * ERR.  The caller unlinks PATH at exit. */
+int srv_dev_secret_save(const char *path, const char *secret, char *err,
+    size_t errlen);
+/* The banner on stderr: token, curl line, dashboard, and how to get a
+ * fresh token (SECRET_PATH NULL: there is no secret file). */
+void srv_dev_banner(const srv_config *cfg, const char *token, int port,
+    const char *secret_path);
+/* `lockgate token --dev ...`: an admin token from a running dev server's
+ * secret file.  The process's exit status. */
+int srv_dev_token_main(int argc, char **argv);
+
 /* --- log.c --- */
 
 /* One JSON object per line on stdout: severity, message, time, then

@@ -106,7 +106,7 @@ refuse() {
 		sed 's/^/    /' "$TMP/out" | head -n 5
 		return
 	fi
-	echo "ok [$opt] $(grep -hE -- "$opt" "$TMP/stderr" | head -n 1 | cut -c1-150)"
+	echo "ok [$opt] $(grep -hE -- "$opt" "$TMP/out" | head -n 1 | cut -c1-150)"
 }
 
 # Numbers: not a number, out of range, from a variable and from a flag.
@@ -149,6 +149,57 @@ refuse LOCKGATE_JWT_SECRET 'empty' LOCKGATE_JWT_SECRET= --
 refuse LOCKGATE_JWT_SECRET_FILE 'not both' \
     LOCKGATE_JWT_SECRET_FILE="$TMP/none" --
 
+# A comment pasted with the value (from a doc's table or an env file): the
+# shell, env files and systemd keep it as part of the value.
+refuse LOCKGATE_OWNER_CLAIM 'pasted comment' \
+    "LOCKGATE_OWNER_CLAIM=repository   # or job_workflow_ref" --
+refuse --jwt-audience 'pasted comment' -- \
+    --jwt-audience 'https://lock.example.com	# the URL callers use'
+refuse LOCKGATE_STORE 'pasted comment' "LOCKGATE_STORE=mem:// # tests" --
+# ... but a '#' inside a value is no comment, and a secret is never judged
+# (nor quoted back).
+cases=$((cases + 1))
+run "LOCKGATE_JWT_SECRET=$SECRET #1" "LOCKGATE_DISPLAY_CLAIMS=a#b" -- --check
+if [ "$rc" -ne 0 ]; then
+	fail "a '#' in a value, or ' #' in a secret, was refused (exit $rc):"
+	sed 's/^/    /' "$TMP/out" | head -n 5
+else
+	echo "ok a '#' that is no comment is kept"
+fi
+cases=$((cases + 1))
+run "LOCKGATE_OWNER_CLAIM=repository   # or job_workflow_ref" -- --check
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+	fail "--check accepted a pasted comment (exit $rc)"
+else
+	echo "ok --check refuses a pasted comment"
+fi
+
+# A refusal is said once: not a plain copy next to the JSON log line when
+# nobody reads stderr at a terminal, and no JSON on a terminal.
+cases=$((cases + 1))
+run LOCKGATE_MAX_WAIT=abc --
+n=$(grep -c 'LOCKGATE_MAX_WAIT' "$TMP/out")
+if [ "$n" -ne 1 ] || [ -s "$TMP/stderr" ]; then
+	fail "a refusal off a terminal is said $n times (stderr: $(cat "$TMP/stderr"))"
+else
+	echo "ok a refusal off a terminal: one JSON line"
+fi
+cases=$((cases + 1))
+if command -v script >/dev/null 2>&1; then
+	script -qec "env -i PATH=/usr/bin:/bin LOCKGATE_MAX_WAIT=abc \
+	    ASAN_OPTIONS=detect_leaks=1 $BIN --check" /dev/null >"$TMP/tty" 2>&1
+	n=$(grep -c 'LOCKGATE_MAX_WAIT' "$TMP/tty")
+	if [ "$n" -ne 1 ] || grep -q '"severity"' "$TMP/tty" ||
+	    ! grep -q '^lockgate: bad configuration: LOCKGATE_MAX_WAIT must be' "$TMP/tty"; then
+		fail "a refusal at a terminal is not one plain line:"
+		sed 's/^/    /' "$TMP/tty" | head -n 5
+	else
+		echo "ok a refusal at a terminal: one plain line"
+	fi
+else
+	echo "ok (skipped: no script(1) for a terminal)"
+fi
+
 # --check: a good configuration passes and exits at once without serving.
 cases=$((cases + 1))
 run -- --check
@@ -190,6 +241,54 @@ else
 		grep -qF "$v" "$TMP/out" || { fail "--help does not mention $v"; v=""; break; }
 	done
 	[ -n "$v" ] && echo "ok --help"
+fi
+# ... and every server setting the docs name: a LOCKGATE_* or GOOGLE_*
+# variable of README.md or docs/*.md that is neither lockctl's (named in
+# client/lockctl) nor a key of an env-format answer (a field of
+# api/openapi.yaml).
+cases=$((cases + 1))
+missing=
+for v in $(grep -ohE '\b(LOCKGATE_[A-Z0-9_]*[A-Z0-9]|GOOGLE_[A-Z_]*[A-Z]|STORAGE_EMULATOR_HOST|GCE_METADATA_HOST|XDG_RUNTIME_DIR)\b' \
+    README.md docs/*.md | sort -u); do
+	grep -qw -- "$v" "$TMP/out" && continue
+	grep -qw -- "$v" client/lockctl && continue
+	f=$(printf '%s' "${v#LOCKGATE_}" | tr 'A-Z' 'a-z')
+	case $v in
+	LOCKGATE_HOLDER_FENCING_TOKEN) continue ;; # a 409's holder, format_env.c
+	GOOGLE_ID) continue ;; # a shell variable of deploy.md's example
+	LOCKGATE_*) grep -qE "(^|[ {])$f:" api/openapi.yaml && continue ;;
+	esac
+	missing="$missing $v"
+done
+if [ -n "$missing" ]; then
+	fail "--help does not mention what the docs use:$missing"
+else
+	echo "ok --help names every setting the docs use"
+fi
+# The token subcommand: --iss and --aud (docs/identity.md) are in both
+# helps, and `token --help` is asked for, so it goes to stdout, exit 0.
+cases=$((cases + 1))
+run -- token --help
+if [ "$rc" -ne 0 ] || [ -s "$TMP/stderr" ] ||
+    ! grep -q -- '--iss' "$TMP/stdout" || ! grep -q -- '--aud' "$TMP/stdout" ||
+    ! grep -q -- 'token --dev' "$TMP/stdout"; then
+	fail "token --help (exit $rc): stdout $(head -c 200 "$TMP/stdout"), stderr $(head -c 200 "$TMP/stderr")"
+else
+	run -- --help
+	if ! grep -q -- '--iss ISS.*--aud AUD' "$TMP/stdout" ||
+	    ! grep -q 'token --dev' "$TMP/stdout"; then
+		fail "--help does not show token --iss/--aud and token --dev"
+	else
+		echo "ok token --help on stdout; --help shows token --iss, --aud, --dev"
+	fi
+fi
+# A wrong token option: the usage goes to stderr, exit 2.
+cases=$((cases + 1))
+run -- token --bogus x
+if [ "$rc" -ne 2 ] || [ -s "$TMP/stdout" ] || ! grep -q usage "$TMP/stderr"; then
+	fail "token --bogus: exit $rc, usage not on stderr alone"
+else
+	echo "ok token usage errors on stderr"
 fi
 
 echo "$cases cases, $fails failed"
