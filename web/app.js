@@ -1285,7 +1285,7 @@
 		field(tmp, 'TTL', str(l.ttl) + ' s');
 		if (l.expected_duration)
 			field(tmp, 'Expected duration', dur(l.expected_duration) +
-			    (s.key === 'overdue' ? ' (overdue ' + s.more + ')' : ''));
+			    (s.key === 'overdue' ? ' (overdue by ' + durShort(s.late) + ')' : ''));
 		const dl = $('detailfields');
 		dl.dataset.status = status;
 		dl.replaceChildren(...tmp.childNodes);

@@ -30,8 +30,12 @@ async function open(w, h, scheme, query = '') {
 	return p;
 }
 
-const shot = (p, name, fullPage = true) =>
-	p.screenshot({ path: path.join(ARTIFACTS, name), fullPage });
+// A full page from the top (sticky parts are drawn where the window is).
+async function shot(p, name, fullPage = true) {
+	if (fullPage)
+		await p.evaluate(() => window.scrollTo(0, 0));
+	await p.screenshot({ path: path.join(ARTIFACTS, name), fullPage });
+}
 
 // Line boxes of the text in SEL: where each line starts, as text.
 function lineStarts(sel) {
