@@ -3,8 +3,10 @@
 // screen, rows are marked stale and say "last seen", countdowns stop, an
 // "as of HH:MM:SS" dates what is shown, and an open detail says "unknown"
 // with force release off.  Recovery needs no reload.
+import fs from 'node:fs';
+import path from 'node:path';
 import {
-	acquire, assert, browser, eq, run, sleep, startLockgate, token, watchedPage, within,
+	ARTIFACTS, acquire, assert, browser, eq, run, sleep, startLockgate, token, watchedPage, within,
 } from './harness.mjs';
 
 const SECRET = 'browser-test-secret-0123456789abcdef';
@@ -62,6 +64,11 @@ await run('outage', [
 		// a stale row's text is muted, not hidden
 		const bg = await page.$eval('#rows td', (e) => getComputedStyle(e).backgroundImage);
 		assert(/gradient/.test(bg), 'stale rows are not marked: ' + bg);
+		fs.mkdirSync(ARTIFACTS, { recursive: true });
+		await page.screenshot({ path: path.join(ARTIFACTS, 'outage-desktop.png') });
+		await page.setViewportSize({ width: 390, height: 844 });
+		await page.screenshot({ path: path.join(ARTIFACTS, 'outage-phone.png') });
+		await page.setViewportSize({ width: 1280, height: 800 });
 	}],
 
 	['an open detail says unknown, with force release off', async () => {
@@ -71,6 +78,7 @@ await run('outage', [
 		const note = await page.textContent('#detailnote');
 		assert(/Unknown now: lockgate is not answering since \d\d:\d\d:\d\d/.test(note), 'note: ' + note);
 		eq(await page.isDisabled('#force'), true, 'force release during an outage');
+		await page.screenshot({ path: path.join(ARTIFACTS, 'outage-detail.png') });
 		assert(/unknown \(last seen held\)/.test(await page.textContent('#detailfields')), 'State field');
 		page.check();
 	}],
