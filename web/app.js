@@ -544,7 +544,8 @@
 
 	async function failed(err) {
 		st.failures++;
-		st.connMsg = err.status === 0 || err.status === 401 ||
+		st.connMsg = err.status === 0 ? (/timed out/.test(err.message) ?
+		    'timed out' : 'network error') : err.status === 401 ||
 		    err.status === 403 ? err.message : explain(err);
 		if (!st.downSince)
 			st.downSince = new Date();
@@ -798,7 +799,7 @@
 		if (st.view.length === 0) {
 			empty.textContent = st.needToken ? 'Sign in to see the locks.' :
 			    !st.loaded ? (st.conn !== 'ok' && st.connMsg ?
-			    'Could not load the locks. ' + st.connMsg : 'Loading locks…') :
+			    'Could not load the locks (' + st.connMsg + ').' : 'Loading locks…') :
 			    st.locks.length === 0 ?
 			    (st.prefix ? 'No lock is held under “' + st.prefix + '”.' :
 			    'No locks are held right now.') :
@@ -991,6 +992,7 @@
 		const old = stale() && st.loaded;
 		c.acquired.textContent = ago(l._acq);
 		c.refreshed.textContent = ago(l._ref);
+		c.expires.parentNode.dataset.label = old ? 'Expires' : 'Expires in';
 		if (old) {
 			c.expires.textContent = Number.isFinite(l._exp) ?
 			    'at ' + clock(l._exp - st.offsetMs) : '—';
