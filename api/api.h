@@ -168,7 +168,7 @@ typedef struct api_event {
 	const char *name;
 	const char *owner; /* who the lease belongs (or belonged) to */
 	const char *holder;
-	const char *actor; /* who asked */
+	const char *actor;  /* who asked */
 	const char *reason; /* why an admin force-released; NULL otherwise */
 	int64_t fencing_token;
 	int64_t at_ms; /* store time; 0 when the answer carried none (a

@@ -21,8 +21,8 @@ static const char *const refresh_params[] = { "lease_id", "ttl", "format",
 static const char *const release_params[] = { "lease_id", "format", NULL };
 static const char *const list_params[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
-static const char *const force_params[] = { "fencing_token", "reason",
-	"format", NULL };
+static const char *const force_params[] = { "fencing_token", "reason", "format",
+	NULL };
 static const char *const plain_params[] = { "format", NULL };
 static const char *const events_params[] = { "max", "format", NULL };
 
