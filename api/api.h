@@ -26,6 +26,7 @@
 #define API_OWNER_MAX         256
 #define API_HOLDER_MAX        512
 #define API_PURPOSE_MAX       1024
+#define API_REASON_MAX        256 /* a force release's reason */
 #define API_LEASE_ID_MIN      8
 #define API_LEASE_ID_MAX      64
 #define API_LEASE_ID_NEW      32  /* hex digits of a lease_id made here */
@@ -168,7 +169,8 @@ typedef struct api_event {
 	const char *name;
 	const char *owner; /* who the lease belongs (or belonged) to */
 	const char *holder;
-	const char *actor; /* who asked */
+	const char *actor;  /* who asked */
+	const char *reason; /* why an admin force-released; NULL otherwise */
 	int64_t fencing_token;
 	int64_t at_ms; /* store time; 0 when the answer carried none (a
 	                * delete): the recorder's clock then */
@@ -253,10 +255,10 @@ void api_list_res_clear(api_list_res *res);
 /* Remove the lease that holds NAME: any lease when EXPECT_TOKEN is 0, else
  * only the one with that fencing token (API_LEASE_LOST, reason
  * "fencing_token_mismatch", when another holds it now: an admin acting
- * on a stale view never removes the next holder's lease).  ACTOR is
- * recorded in the event. */
+ * on a stale view never removes the next holder's lease).  ACTOR and
+ * REASON (NULL or "" for none; borrowed) are recorded in the event. */
 int api_force_release(api_service *svc, const char *name, const char *actor,
-    int64_t expect_token, api_err *err);
+    const char *reason, int64_t expect_token, api_err *err);
 
 void api_lock_clear(api_lock *lock);
 

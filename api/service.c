@@ -56,8 +56,9 @@ api_store(api_service *svc)
 }
 
 static void
-emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
-    const char *holder, const char *actor, int64_t token, int64_t at)
+emit_why(api_service *svc, api_event_kind kind, const char *name,
+    const char *owner, const char *holder, const char *actor,
+    const char *reason, int64_t token, int64_t at)
 {
 	api_event ev;
 
@@ -68,9 +69,17 @@ emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
 	ev.owner = owner;
 	ev.holder = holder;
 	ev.actor = actor;
+	ev.reason = reason;
 	ev.fencing_token = token;
 	ev.at_ms = at;
 	svc->on_event(svc->ctx, &ev);
+}
+
+static void
+emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
+    const char *holder, const char *actor, int64_t token, int64_t at)
+{
+	emit_why(svc, kind, name, owner, holder, actor, NULL, token, at);
 }
 
 /* Translate a store failure into the API's terms. */
@@ -708,7 +717,7 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 
 int
 api_force_release(api_service *svc, const char *name, const char *actor,
-    int64_t expect_token, api_err *err)
+    const char *reason, int64_t expect_token, api_err *err)
 {
 	gcs_object cur;
 	gcs_err ge;
@@ -736,10 +745,10 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 		    cur.metageneration, &ge);
 		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
 			lease_cache_del(svc->cache, name);
-			emit(svc, API_EV_FORCED, name, lease_owner_of(&cur),
+			emit_why(svc, API_EV_FORCED, name, lease_owner_of(&cur),
 			    json_string_value(json_object_get(cur.metadata,
 			        LEASE_KEY_HOLDER)),
-			    actor, cur.generation, cur.now_ms);
+			    actor, reason, cur.generation, cur.now_ms);
 			gcs_object_clear(&cur);
 			return API_OK;
 		}

@@ -16,7 +16,7 @@
 
 #define EV_TIME_LEN  32 /* "2026-11-22T03:04:05.678Z" and NUL */
 #define EV_TOKEN_LEN 24 /* an int64 in decimal and NUL */
-#define EV_STRINGS   4  /* name, owner, holder, actor */
+#define EV_STRINGS   5  /* name, owner, holder, actor, reason */
 
 typedef struct ev_slot {
 	char *blob; /* owns the strings below; NULL = empty slot */
@@ -24,6 +24,7 @@ typedef struct ev_slot {
 	const char *owner;
 	const char *holder;
 	const char *actor;
+	const char *reason; /* a force release's, NULL otherwise */
 	api_event_kind kind;
 	int64_t fencing_token;
 	int64_t at_ms;
@@ -97,10 +98,12 @@ slot_fill(ev_slot *s, const api_event *ev)
 	src[1] = present(ev->owner);
 	src[2] = present(ev->holder);
 	src[3] = present(ev->actor);
+	src[4] = present(ev->reason);
 	dst[0] = &s->name;
 	dst[1] = &s->owner;
 	dst[2] = &s->holder;
 	dst[3] = &s->actor;
+	dst[4] = &s->reason;
 	for (i = 0; i < EV_STRINGS; i++)
 		if (src[i] != NULL)
 			total += strlen(src[i]) + 1;
@@ -215,10 +218,11 @@ slot_json(const ev_slot *s)
 
 	fmt_time(s->at_ms, at);
 	snprintf(tok, sizeof(tok), "%lld", (long long)s->fencing_token);
-	o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:I}", "kind",
+	o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:I}", "kind",
 	    kind_str(s->kind), "at", at, "owner", str_or_null(s->owner),
 	    "holder", str_or_null(s->holder), "actor", str_or_null(s->actor),
-	    "fencing_token", tok, "count", (json_int_t)s->count);
+	    "reason", str_or_null(s->reason), "fencing_token", tok, "count",
+	    (json_int_t)s->count);
 	return o;
 }
 

@@ -33,8 +33,8 @@ void srv_events_record(const api_event *ev);
  * (0 or above SRV_EVENTS_ANSWER_MAX means SRV_EVENTS_ANSWER_MAX):
  * {"events":[{"kind":"acquired|refreshed|released|takeover|
  *   force_released|lost","at":RFC3339,"owner":s|null,"holder":s|null,
- *   "actor":s|null,"fencing_token":"decimal","count":n}]}
- * where count is the number of refreshes folded into a "refreshed" entry
+ *   "actor":s|null,"reason":s|null,"fencing_token":"decimal","count":n}]}
+ * where reason is a force release's (else null), count is the number of refreshes folded into a "refreshed" entry
  * (1 for every other kind).  New reference (json_decref), NULL on
  * allocation failure. */
 json_t *srv_events_json(const char *name, size_t max);

@@ -1601,7 +1601,7 @@ srv_on_event(void *ctx, const api_event *ev)
 		        ? "NOTICE"
 		        : "INFO",
 		    what, ev->name, ev->owner, ev->holder, ev->actor,
-		    ev->fencing_token);
+		    ev->reason, ev->fencing_token);
 	if ((ev->kind == API_EV_RELEASED || ev->kind == API_EV_FORCED) &&
 	    s != NULL && s->waits != NULL)
 		srv_waits_wake(s->waits, ev->name);

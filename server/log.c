@@ -198,7 +198,8 @@ srv_log_request(const char *severity, const char *method, const char *route,
 
 void
 srv_log_event(const char *severity, const char *event, const char *lock,
-    const char *owner, const char *holder, const char *actor, int64_t token)
+    const char *owner, const char *holder, const char *actor,
+    const char *reason, int64_t token)
 {
 	char buf[LOG_LINE_MAX];
 	api_jw jw;
@@ -209,6 +210,7 @@ srv_log_event(const char *severity, const char *event, const char *lock,
 	put_field(&jw, "owner", owner);
 	put_field(&jw, "holder", holder);
 	put_field(&jw, "actor", actor);
+	put_field(&jw, "reason", reason);
 	if (token > 0) {
 		LIT(&jw, MEMBER("fencing_token"));
 		api_jw_int(&jw, token);

@@ -401,26 +401,22 @@ do_force(srv_req *r, const char *name)
 	enum MHD_Result mr;
 	api_err err;
 	long token;
-	char reason[API_PURPOSE_MAX + 1];
+	char reason[API_REASON_MAX + 1];
 
 	memset(&err, 0, sizeof(err));
 	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
 	    prepare(r, force_params, &mr) != 0)
 		return mr;
 	/* The fencing token of the lease the admin saw: only that one is
-	 * removed (0, the default: whichever holds it).  The reason, free
-	 * text like a purpose, goes to the audit log only. */
+	 * removed (0, the default: whichever holds it).  The reason, text
+	 * of at most API_REASON_MAX bytes, goes to the log line and event. */
 	if (params_int(&r->params, "fencing_token", 1, INT64_MAX, 0, &token,
 	        &err) ||
 	    params_str(&r->params, "reason", reason, sizeof(reason), &err) < 0)
 		return http_error(r, &err, NULL);
-	if (api_force_release(r->srv->svc, name, r->id.owner, token, &err) !=
-	    API_OK)
+	if (api_force_release(r->srv->svc, name, r->id.owner, reason, token,
+	        &err) != API_OK)
 		return http_error(r, &err, NULL);
-	if (reason[0] != '\0')
-		srv_log("NOTICE", "force-release reason",
-		    json_pack("{s:s, s:s, s:s}", "lock", name, "actor",
-		        r->id.owner, "reason", reason));
 	return http_json(r, 204, NULL);
 }
 

@@ -139,8 +139,10 @@ void
 srv_log_request(const char *severity, const char *method, const char *route,
     int status, double latency_ms, const char *lock, const char *owner,
     const char *reason, const char *error, const char *trace);
+/* REASON: a force release's, given by the admin (NULL otherwise). */
 void srv_log_event(const char *severity, const char *event, const char *lock,
-    const char *owner, const char *holder, const char *actor, int64_t token);
+    const char *owner, const char *holder, const char *actor,
+    const char *reason, int64_t token);
 /* From begin to end, this thread's lines are batched (an HTTP loop); the
  * thread calls flush before it blocks. */
 void srv_log_batch_begin(void);

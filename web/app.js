@@ -19,6 +19,17 @@
  * - Paging renders one page of rows at a time; the full list (up to
  *   MAX_LOCKS) is kept in memory for client-side search and sort, which
  *   stays fast at 10,000 locks.
+ * - The page never states what it does not know.  st.conn says whether
+ *   the last poll succeeded; while it did not (the server is not
+ *   answering, the token was refused), every view says so: rows and the
+ *   detail show the last state seen "as of" its time, countdowns stop,
+ *   badges say "last seen", and force release is off.  A refused token is
+ *   no longer sent (st.refused), so what public read allows still shows.
+ * - The detail view has one source of truth, st.dv (held, gone, unknown),
+ *   fed by the list, the inspect answer and our own force release; its
+ *   note, fields, countdown and button are all drawn from it.
+ * - What is shown (filters, sort, grouping, the open lock) is in the URL:
+ *   ?q=&prefix=&state=&sort=&group=&rows= and #/locks/NAME.
  */
 'use strict';
 
@@ -34,32 +45,53 @@
 	const SOON_FRACTION = 0.25;    /* "expiring soon": under ttl/4 left */
 	const SOON_MIN_S = 5;          /* ... or under 5 s */
 	const PREFIX_DEBOUNCE_MS = 300;
+	const CLAMP_CHARS = 80;        /* longer holder/purpose: clamped */
+	const LONG_SEGMENT = 24;       /* a name segment or chip that may break */
+	const REASON_MAX = 256;        /* bytes, as the server's API_REASON_MAX */
 	const TOKEN_KEY = 'lockgate.token';
+	const SORTS = ['urgency', 'name', 'owner', 'holder', 'purpose', 'labels',
+	    'acquired', 'expires', 'refreshed', 'token'];
+	const STATES = ['held', 'soon', 'overdue', 'expired'];
 
 	const $ = (id) => document.getElementById(id);
 
 	const st = {
-		whoami: null,       /* {owner, admin, public_read} */
+		whoami: null,       /* {owner, admin, public_read, link_hosts} */
+		refused: '',        /* why the saved token was refused; not sent */
 		locks: [],          /* every lock of the current prefix */
-		view: [],           /* locks after search and sort */
+		byName: new Map(),
+		view: [],           /* locks after search, state filter and sort */
+		items: [],          /* view with group headers: what pages show */
+		counts: {},
 		viewDirty: true,
 		offsetMs: 0,        /* server now - our now */
 		pages: new Map(),   /* page_token -> {etag, body} */
 		prefix: '',
 		search: '',
-		sortKey: 'name',
+		stateFilter: '',
+		sortKey: 'urgency',
 		sortDir: 1,
+		group: 0,           /* group by this many leading name segments */
+		collapsed: new Set(),
+		expanded: new Set(),/* cells whose long text is shown whole */
 		page: 0,
 		pageSize: 50,
 		timer: null,
 		failures: 0,
-		downSince: null,
-		rowCells: [],       /* [{lock, expires, acquired, refreshed, state}] */
+		conn: 'connecting', /* ok, down, auth, forbidden, error */
+		connMsg: '',
+		downSince: null,    /* Date the trouble began */
+		asOf: null,         /* Date of the last list answer */
+		rowCells: [],
+		rowsKey: '',
 		detail: null,       /* name shown in the detail view */
-		detailLock: null,
+		dv: null,           /* {status: held|gone|unknown|loading, lock, seen, checked, why} */
+		pendingDetail: null,/* from the URL, opened once we may read */
 		needToken: false,
+		asked: false,
 		loaded: false,      /* a list answer arrived for this prefix */
-		lastError: '',      /* why the last poll failed, '' when it did not */
+		dataVersion: 0,
+		forced: new Set(),  /* "name\ntoken" of leases we force-released */
 	};
 
 	/* ---------- token ---------- */
@@ -83,13 +115,19 @@
 		}
 	}
 
+	/* The token to send: none once the server refused it. */
+	function usableToken() {
+		return st.refused ? '' : getToken();
+	}
+
 	/* ---------- HTTP ---------- */
 
 	class ApiError extends Error {
-		constructor(status, code, message) {
+		constructor(status, code, message, sentToken) {
 			super(message);
 			this.status = status;
 			this.code = code;
+			this.sentToken = sentToken;
 		}
 	}
 
@@ -100,7 +138,7 @@
 
 	async function api(method, path, etag) {
 		const headers = { 'Accept': 'application/json' };
-		const tok = getToken();
+		const tok = usableToken();
 		if (tok)
 			headers['Authorization'] = 'Bearer ' + tok;
 		if (etag)
@@ -118,7 +156,7 @@
 			throw new ApiError(0, 'unreachable',
 			    'lockgate is not answering (' +
 			    (e.name === 'AbortError' ? 'timed out' : 'network error') +
-			    ').');
+			    ')', !!tok);
 		} finally {
 			clearTimeout(t);
 		}
@@ -133,7 +171,7 @@
 		if (!res.ok) {
 			const err = body && body.error ? body.error : {};
 			throw new ApiError(res.status, err.code || 'http_' + res.status,
-			    err.message || 'lockgate answered HTTP ' + res.status + '.');
+			    err.message || 'lockgate answered HTTP ' + res.status, !!tok);
 		}
 		return { status: res.status, etag: res.headers.get('ETag'), body };
 	}
@@ -162,6 +200,25 @@
 		return s + 's';
 	}
 
+	/* A duration to the minute once past one ("12m", "1h 5m"). */
+	function durShort(sec) {
+		sec = Math.max(0, Math.floor(sec));
+		if (sec < 60)
+			return sec + 's';
+		if (sec < 3600)
+			return Math.floor(sec / 60) + 'm';
+		return dur(sec);
+	}
+
+	/* HH:MM:SS on this computer's clock. */
+	function clock(t) {
+		const d = t instanceof Date ? t : new Date(t);
+		if (!Number.isFinite(d.getTime()))
+			return '—';
+		return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit',
+		    second: '2-digit', hour12: false });
+	}
+
 	function ago(t) {
 		if (!Number.isFinite(t))
 			return '—';
@@ -180,16 +237,27 @@
 		return dur(Math.ceil(left));
 	}
 
-	function stateOf(l) {
-		const left = (l._exp - now()) / 1000;
+	/* The state of L at T: key, rank (urgency), text, and "late", which
+	 * orders locks of one rank (larger is more urgent). */
+	function stateOf(l, t) {
+		if (t === undefined)
+			t = now();
+		const left = (l._exp - t) / 1000;
 		if (l.state === 'expired' || left <= 0)
-			return { key: 'expired', rank: 3, text: 'expired, awaiting takeover' };
-		if (l.overdue)
-			return { key: 'overdue', rank: 2, text: 'overdue' };
+			return { key: 'expired', rank: 3, text: 'expired, awaiting takeover',
+			    late: Number.isFinite(left) ? -left : 0 };
+		const exp = Number(l.expected_duration) || 0;
+		const over = exp > 0 && Number.isFinite(l._acq) ?
+		    (t - l._acq) / 1000 - exp : -1;
+		if (l.overdue || over > 0)
+			return { key: 'overdue', rank: 2, text: 'overdue',
+			    late: Math.max(0, over),
+			    more: 'by ' + durShort(Math.max(0, over)) +
+			    ' (expected ' + durShort(exp) + ')' };
 		const ttl = Number(l.ttl) || 0;
 		if (left < Math.max(SOON_MIN_S, ttl * SOON_FRACTION))
-			return { key: 'soon', rank: 1, text: 'expiring soon' };
-		return { key: 'held', rank: 0, text: 'held' };
+			return { key: 'soon', rank: 1, text: 'expiring soon', late: -left };
+		return { key: 'held', rank: 0, text: 'held', late: -Infinity };
 	}
 
 	function labelText(labels) {
@@ -252,6 +320,20 @@
 		return e;
 	}
 
+	/* A lock name that breaks only after a '/', unless one segment alone
+	 * is too long for its column (then that segment may break anywhere). */
+	function nameNode(name, into) {
+		const segs = name.split('/');
+		segs.forEach((s, i) => {
+			const last = i === segs.length - 1;
+			into.appendChild(el('span', s + (last ? '' : '/'),
+			    s.length > LONG_SEGMENT ? 'seg long' : 'seg'));
+			if (!last)
+				into.appendChild(document.createElement('wbr'));
+		});
+		return into;
+	}
+
 	/* A URL the dashboard may link to: http(s) on a host the server names
 	 * (LOCKGATE_LINK_HOSTS).  Any other holder that looks like a URL is
 	 * shown as text: a lock holder's text must not send readers to a
@@ -274,16 +356,32 @@
 		return document.createTextNode(str(holder));
 	}
 
-	/* ---------- messages ---------- */
+	/* ---------- connection and messages ---------- */
 
-	function banner(text, kind) {
+	/* The data on screen is not confirmed by the last poll. */
+	function stale() {
+		return st.conn !== 'ok' && st.conn !== 'connecting';
+	}
+
+	function asOfText() {
+		return st.asOf ? 'as of ' + clock(st.asOf) : 'nothing received yet';
+	}
+
+	function banner(text, kind, withSignIn) {
 		const b = $('banner');
 		if (!text) {
 			b.hidden = true;
-			b.textContent = '';
+			b.replaceChildren();
 			return;
 		}
-		b.textContent = text;
+		b.replaceChildren(text);
+		if (withSignIn) {
+			const btn = el('button', 'Sign in', 'primary');
+			btn.type = 'button';
+			btn.addEventListener('click', () => askToken(
+			    'Paste a new bearer token.'));
+			b.append(' ', btn);
+		}
 		b.dataset.kind = kind || 'error';
 		b.hidden = false;
 	}
@@ -297,13 +395,56 @@
 	function explain(err) {
 		switch (err.status) {
 		case 401:
-			return 'Not signed in, or the token was refused: ' + err.message;
+			return 'Not signed in, or the token was refused: ' + err.message + '.';
 		case 403:
-			return 'Not allowed: ' + err.message;
+			return 'Not allowed: ' + err.message + '.';
 		case 0:
-			return err.message;
+			return err.message + '.';
 		default:
-			return err.message + ' (HTTP ' + err.status + ')';
+			return err.message + ' (HTTP ' + err.status + ').';
+		}
+	}
+
+	/* Banner, live marker and page attribute from st.conn: one place
+	 * says how fresh what the page shows is. */
+	function showConn() {
+		const since = st.downSince ? clock(st.downSince) : '';
+		const data = st.loaded ? ' The page shows the last state seen, ' +
+		    asOfText() + '; countdowns are stopped.' : '';
+		document.body.dataset.stale = stale() && st.loaded ? 'true' : 'false';
+		switch (st.conn) {
+		case 'ok':
+			setLive('live', 'ok');
+			if (st.refused && st.whoami && st.whoami.public_read)
+				banner('Your token was refused (' + st.refused + '). ' +
+				    'Showing what public read allows; sign in again ' +
+				    'to act as yourself.', 'info', true);
+			else
+				banner('');
+			break;
+		case 'connecting':
+			setLive('connecting…', 'wait');
+			break;
+		case 'down':
+			setLive('not answering · ' + asOfText(), 'down');
+			banner('lockgate is not answering since ' + since + ' (' +
+			    st.connMsg + '); retrying.' + data, 'error');
+			break;
+		case 'auth':
+			setLive(st.loaded ? 'signed out · ' + asOfText() : 'signed out', 'down');
+			banner((st.refused ? 'Your token was refused: ' + st.refused +
+			    '.' : 'Not signed in, or the token was refused: ' +
+			    st.connMsg + '.') + (st.loaded ? data :
+			    ' Sign in with a token to see the locks.'), 'error', true);
+			break;
+		case 'forbidden':
+			setLive('forbidden · ' + asOfText(), 'down');
+			banner('Not allowed: ' + st.connMsg + '. Your token may not ' +
+			    'read these locks.' + data, 'error', true);
+			break;
+		default:
+			setLive('error · ' + asOfText(), 'down');
+			banner(st.connMsg + data, 'error');
 		}
 	}
 
@@ -355,7 +496,7 @@
 				break;
 		}
 		if (prefix !== st.prefix)
-			return; /* the filter changed under us: the next poll redoes it */
+			return false; /* the filter changed under us: the next poll redoes it */
 		if (seen.size !== st.pages.size)
 			changed = true;
 		st.pages = seen;
@@ -365,55 +506,77 @@
 		}
 		if (Number.isFinite(nowMs))
 			st.offsetMs = nowMs - Date.now();
-		if (!changed)
-			return;
-		st.locks = out.slice(0, MAX_LOCKS).map(prepare);
-		st.viewDirty = true;
-		render();
-		if (st.detail)
-			loadEvents(st.detail);
+		if (changed) {
+			/* a lease we saw end (our 204) is not brought back by a
+			 * list answer that was on its way before */
+			st.locks = out.slice(0, MAX_LOCKS).filter((l) =>
+			    !st.forced.has(l.name + '\n' + l.fencing_token)).map(prepare);
+			st.byName = new Map(st.locks.map((l) => [l.name, l]));
+			st.viewDirty = true;
+			st.dataVersion++;
+		}
+		return changed;
 	}
 
 	async function poll() {
 		st.timer = null;
 		try {
-			await fetchAll();
+			const changed = await fetchAll();
+			const was = st.conn;
 			st.failures = 0;
 			st.downSince = null;
 			st.needToken = false;
-			st.lastError = '';
-			setLive('live', 'ok');
-			banner('');
-		} catch (err) {
-			st.failures++;
-			st.lastError = explain(err);
-			if (err.status === 0) {
-				if (!st.downSince)
-					st.downSince = new Date();
-				setLive('not answering', 'down');
-				banner('lockgate is not answering since ' +
-				    st.downSince.toLocaleTimeString() +
-				    '; retrying. The table shows the last data received.');
-			} else if (err.status === 401) {
-				setLive('signed out', 'down');
-				banner(explain(err) + ' Sign in with a token to see the locks.');
-				clearData();
-				if (!st.needToken) {
-					st.needToken = true;
-					askToken('Reading locks needs a token. ' + err.message);
-				}
-			} else if (err.status === 403) {
-				setLive('forbidden', 'down');
-				banner(explain(err) + ' Your token may not read these locks.');
-				clearData();
-			} else {
-				setLive('error', 'down');
-				banner(explain(err));
+			st.conn = 'ok';
+			st.connMsg = '';
+			st.asOf = new Date();
+			showConn();
+			render();
+			if (st.detail) {
+				detailFromList();
+				if (changed || was !== 'ok')
+					loadDetail(false);
 			}
-			if (!st.loaded)
-				render(); /* say why the table is empty */
+		} catch (err) {
+			await failed(err);
 		}
 		schedule();
+	}
+
+	async function failed(err) {
+		st.failures++;
+		st.connMsg = err.status === 0 ? (/timed out/.test(err.message) ?
+		    'timed out' : 'network error') : err.status === 401 ||
+		    err.status === 403 ? err.message : explain(err);
+		if (!st.downSince)
+			st.downSince = new Date();
+		if (err.status === 401 && err.sentToken && !st.refused) {
+			/* The token expired or was revoked: stop sending it, and
+			 * see what may be read without one (public read). */
+			st.refused = err.message;
+			await loadWhoami(false);
+			if (st.whoami && st.whoami.public_read) {
+				st.pages = new Map();
+				st.failures = 0;
+				st.downSince = null;
+				showConn();
+				showWho();
+				return; /* the next poll reads anonymously */
+			}
+		}
+		if (err.status === 0)
+			st.conn = 'down';
+		else if (err.status === 401)
+			st.conn = 'auth';
+		else if (err.status === 403)
+			st.conn = 'forbidden';
+		else
+			st.conn = 'error';
+		if (err.status === 401 && !st.loaded)
+			st.needToken = true;
+		showConn();
+		render();
+		if (st.detail)
+			renderDetail(false);
 	}
 
 	function schedule(delay) {
@@ -436,10 +599,82 @@
 
 	function clearData() {
 		st.locks = [];
+		st.byName = new Map();
 		st.pages = new Map();
 		st.loaded = false;
+		st.asOf = null;
 		st.viewDirty = true;
+		st.dataVersion++;
 		render();
+	}
+
+	/* ---------- the URL ---------- */
+
+	/* Read the view from location: ?q=&prefix=&state=&sort=&group=&rows=
+	 * and #/locks/NAME. */
+	function readUrl() {
+		const q = new URLSearchParams(location.search);
+		st.search = q.get('q') || '';
+		st.prefix = (q.get('prefix') || '').trim();
+		const sf = q.get('state') || '';
+		st.stateFilter = STATES.includes(sf) ? sf : '';
+		let sort = q.get('sort') || 'urgency';
+		st.sortDir = sort.startsWith('-') ? -1 : 1;
+		sort = sort.replace(/^-/, '');
+		st.sortKey = SORTS.includes(sort) ? sort : 'urgency';
+		const g = Number(q.get('group'));
+		st.group = g === 1 || g === 2 ? g : 0;
+		const rows = Number(q.get('rows'));
+		st.pageSize = [25, 50, 100, 250].includes(rows) ? rows : 50;
+		const page = Number(q.get('page'));
+		st.page = Number.isInteger(page) && page > 1 ? page - 1 : 0;
+		$('search').value = st.search;
+		$('prefix').value = st.prefix;
+		$('pagesize').value = String(st.pageSize);
+		$('group').value = String(st.group);
+		syncSortSelect();
+		st.viewDirty = true;
+		st.pendingDetail = hashLock();
+	}
+
+	function hashLock() {
+		const m = /^#\/locks\/(.+)$/.exec(location.hash);
+		if (!m)
+			return null;
+		try {
+			return m[1].split('/').map(decodeURIComponent).join('/');
+		} catch (e) {
+			return null;
+		}
+	}
+
+	function lockHash(name) {
+		return '#/locks/' + name.split('/').map(encodeURIComponent).join('/');
+	}
+
+	/* The URL of the view shown now; replaces the history entry (a
+	 * keystroke in the search box is no page to go back to). */
+	function writeUrl() {
+		const q = new URLSearchParams();
+		if (st.search.trim())
+			q.set('q', st.search.trim());
+		if (st.prefix)
+			q.set('prefix', st.prefix);
+		if (st.stateFilter)
+			q.set('state', st.stateFilter);
+		if (st.sortKey !== 'urgency' || st.sortDir !== 1)
+			q.set('sort', (st.sortDir < 0 ? '-' : '') + st.sortKey);
+		if (st.group)
+			q.set('group', String(st.group));
+		if (st.pageSize !== 50)
+			q.set('rows', String(st.pageSize));
+		if (st.page > 0)
+			q.set('page', String(st.page + 1));
+		const qs = q.toString();
+		const url = location.pathname + (qs ? '?' + qs : '') +
+		    (st.detail ? lockHash(st.detail) : '');
+		if (url !== location.pathname + location.search + location.hash)
+			history.replaceState(null, '', url);
 	}
 
 	/* ---------- view ---------- */
@@ -453,8 +688,6 @@
 		acquired: (l) => l._acq,
 		expires: (l) => l._exp,
 		refreshed: (l) => l._ref,
-		token: (l) => l.fencing_token,
-		state: (l) => stateOf(l).rank,
 	};
 
 	function cmpTokens(a, b) {
@@ -463,13 +696,23 @@
 		return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 	}
 
+	function cmpName(a, b) {
+		return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+	}
+
 	function compare(a, b) {
-		const key = st.sortKey, f = SORTERS[key];
+		const key = st.sortKey;
 		let r;
-		if (key === 'token') {
+		if (key === 'urgency') {
+			/* expired first, then overdue by lateness, then what
+			 * expires soonest; plain held locks by name */
+			r = b._s.rank - a._s.rank;
+			if (r === 0 && a._s.late !== b._s.late)
+				r = b._s.late > a._s.late ? 1 : -1;
+		} else if (key === 'token') {
 			r = cmpTokens(a.fencing_token, b.fencing_token);
 		} else {
-			const x = f(a), y = f(b);
+			const f = SORTERS[key], x = f(a), y = f(b);
 			if (typeof x === 'number' || typeof y === 'number') {
 				const nx = Number.isFinite(x) ? x : -Infinity;
 				const ny = Number.isFinite(y) ? y : -Infinity;
@@ -479,76 +722,184 @@
 			}
 		}
 		if (r === 0 && key !== 'name')
-			r = a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+			r = cmpName(a, b);
 		return r * st.sortDir;
 	}
 
+	function groupOf(name) {
+		const segs = name.split('/');
+		const n = Math.min(st.group, segs.length - 1);
+		return n > 0 ? segs.slice(0, n).join('/') + '/' : '';
+	}
+
+	/* States (they change with time), counts, the filtered and sorted
+	 * view, and its items with group headers. */
 	function buildView() {
+		const t = now();
+		const counts = { '': st.locks.length, held: 0, soon: 0, overdue: 0, expired: 0 };
+		for (const l of st.locks) {
+			l._s = stateOf(l, t);
+			counts[l._s.key]++;
+		}
+		st.counts = counts;
 		const q = st.search.trim().toLowerCase();
 		const words = q ? q.split(/\s+/) : [];
-		const v = words.length ?
-		    st.locks.filter((l) => words.every((w) => l._hay.includes(w))) :
-		    st.locks.slice();
+		const sf = st.stateFilter;
+		const v = words.length || sf ? st.locks.filter((l) =>
+		    (!sf || l._s.key === sf) && words.every((w) =>
+		    l._hay.includes(w) || l._s.text.includes(w))) : st.locks.slice();
 		v.sort(compare);
 		st.view = v;
+		st.items = v;
+		if (st.group) {
+			/* groups in the order of their first lock in the sort */
+			const groups = new Map();
+			for (const l of v) {
+				const g = groupOf(l.name);
+				if (!groups.has(g))
+					groups.set(g, []);
+				groups.get(g).push(l);
+			}
+			const items = [];
+			for (const [g, ls] of groups) {
+				if (st.collapsed.has(g))
+					items.push({ group: g, locks: ls });
+				else
+					for (const l of ls)
+						items.push(l);
+			}
+			st.groups = groups;
+			st.items = items;
+		}
 		st.viewDirty = false;
 	}
 
 	function render() {
-		/* the "state" order changes with time: resort on every render */
-		if (st.viewDirty || st.sortKey === 'state')
-			buildView();
-		const pages = Math.max(1, Math.ceil(st.view.length / st.pageSize));
+		/* states change with time: recount and refilter on every render */
+		buildView();
+		const pages = Math.max(1, Math.ceil(st.items.length / st.pageSize));
 		if (st.page >= pages)
 			st.page = pages - 1;
 		const start = st.page * st.pageSize;
-		const slice = st.view.slice(start, start + st.pageSize);
+		const slice = st.items.slice(start, start + st.pageSize);
 
-		const active = document.activeElement;
-		const refocus = active && active.dataset && active.dataset.lock;
-
-		const body = $('rows');
-		const frag = document.createDocumentFragment();
-		st.rowCells = [];
-		for (const l of slice)
-			frag.appendChild(renderRow(l));
-		body.replaceChildren(frag);
-
-		if (refocus) {
-			for (const b of body.querySelectorAll('button[data-lock]'))
-				if (b.dataset.lock === refocus) {
-					b.focus();
-					break;
-				}
+		/* Rebuild the rows only when what they show changed: a tick
+		 * must not take away a selection, a hover or an open text. */
+		const key = st.dataVersion + '|' + st.group + '|' + stale() + '|' +
+		    slice.map((x) => x.group !== undefined ? '#' + x.group : x.name).join('\n');
+		if (key !== st.rowsKey) {
+			st.rowsKey = key;
+			renderRows(slice);
+		} else {
+			for (const c of st.rowCells)
+				tick1(c);
 		}
 
 		const empty = $('empty');
 		if (st.view.length === 0) {
 			empty.textContent = st.needToken ? 'Sign in to see the locks.' :
-			    !st.loaded ? (st.lastError ? 'Could not load the locks. ' +
-			    st.lastError : 'Loading locks…') :
+			    !st.loaded ? (st.conn !== 'ok' && st.connMsg ?
+			    'Could not load the locks (' + st.connMsg + ').' : 'Loading locks…') :
 			    st.locks.length === 0 ?
 			    (st.prefix ? 'No lock is held under “' + st.prefix + '”.' :
 			    'No locks are held right now.') :
-			    'No lock matches “' + st.search.trim() + '”.';
+			    st.stateFilter && !st.search.trim() ?
+			    'No lock is ' + stateText(st.stateFilter) + ' right now.' :
+			    'No lock matches “' + st.search.trim() + '”' +
+			    (st.stateFilter ? ' among the ' + stateText(st.stateFilter) + ' ones.' : '.');
 			empty.hidden = false;
 		} else {
 			empty.hidden = true;
 		}
-		$('summary').textContent = st.view.length === 0 ? '0 locks' :
+		const shown = slice.filter((x) => x.group === undefined).length;
+		$('summary').textContent = (st.view.length === 0 ? '0 locks' :
 		    (start + 1) + '–' + (start + slice.length) + ' of ' +
 		    st.view.length + (st.view.length !== st.locks.length ?
 		    ' (filtered from ' + st.locks.length + ')' : '') +
-		    (st.locks.length >= MAX_LOCKS ? ' (list cut at ' + MAX_LOCKS + ')' : '');
+		    (st.items.length !== st.view.length ? ' (' + shown +
+		    ' shown, groups collapsed)' : '') +
+		    (st.locks.length >= MAX_LOCKS ? ' (list cut at ' + MAX_LOCKS + ')' : '')) +
+		    (stale() && st.loaded ? ' · ' + asOfText() : '');
 		$('prev').disabled = st.page === 0;
 		$('next').disabled = st.page >= pages - 1;
 
 		for (const th of document.querySelectorAll('#locks th')) {
-			th.setAttribute('aria-sort', th.dataset.key === st.sortKey ?
+			const k = th.dataset.key === 'state' ? 'urgency' : th.dataset.key;
+			th.setAttribute('aria-sort', k === st.sortKey ?
 			    (st.sortDir > 0 ? 'ascending' : 'descending') : 'none');
 		}
-		if (st.detail)
-			refreshDetailFromList();
+		renderCounts();
+	}
+
+	function stateText(k) {
+		return { held: 'held', soon: 'expiring soon', overdue: 'overdue',
+		    expired: 'expired' }[k] || k;
+	}
+
+	function renderCounts() {
+		for (const b of document.querySelectorAll('#counts button')) {
+			const k = b.dataset.state;
+			b.querySelector('b').textContent = String(st.counts[k] || 0);
+			b.setAttribute('aria-pressed', String(st.stateFilter === k));
+			b.dataset.some = st.counts[k] ? 'true' : 'false';
+		}
+	}
+
+	function renderRows(slice) {
+		const active = document.activeElement;
+		const refocus = active && active.dataset && (active.dataset.lock ||
+		    active.dataset.group);
+		const body = $('rows');
+		const frag = document.createDocumentFragment();
+		st.rowCells = [];
+		let prev = null;
+		for (const x of slice) {
+			if (x.group !== undefined) {
+				frag.appendChild(groupRow(x.group, x.locks, false));
+				prev = x.group;
+				continue;
+			}
+			const g = st.group ? groupOf(x.name) : null;
+			if (st.group && g !== prev) {
+				frag.appendChild(groupRow(g, st.groups.get(g), true));
+				prev = g;
+			}
+			frag.appendChild(renderRow(x));
+		}
+		body.replaceChildren(frag);
+		clampCheck(body);
+		if (refocus) {
+			for (const b of body.querySelectorAll('button[data-lock], button[data-group]'))
+				if ((b.dataset.lock || b.dataset.group) === refocus) {
+					b.focus();
+					break;
+				}
+		}
+	}
+
+	function groupRow(g, locks, open) {
+		const tr = el('tr', null, 'group');
+		tr.dataset.group = g;
+		const th = el('th');
+		th.colSpan = 10;
+		th.scope = 'rowgroup';
+		const b = el('button', null, 'grouptoggle');
+		b.type = 'button';
+		b.dataset.group = g;
+		b.setAttribute('aria-expanded', String(open));
+		const n = {};
+		for (const l of locks)
+			n[l._s.key] = (n[l._s.key] || 0) + 1;
+		const parts = [locks.length + (locks.length === 1 ? ' lock' : ' locks')];
+		for (const k of ['expired', 'overdue', 'soon'])
+			if (n[k])
+				parts.push(n[k] + ' ' + stateText(k));
+		b.append(el('span', open ? '▾ ' : '▸ ', 'caret'),
+		    el('span', g || '(top level)', 'gname'),
+		    el('span', ' ' + parts.join(' · '), 'gcount'));
+		th.appendChild(b);
+		tr.appendChild(th);
+		return tr;
 	}
 
 	/* A cell of TR labelled LABEL (the phone layout shows it); returns the
@@ -562,84 +913,145 @@
 		return v;
 	}
 
+	/* Long text in span V of a cell: clamped to a few lines, with a
+	 * button that shows it whole (clampCheck drops the button when the
+	 * text fits after all). */
+	function clampable(v, text, id) {
+		if (str(text).length <= CLAMP_CHARS)
+			return;
+		const open = st.expanded.has(id);
+		v.classList.add('clamp');
+		v.classList.toggle('open', open);
+		const b = el('button', open ? 'less' : 'more', 'more');
+		b.type = 'button';
+		b.dataset.expand = id;
+		b.setAttribute('aria-expanded', String(open));
+		v.parentNode.appendChild(b);
+	}
+
+	function clampCheck(root) {
+		for (const v of root.querySelectorAll('.clamp:not(.open)')) {
+			if (v.scrollHeight <= v.clientHeight + 1) {
+				v.classList.remove('clamp');
+				const b = v.parentNode.querySelector('button.more');
+				if (b)
+					b.remove();
+			}
+		}
+	}
+
 	function renderRow(l) {
 		const tr = document.createElement('tr');
 		tr.dataset.name = l.name;
 
-		const b = el('button', l.name, 'linkish');
+		const b = nameNode(l.name, el('button', null, 'linkish'));
 		b.type = 'button';
 		b.dataset.lock = l.name;
 		b.title = 'Details and timeline of ' + l.name;
 		td(tr, 'Name', 'name').appendChild(b);
 		td(tr, 'Owner', 'owner').textContent = str(l.owner);
-		td(tr, 'Holder', 'holder').appendChild(holderNode(l.holder));
-		td(tr, 'Purpose', 'purpose').textContent = str(l.purpose);
+		const h = td(tr, 'Holder', 'holder');
+		h.appendChild(holderNode(l.holder));
+		clampable(h, l.holder, 'h:' + l.name);
+		const p = td(tr, 'Purpose', 'purpose');
+		p.textContent = str(l.purpose);
+		clampable(p, l.purpose, 'p:' + l.name);
 		const labels = td(tr, 'Labels', 'labels');
 		if (l.labels && typeof l.labels === 'object')
-			for (const k of Object.keys(l.labels).sort())
-				labels.appendChild(pairNode(k, l.labels[k], 'chip'));
+			for (const k of Object.keys(l.labels).sort()) {
+				const long = (k + '=' + l.labels[k]).length > LONG_SEGMENT;
+				labels.appendChild(pairNode(k, l.labels[k], long ? 'chip long' : 'chip'));
+			}
 		const acq = td(tr, 'Acquired', 'acquired');
 		acq.title = str(l.acquired_at);
 		const exp = td(tr, 'Expires in', 'expires');
-		exp.title = str(l.expires_at);
 		const ref = td(tr, 'Last refresh', 'refreshed');
 		ref.title = str(l.refreshed_at);
 		td(tr, 'Fencing token', 'token').textContent = str(l.fencing_token);
+		const stCell = td(tr, 'State', 'state');
 		const badge = el('span', '', 'badge');
-		td(tr, 'State', 'state').appendChild(badge);
+		const more = el('span', '', 'late');
+		stCell.append(badge, more);
 
 		const cells = { lock: l, tr, acquired: acq, expires: exp,
-		    refreshed: ref, badge };
+		    refreshed: ref, badge, more };
 		st.rowCells.push(cells);
 		tick1(cells);
+		/* the phone's card leaves out what has nothing to say */
+		for (const c of tr.children)
+			if (!c.textContent.trim())
+				c.dataset.empty = 'true';
 		return tr;
 	}
 
-	/* The time-dependent cells of one row. */
+	/* The time-dependent cells of one row.  While the page is stale,
+	 * the countdown stops at the expiry time last seen and the badge
+	 * says what was last seen, not what is. */
 	function tick1(c) {
-		const l = c.lock, s = stateOf(l);
+		const l = c.lock, s = l._s || stateOf(l);
+		const old = stale() && st.loaded;
 		c.acquired.textContent = ago(l._acq);
-		c.expires.textContent = countdown(l);
 		c.refreshed.textContent = ago(l._ref);
-		c.badge.textContent = s.text;
+		c.expires.parentNode.dataset.label = old ? 'Expires' : 'Expires in';
+		if (old) {
+			c.expires.textContent = Number.isFinite(l._exp) ?
+			    'at ' + clock(l._exp - st.offsetMs) : '—';
+			c.expires.title = 'the expiry last seen (' + str(l.expires_at) +
+			    '); a refresh since then is not known';
+			c.badge.textContent = 'last seen ' + s.text;
+		} else {
+			c.expires.textContent = countdown(l);
+			c.expires.title = str(l.expires_at);
+			c.badge.textContent = s.text;
+		}
+		c.more.textContent = s.more ? ' ' + s.more : '';
 		c.badge.dataset.state = s.key;
 		c.tr.dataset.state = s.key;
 	}
 
-	/* Every second: countdowns and relative times of the visible rows. */
+	/* Every second: states, counts, countdowns. */
 	function tick() {
-		if (st.sortKey === 'state' && st.view.length > 0) {
+		if (st.loaded || st.locks.length)
 			render();
-			return;
-		}
-		for (const c of st.rowCells)
-			tick1(c);
-		if (st.detail && st.detailLock)
-			fillDetail(st.detailLock, false);
+		if (st.detail)
+			renderDetail(false);
 	}
 
 	/* ---------- detail ---------- */
 
+	function setDv(dv) {
+		st.dv = dv;
+		renderDetail(true);
+	}
+
 	function openDetail(name) {
 		st.detail = name;
-		st.detailLock = st.locks.find((l) => l.name === name) || null;
+		const l = st.byName.get(name);
+		st.dv = l && !stale() ? { status: 'held', lock: l, seen: st.asOf } :
+		    { status: 'loading', lock: l || null, seen: l ? st.asOf : null };
 		$('detailtitle').textContent = name;
-		$('detailmsg').hidden = true;
+		$('detaillink').href = location.pathname + location.search + lockHash(name);
+		$('copied').textContent = '';
+		$('auditquery').textContent = 'jsonPayload.message="lock event" ' +
+		    'AND jsonPayload.lock="' + name + '"';
+		detailMsg('');
 		$('timeline').replaceChildren();
-		if (st.detailLock)
-			fillDetail(st.detailLock, true);
+		renderDetail(true);
 		const d = $('detaildlg');
 		if (!d.open)
 			d.showModal();
-		loadDetail();
+		writeUrl();
+		$('detaillink').href = location.href;
+		loadDetail(true);
 	}
 
 	function closeDetail() {
 		st.detail = null;
-		st.detailLock = null;
+		st.dv = null;
 		const d = $('detaildlg');
 		if (d.open)
 			d.close();
+		writeUrl();
 	}
 
 	function detailMsg(text, kind) {
@@ -649,7 +1061,29 @@
 		m.hidden = !text;
 	}
 
-	async function loadDetail() {
+	/* The list can answer for NAME when it covers it: a fresh list of a
+	 * prefix NAME is under, not cut short. */
+	function listCovers(name) {
+		return st.conn === 'ok' && st.loaded && name.startsWith(st.prefix) &&
+		    st.locks.length < MAX_LOCKS;
+	}
+
+	/* The detail from a fresh list answer. */
+	function detailFromList() {
+		const name = st.detail;
+		if (!name || !st.dv || st.conn !== 'ok')
+			return;
+		const l = st.byName.get(name);
+		if (l)
+			setDv({ status: 'held', lock: l, seen: st.asOf });
+		else if (listCovers(name) && st.dv.status !== 'gone')
+			setDv({ status: 'gone', lock: st.dv.lock, seen: st.dv.seen,
+			    checked: new Date(), why: st.dv.why });
+		else
+			renderDetail(false);
+	}
+
+	async function loadDetail(withEvents) {
 		const name = st.detail;
 		if (!name)
 			return;
@@ -657,24 +1091,33 @@
 			const r = await api('GET', lockPath(name));
 			if (st.detail !== name)
 				return;
-			st.detailLock = prepare(r.body);
-			$('detailnote').hidden = true;
-			fillDetail(st.detailLock, true);
+			setDv({ status: 'held', lock: prepare(r.body), seen: new Date() });
 		} catch (err) {
 			if (st.detail !== name)
 				return;
 			if (err.status === 404) {
-				const n = $('detailnote');
-				n.textContent = 'This lock is not held now' +
-				    (st.detailLock ? ' (what follows is the last state seen).' : '.');
-				n.hidden = false;
-				if (!st.detailLock)
-					$('detailfields').replaceChildren();
+				/* an expired lease not taken over yet is not "held"
+				 * to inspect, but the list still shows it */
+				const l = st.conn === 'ok' ? st.byName.get(name) : null;
+				if (l)
+					setDv({ status: 'held', lock: l, seen: st.asOf });
+				else if (!st.dv || st.dv.status !== 'gone')
+					setDv({ status: 'gone', lock: st.dv ? st.dv.lock : null,
+					    seen: st.dv ? st.dv.seen : null, checked: new Date(),
+					    why: st.dv ? st.dv.why : '' });
 			} else {
-				detailMsg(explain(err));
+				if (err.status === 401 && err.sentToken && !st.refused) {
+					await failed(err);
+					if (st.whoami && st.whoami.public_read)
+						loadDetail(withEvents);
+					return;
+				}
+				setDv({ status: 'unknown', lock: st.dv ? st.dv.lock : null,
+				    seen: st.dv ? st.dv.seen : null, err: explain(err) });
 			}
 		}
-		loadEvents(name);
+		if (withEvents || st.dv.status !== 'unknown')
+			loadEvents(name);
 	}
 
 	async function loadEvents(name) {
@@ -734,6 +1177,11 @@
 				});
 				li.appendChild(span);
 			}
+			if (e.reason) {
+				const r = el('div', 'reason: ', 'reason');
+				r.appendChild(iso(e.reason));
+				li.appendChild(r);
+			}
 			frag.appendChild(li);
 		}
 		ol.replaceChildren(frag);
@@ -749,12 +1197,81 @@
 		dl.appendChild(dd);
 	}
 
-	function fillDetail(l, full) {
-		const dl = $('detailfields');
+	/* What the page knows of the detail's lock now: its dv status, or
+	 * "unknown" while polls fail (the list is then not confirmed). */
+	function detailStatus() {
+		const dv = st.dv;
+		if (!dv)
+			return 'loading';
+		if (stale() && dv.status !== 'loading')
+			return 'unknown';
+		return dv.status;
+	}
+
+	function whyUnknown() {
+		if (st.conn === 'down')
+			return 'lockgate is not answering since ' +
+			    (st.downSince ? clock(st.downSince) : '?');
+		if (st.conn === 'auth')
+			return st.refused ? 'your token was refused (' + st.refused + ')' :
+			    'reading needs a token';
+		if (st.conn === 'forbidden')
+			return 'your token may not read it';
+		if (st.conn !== 'ok')
+			return st.connMsg;
+		return st.dv && st.dv.err ? st.dv.err : 'it could not be read';
+	}
+
+	/* The whole detail view from st.dv: note, fields, countdown and
+	 * force-release button always agree.  FULL also redraws the button
+	 * (not on every tick: its focus would move). */
+	function renderDetail(full) {
+		if (!st.detail)
+			return;
+		const dv = st.dv || { status: 'loading' };
+		const status = detailStatus();
+		const l = dv.lock;
+		$('detaildlg').dataset.status = status;
+		const note = $('detailnote');
+		const seen = dv.seen ? ' What follows is the last state seen, at ' +
+		    clock(dv.seen) + '.' : '';
+		note.dataset.status = status;
+		if (status === 'held') {
+			note.hidden = true;
+			note.textContent = '';
+		} else if (status === 'gone') {
+			note.textContent = 'Not held now (checked ' +
+			    clock(dv.checked || new Date()) + ').' +
+			    (dv.why ? ' ' + dv.why : '') + (l ? seen : '');
+			note.hidden = false;
+		} else if (status === 'unknown') {
+			note.textContent = 'Unknown now: ' + whyUnknown() + '.' +
+			    (l ? seen : '');
+			note.hidden = false;
+		} else {
+			note.textContent = 'Loading…';
+			note.hidden = false;
+		}
+		if (l)
+			fillFields(l, status);
+		else
+			$('detailfields').replaceChildren();
+		if (full || $('force').disabled !== !forceAllowed(status))
+			fillForce(status);
+	}
+
+	function fillFields(l, status) {
 		const s = stateOf(l);
-		const frag = document.createDocumentFragment();
 		const tmp = document.createElement('div');
-		field(tmp, 'State', s.text);
+		const live = status === 'held';
+		let stateText = s.text + (s.more ? ' ' + s.more : '');
+		if (status === 'gone')
+			stateText = 'not held (was ' + s.text + ' when last seen)';
+		else if (status === 'unknown')
+			stateText = 'unknown (last seen ' + s.text + ')';
+		else if (status === 'loading')
+			stateText = 'checking… (listed as ' + s.text + ')';
+		field(tmp, 'State', stateText);
 		field(tmp, 'Owner', str(l.owner));
 		field(tmp, 'Holder', holderNode(l.holder));
 		field(tmp, 'Purpose', str(l.purpose));
@@ -765,50 +1282,49 @@
 		field(tmp, 'Fencing token', str(l.fencing_token));
 		field(tmp, 'Acquired', str(l.acquired_at) + ' (' + ago(l._acq) + ')');
 		field(tmp, 'Last refresh', str(l.refreshed_at) + ' (' + ago(l._ref) + ')');
-		field(tmp, 'Expires', str(l.expires_at) + ' (' + countdown(l) + ')');
+		field(tmp, 'Expires', str(l.expires_at) +
+		    (live ? ' (' + countdown(l) + ')' : ''));
 		field(tmp, 'TTL', str(l.ttl) + ' s');
 		if (l.expected_duration)
 			field(tmp, 'Expected duration', dur(l.expected_duration) +
-			    (l.overdue ? ' (overdue)' : ''));
-		while (tmp.firstChild)
-			frag.appendChild(tmp.firstChild);
-		dl.replaceChildren(frag);
-		if (full)
-			fillForce(l);
+			    (s.key === 'overdue' ? ' (overdue by ' + durShort(s.late) + ')' : ''));
+		const dl = $('detailfields');
+		dl.dataset.status = status;
+		dl.replaceChildren(...tmp.childNodes);
 	}
 
-	function fillForce(l) {
+	function isAdmin() {
+		return !!(st.whoami && st.whoami.admin && !st.refused);
+	}
+
+	function forceAllowed(status) {
+		return status === 'held' && isAdmin();
+	}
+
+	function fillForce(status) {
 		const box = $('forcebox');
-		const admin = !!(st.whoami && st.whoami.admin);
 		box.hidden = false;
-		$('force').disabled = !admin;
+		$('force').disabled = !forceAllowed(status);
 		const hint = $('forcehint');
 		hint.replaceChildren();
-		if (!admin && st.whoami && st.whoami.owner)
+		if (status === 'gone')
+			hint.append('Nothing to release: the lock is not held.');
+		else if (status === 'unknown')
+			hint.append('Not while the state is unknown: ' + whyUnknown() + '.');
+		else if (status === 'loading')
+			hint.append('Checking the lock…');
+		else if (!isAdmin() && st.whoami && st.whoami.owner && !st.refused)
 			hint.append('Only an admin can force-release a lock; you are ' +
 			    'signed in as ', iso(st.whoami.owner), '.');
-		else if (!admin)
+		else if (!isAdmin())
 			hint.append('Only an admin can force-release a lock; sign in ' +
 			    'with an admin token.');
-		box.dataset.for = l.name;
-	}
-
-	function refreshDetailFromList() {
-		const l = st.locks.find((x) => x.name === st.detail);
-		if (l) {
-			st.detailLock = l;
-			$('detailnote').hidden = true;
-			fillDetail(l, false);
-		} else if (st.detailLock) {
-			const n = $('detailnote');
-			n.textContent = 'This lock is not held now (what follows is the last state seen).';
-			n.hidden = false;
-		}
+		box.dataset.for = st.detail;
 	}
 
 	function confirmForce() {
-		const l = st.detailLock;
-		if (!l)
+		const l = st.dv && st.dv.lock;
+		if (!l || !forceAllowed(detailStatus()))
 			return;
 		const text = $('confirmtext');
 		text.replaceChildren();
@@ -822,6 +1338,9 @@
 		    str(l.fencing_token) + ')? ' +
 		    'Its holder loses the lease at once and may still be working.');
 		st.forceToken = l.fencing_token; /* the lease the admin saw */
+		st.forceLock = l;
+		$('reason').value = '';
+		$('reason').setCustomValidity('');
 		const d = $('confirmdlg');
 		d.returnValue = '';
 		d.showModal();
@@ -829,12 +1348,31 @@
 
 	/* Only the lease shown is removed: if another holds the lock by now,
 	 * the server refuses (409) rather than end the new holder's lease. */
-	async function doForce(name, token) {
+	async function doForce(name, token, reason, lock) {
 		detailMsg('');
 		try {
-			const q = token ? '?fencing_token=' + encodeURIComponent(token) : '';
-			await api('POST', lockPath(name) + ':forceRelease' + q);
+			const q = new URLSearchParams();
+			if (token)
+				q.set('fencing_token', token);
+			q.set('reason', reason);
+			await api('POST', lockPath(name) + ':forceRelease?' + q.toString());
 			detailMsg('Force-released ' + name + '.', 'ok');
+			/* 204: that lease is gone.  The list we hold still has it
+			 * until the next poll; it must not bring it back. */
+			const gone = name + '\n' + str(lock.fencing_token);
+			st.forced.add(gone);
+			const before = st.locks.length;
+			st.locks = st.locks.filter((x) => x.name + '\n' + x.fencing_token !== gone);
+			if (st.locks.length !== before) {
+				st.byName = new Map(st.locks.map((x) => [x.name, x]));
+				st.dataVersion++;
+			}
+			st.pages = new Map();
+			if (st.detail === name)
+				setDv({ status: 'gone', lock, seen: st.dv ? st.dv.seen : null,
+				    checked: new Date(), why: 'You force-released it at ' +
+				    clock(new Date()) + '.' });
+			render();
 			pollNow();
 			loadEvents(name);
 		} catch (err) {
@@ -846,6 +1384,7 @@
 				detailMsg('Refused (403): ' + err.message);
 			else
 				detailMsg(explain(err));
+			loadDetail(true);
 		}
 	}
 
@@ -860,19 +1399,41 @@
 		$('tokeninput').focus();
 	}
 
-	async function loadWhoami() {
-		try {
-			const r = await api('GET', '/v1/whoami');
-			st.whoami = r.body;
-		} catch (err) {
-			st.whoami = null;
-			if (err.status === 401 && !st.needToken) {
-				st.needToken = true;
-				askToken(getToken() ? 'The saved token was refused: ' +
-				    err.message : 'This lockgate needs a token to show its locks.');
+	/* Who we are: with the saved token, or, when the server refuses it,
+	 * without one (public read).  ASK: open the sign-in dialog when
+	 * nothing can be read, or the token just given was refused. */
+	async function loadWhoami(ask) {
+		let refusedNow = false;
+		for (;;) {
+			try {
+				const r = await api('GET', '/v1/whoami');
+				st.whoami = r.body;
+				break;
+			} catch (err) {
+				st.whoami = null;
+				if (err.status === 401 && err.sentToken) {
+					st.refused = err.message;
+					refusedNow = true;
+					continue; /* again without the token */
+				}
+				if (err.status === 401) {
+					st.needToken = !st.loaded;
+					if (ask && !$('tokendlg').open)
+						askToken(refusedNow ? 'The saved token was refused: ' +
+						    err.message : 'This lockgate needs a token to show its locks.');
+				}
+				break;
 			}
 		}
+		if (refusedNow && st.whoami && ask)
+			askToken('That token was refused (' + st.refused + '). ' +
+			    'Until you sign in, the page shows what public read allows.');
 		showWho();
+		if (st.pendingDetail && st.whoami) {
+			const name = st.pendingDetail;
+			st.pendingDetail = null;
+			openDetail(name);
+		}
 	}
 
 	function showWho() {
@@ -881,30 +1442,50 @@
 		who.replaceChildren();
 		if (w && w.owner)
 			who.append(iso(w.owner), w.admin ? ' (admin)' : '');
+		else if (st.refused)
+			who.append('token refused' + (w && w.public_read ? ' · public read' : ''));
 		else if (w && w.public_read)
 			who.append('public read');
-		$('signin').hidden = !!(w && w.owner);
-		$('signout').hidden = !tok;
-		if (st.detail && st.detailLock)
-			fillForce(st.detailLock);
+		const signedIn = !!(w && w.owner);
+		$('signin').hidden = signedIn;
+		/* a refused token is not "signed in": only Sign in is offered */
+		$('signout').hidden = !tok || !signedIn;
+		if (st.detail)
+			renderDetail(true);
 	}
 
 	async function signedIn() {
 		st.needToken = false;
+		st.refused = '';
 		st.pages = new Map(); /* other rights may see other locks */
-		await loadWhoami();
+		await loadWhoami(true);
 		pollNow();
 	}
 
 	/* ---------- wiring ---------- */
+
+	function syncSortSelect() {
+		const s = $('sort');
+		s.value = st.sortKey;
+		if (s.value !== st.sortKey)
+			s.value = 'urgency';
+	}
+
+	function viewChanged() {
+		st.viewDirty = true;
+		render();
+		writeUrl();
+	}
 
 	function wire() {
 		$('signin').addEventListener('click', () => askToken(
 		    'Paste a bearer token (an admin token can force-release).'));
 		$('signout').addEventListener('click', () => {
 			setToken('');
+			const pub = st.whoami && st.whoami.public_read;
 			st.whoami = null;
-			clearData();
+			if (!pub)
+				clearData();
 			signedIn();
 		});
 		$('tokenform').addEventListener('submit', (ev) => {
@@ -930,43 +1511,85 @@
 				st.page = 0;
 				st.pages = new Map();
 				st.loaded = false;
+				writeUrl();
 				pollNow();
 			}, PREFIX_DEBOUNCE_MS);
 		});
 		$('search').addEventListener('input', () => {
 			st.search = $('search').value;
 			st.page = 0;
-			st.viewDirty = true;
-			render();
+			viewChanged();
 		});
 		$('filters').addEventListener('submit', (ev) => ev.preventDefault());
 		$('pagesize').addEventListener('change', () => {
 			st.pageSize = Number($('pagesize').value) || 50;
 			st.page = 0;
-			render();
+			viewChanged();
+		});
+		$('sort').addEventListener('change', () => {
+			st.sortKey = $('sort').value;
+			st.sortDir = 1;
+			viewChanged();
+		});
+		$('group').addEventListener('change', () => {
+			st.group = Number($('group').value) || 0;
+			st.collapsed.clear();
+			st.page = 0;
+			viewChanged();
+		});
+		$('counts').addEventListener('click', (ev) => {
+			const b = ev.target.closest('button[data-state]');
+			if (!b)
+				return;
+			const k = b.dataset.state;
+			st.stateFilter = st.stateFilter === k ? '' : k;
+			st.page = 0;
+			viewChanged();
 		});
 		$('prev').addEventListener('click', () => {
 			st.page = Math.max(0, st.page - 1);
-			render();
+			viewChanged();
 		});
 		$('next').addEventListener('click', () => {
 			st.page++;
-			render();
+			viewChanged();
 		});
 		for (const th of document.querySelectorAll('#locks th')) {
 			th.querySelector('button').addEventListener('click', () => {
-				const k = th.dataset.key;
+				const k = th.dataset.key === 'state' ? 'urgency' : th.dataset.key;
 				if (st.sortKey === k)
 					st.sortDir = -st.sortDir;
 				else {
 					st.sortKey = k;
 					st.sortDir = 1;
 				}
-				st.viewDirty = true;
-				render();
+				syncSortSelect();
+				viewChanged();
 			});
 		}
 		$('rows').addEventListener('click', (ev) => {
+			const x = ev.target.closest('button[data-expand]');
+			if (x) {
+				const id = x.dataset.expand, open = !st.expanded.has(id);
+				if (open)
+					st.expanded.add(id);
+				else
+					st.expanded.delete(id);
+				x.previousElementSibling.classList.toggle('open', open);
+				x.textContent = open ? 'less' : 'more';
+				x.setAttribute('aria-expanded', String(open));
+				return;
+			}
+			const g = ev.target.closest('button[data-group]');
+			if (g) {
+				const name = g.dataset.group;
+				if (st.collapsed.has(name))
+					st.collapsed.delete(name);
+				else
+					st.collapsed.add(name);
+				viewChanged();
+				return;
+			}
 			const b = ev.target.closest('button[data-lock]');
 			if (b)
 				openDetail(b.dataset.lock);
@@ -978,13 +1601,29 @@
 			if ($('detaildlg').open)
 				return;
 			st.detail = null;
-			st.detailLock = null;
+			st.dv = null;
+			writeUrl();
+		});
+		$('copylink').addEventListener('click', async () => {
+			const url = $('detaillink').href;
+			try {
+				await navigator.clipboard.writeText(url);
+				$('copied').textContent = 'Copied.';
+			} catch (e) {
+				$('copied').textContent = 'Copy it from the link (select, then copy).';
+			}
 		});
 		$('force').addEventListener('click', confirmForce);
+		$('reason').addEventListener('input', () => {
+			const n = new TextEncoder().encode($('reason').value).length;
+			$('reason').setCustomValidity(n > REASON_MAX ?
+			    'At most ' + REASON_MAX + ' bytes (' + n + ' now).' : '');
+		});
 		$('confirmdlg').addEventListener('close', () => {
 			const d = $('confirmdlg');
-			if (d.returnValue === 'force' && st.detail)
-				doForce(st.detail, st.forceToken);
+			const reason = $('reason').value.trim();
+			if (d.returnValue === 'force' && st.detail && reason)
+				doForce(st.detail, st.forceToken, reason, st.forceLock);
 		});
 		document.addEventListener('keydown', (ev) => {
 			if (ev.key === '/' && !ev.ctrlKey && !ev.metaKey &&
@@ -999,13 +1638,29 @@
 			if (!document.hidden)
 				pollNow();
 		});
+		window.addEventListener('hashchange', () => {
+			const name = hashLock();
+			if (name && name !== st.detail)
+				openDetail(name);
+			else if (!name && st.detail)
+				closeDetail();
+		});
+		/* the table's header sticks under the page's sticky top */
+		const sticky = $('sticky');
+		const setTop = () => document.documentElement.style.setProperty(
+		    '--sticky-h', sticky.offsetHeight + 'px');
+		if (window.ResizeObserver)
+			new ResizeObserver(setTop).observe(sticky);
+		setTop();
 		setInterval(tick, 1000);
 	}
 
 	async function start() {
 		wire();
+		readUrl();
 		render();
-		await loadWhoami();
+		showConn();
+		await loadWhoami(true);
 		poll();
 	}
 

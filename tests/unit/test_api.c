@@ -31,6 +31,7 @@ typedef struct fixture {
 	wrap_store *ws;
 	api_service *svc;
 	int events[API_EV_LOST + 1];
+	char reason[64]; /* of the last event, "" for none */
 } fixture;
 
 static void
@@ -39,6 +40,8 @@ count_event(void *ctx, const api_event *ev)
 	fixture *f = ctx;
 
 	f->events[ev->kind]++;
+	snprintf(f->reason, sizeof(f->reason), "%s",
+	    ev->reason != NULL ? ev->reason : "");
 }
 
 static int
@@ -413,7 +416,7 @@ t_delete_404_not_retried(void **state)
 	acq_req(&q, "gone", "alice", 30);
 	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
 	/* Another instance force-released it behind our cache's back. */
-	assert_int_equal(api_force_release(f->svc, "gone", "root", 0, &e),
+	assert_int_equal(api_force_release(f->svc, "gone", "root", NULL, 0, &e),
 	    API_OK);
 	lease_req(&lq, &l, "alice", 0);
 	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_NOT_FOUND);
@@ -1043,7 +1046,7 @@ t_force_release_expected_token(void **state)
 	acq_req(&q, "forced", "bob", 30);
 	assert_int_equal(api_acquire(f->svc, &q, &b, &e), API_OK);
 	/* The admin's view still shows alice's lease. */
-	assert_int_equal(api_force_release(f->svc, "forced", "root",
+	assert_int_equal(api_force_release(f->svc, "forced", "root", "stale",
 	                     a.fencing_token, &e),
 	    API_LEASE_LOST);
 	assert_string_equal(e.reason, "fencing_token_mismatch");
@@ -1051,8 +1054,10 @@ t_force_release_expected_token(void **state)
 	assert_int_equal(x.fencing_token, b.fencing_token);
 	api_lock_clear(&x);
 	assert_int_equal(api_force_release(f->svc, "forced", "root",
-	                     b.fencing_token, &e),
+	                     "stuck deploy", b.fencing_token, &e),
 	    API_OK);
+	/* the admin's reason reaches the event (logs, timeline) */
+	assert_string_equal(f->reason, "stuck deploy");
 	assert_int_equal(api_inspect(f->svc, "forced", &x, &e), API_NOT_HELD);
 	api_lock_clear(&x);
 	api_lock_clear(&a);

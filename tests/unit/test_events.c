@@ -117,6 +117,30 @@ test_fields_and_kinds(void **state)
 	json_decref(arr);
 }
 
+/* A force release's reason, as the admin gave it, is in its entry. */
+static void
+test_force_reason_kept(void **state)
+{
+	api_event e;
+	json_t *arr;
+
+	(void)state;
+	memset(&e, 0, sizeof(e));
+	e.kind = API_EV_FORCED;
+	e.name = "prod/deploy";
+	e.owner = "alice";
+	e.actor = "root";
+	e.reason = "job 42 hung; INC-7";
+	e.fencing_token = 9;
+	e.at_ms = T0;
+	srv_events_record(&e);
+	arr = events_of("prod/deploy", 1);
+	assert_int_equal(json_array_size(arr), 1);
+	assert_string_equal(field(arr, 0, "kind"), "force_released");
+	assert_string_equal(field(arr, 0, "reason"), "job 42 hung; INC-7");
+	json_decref(arr);
+}
+
 static void
 test_absent_strings_are_null(void **state)
 {
@@ -129,6 +153,7 @@ test_absent_strings_are_null(void **state)
 	o = json_array_get(arr, 0);
 	assert_true(json_is_null(json_object_get(o, "holder")));
 	assert_true(json_is_null(json_object_get(o, "actor")));
+	assert_true(json_is_null(json_object_get(o, "reason")));
 	assert_string_equal(field(arr, 0, "owner"), "alice");
 	json_decref(arr);
 	/* an event without a name is dropped */
@@ -351,6 +376,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_empty, reset, reset),
 		cmocka_unit_test_setup_teardown(test_fields_and_kinds, reset,
+		    reset),
+		cmocka_unit_test_setup_teardown(test_force_reason_kept, reset,
 		    reset),
 		cmocka_unit_test_setup_teardown(test_absent_strings_are_null,
 		    reset, reset),

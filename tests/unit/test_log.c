@@ -104,7 +104,7 @@ test_batch_held_then_flushed(void **state)
 {
 	(void)state;
 	srv_log_batch_begin();
-	srv_log_event("INFO", "granted", "a/b", "alice", "ci", NULL, 7);
+	srv_log_event("INFO", "granted", "a/b", "alice", "ci", NULL, NULL, 7);
 	srv_log_request("INFO", "POST", "acquire", 200, 0.25, "a/b", "alice",
 	    NULL, NULL, NULL);
 	/* Held until the loop flushes. */
@@ -133,7 +133,7 @@ test_batch_overflow_and_end(void **state)
 	srv_log_batch_begin();
 	for (i = 0; i < 60; i++)
 		srv_log_event("INFO", "granted", "a/b", "alice", holder, NULL,
-		    i + 1);
+		    NULL, i + 1);
 	/* 60 lines of ~300 bytes do not fit in one 4 KiB batch. */
 	assert_true(count_json_lines(written()) > 0);
 	srv_log_batch_end();
