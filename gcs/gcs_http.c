@@ -899,7 +899,7 @@ gcs_parse_http_date(const char *s, size_t n)
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	ct = curl_getdate(buf, NULL);
-	return ct > 0 ? (int64_t)ct * 1000 : -1;
+	return ct > 0 && ct <= GCS_DATE_LAST_S ? (int64_t)ct * 1000 : -1;
 }
 
 /* ---- picking members out of a JSON answer ---- */
