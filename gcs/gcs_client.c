@@ -610,11 +610,13 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	return rc;
 }
 
+/* The storage's time of answer R.  Every GCS answer has a Date; one
+ * without (a proxy's, another endpoint's) has no time we may judge
+ * expiry by: never our own clock, which may run ahead (gcs.h). */
 static int64_t
 now_of(const gcs_resp *r)
 {
-	/* Every GCS answer has a Date; without one fall back to our clock. */
-	return r->date_ms > 0 ? r->date_ms : gcs_clock_real(NULL);
+	return r->date_ms > 0 ? r->date_ms : GCS_NOW_UNKNOWN;
 }
 
 /* Parse a 2xx answer carrying one object into OUT. */

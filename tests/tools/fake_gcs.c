@@ -38,6 +38,8 @@
  *   /_fake/config?rate_limit=0|1&clock_offset_ms=MS&token_expires=S
  *                &token_type=T (of the tokens issued; Bearer)
  *                &require_auth=0|1
+ *                &date=0|1 (0: answers carry no Date header, as some
+ *                proxies' do not; 1 by default)
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
  *   /_fake/revoke     every token issued so far stops working (401 with
@@ -151,6 +153,7 @@ static struct {
 	size_t nrates, caprates;
 	int64_t last_gen;
 	int64_t clock_offset_ms;
+	int no_date; /* answers without a Date header */
 	int rate_limit;
 	int64_t token_expires_s; /* expires_in of the tokens issued */
 	char token_type[16];     /* and their token_type */
@@ -359,8 +362,10 @@ send_raw_h(struct MHD_Connection *c, int status, const char *ctype,
 	    (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
 	if (r == NULL)
 		return MHD_NO;
-	http_date(fake_now_ms(), date, sizeof(date));
-	MHD_add_response_header(r, MHD_HTTP_HEADER_DATE, date);
+	if (!G.no_date) {
+		http_date(fake_now_ms(), date, sizeof(date));
+		MHD_add_response_header(r, MHD_HTTP_HEADER_DATE, date);
+	}
 	if (ctype != NULL)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	if (hname != NULL)
@@ -1634,6 +1639,8 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 			G.rate_limit = x != 0;
 		if (qint(rq->uri, "require_auth", &x) > 0)
 			G.require_auth = x != 0;
+		if (qint(rq->uri, "date", &x) > 0)
+			G.no_date = x == 0;
 		if (qint(rq->uri, "token_expires", &x) > 0 && x > 0)
 			G.token_expires_s = x;
 		v = qparam(rq->uri, "token_type");

@@ -297,6 +297,40 @@ test_storage_clock_from_date(void **state)
 	gcs_object_clear(&b);
 }
 
+/* Without a Date the client has no storage time: GCS_NOW_UNKNOWN on
+ * every answer, never the gateway's own clock, which may run ahead and
+ * take a live lease for expired (issue 18 §4). */
+static void
+test_no_date_no_time(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object a, b, c;
+	gcs_page pg;
+	gcs_err err;
+	json_t *m = meta2("ttl", "60", NULL, NULL);
+
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?date=0", NULL),
+	    200);
+	insert_ok(s, "nodate", &a);
+	assert_int_equal(gcs_get(s, "nodate", &b, &err), GCS_OK);
+	assert_int_equal(gcs_patch(s, "nodate", a.generation, 1, m, &c, &err),
+	    GCS_OK);
+	assert_int_equal(gcs_list(s, "", 10, NULL, &pg, &err), GCS_OK);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?date=1", NULL),
+	    200);
+	assert_true(a.now_ms == GCS_NOW_UNKNOWN);
+	assert_true(b.now_ms == GCS_NOW_UNKNOWN);
+	assert_true(c.now_ms == GCS_NOW_UNKNOWN);
+	assert_true(pg.now_ms == GCS_NOW_UNKNOWN);
+	assert_int_equal(pg.n, 1);
+	assert_true(pg.items[0].obj.now_ms == GCS_NOW_UNKNOWN);
+	gcs_page_clear(&pg);
+	gcs_object_clear(&a);
+	gcs_object_clear(&b);
+	gcs_object_clear(&c);
+	json_decref(m);
+}
+
 static void
 test_patch_request(void **state)
 {
@@ -1330,6 +1364,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_get_request_and_answer,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_storage_clock_from_date,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_no_date_no_time,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_patch_request, test_setup,
 		    test_teardown),
