@@ -210,11 +210,11 @@ test_http_date_far_future(void **state)
 	assert_true(gcs_parse_http_date(v, strlen(v)) == -1);
 	/* the last second allowed, in both parsers */
 	v = " Fri, 31 Dec 9999 23:59:59 GMT\r\n";
-	assert_true(gcs_parse_http_date(v, strlen(v)) ==
-	    GCS_DATE_LAST_S * 1000);
+	assert_true(
+	    gcs_parse_http_date(v, strlen(v)) == GCS_DATE_LAST_S * 1000);
 	v = " Fri Dec 31 23:59:59 9999\r\n";
-	assert_true(gcs_parse_http_date(v, strlen(v)) ==
-	    GCS_DATE_LAST_S * 1000);
+	assert_true(
+	    gcs_parse_http_date(v, strlen(v)) == GCS_DATE_LAST_S * 1000);
 }
 
 static void
