@@ -47,12 +47,11 @@ typedef struct gcs_resp {
 
 /* A keep-alive HTTP client: one libcurl easy handle whose constant
  * options (no signals, protocols, no redirects, TCP keep-alive, callbacks,
- * error buffer) are set once, and its connection: requests are written
- * and answers read by lockgate itself (gcs_h1.h) on a connection libcurl
- * made, unless a proxy is configured or LOCKGATE_GCS_HTTP=curl, when
- * libcurl's HTTP engine does it all.  Used by one thread at a time (in a
- * task: by its loop's only).  gcs_http_new: NULL on allocation failure;
- * free with gcs_http_free (closes the connection). */
+ * error buffer) are set once; libcurl's HTTP engine does each transfer, on
+ * the loop's connections in a task (gcs_loop_perform), else on the
+ * handle's own.  Used by one thread at a time (in a task: by its loop's
+ * only).  gcs_http_new: NULL on allocation failure; free with
+ * gcs_http_free (closes the handle's connection). */
 typedef struct gcs_http gcs_http;
 gcs_http *gcs_http_new(void);
 void gcs_http_free(gcs_http *c);
