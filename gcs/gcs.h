@@ -67,6 +67,18 @@ typedef struct gcs_err {
 	char msg[GCS_ERRMSG_MAX];
 } gcs_err;
 
+/*
+ * now_ms when the store cannot tell its own time (a gs:// answer that
+ * carried no usable Date).  Expiry is judged on the store's clock only,
+ * never the caller's (design §1), so with GCS_NOW_UNKNOWN the caller
+ * must not judge expiry at all: it treats every lease it reads as live
+ * (never takes one over, never reports one expired or overdue) and
+ * computes no time from now_ms (no Retry-After, no "expires in").
+ * Negative, so that "updated + ttl < now_ms" is never true.  mem:// and
+ * file:// always know their time.
+ */
+#define GCS_NOW_UNKNOWN (-1)
+
 /* One object as the store sees it.  Times are milliseconds since the epoch
  * on the STORE's clock, never the caller's. */
 typedef struct gcs_object {
@@ -74,7 +86,8 @@ typedef struct gcs_object {
 	int64_t metageneration; /* 1 at creation, +1 per patch */
 	int64_t created_ms;     /* timeCreated */
 	int64_t updated_ms;     /* time of the last write (create or patch) */
-	int64_t now_ms;         /* the store's current time for this answer */
+	int64_t now_ms;         /* the store's current time for this answer,
+				   or GCS_NOW_UNKNOWN */
 	json_t *metadata;       /* owned: object of string values, never NULL
 				   after a successful call */
 } gcs_object;
@@ -88,7 +101,7 @@ typedef struct gcs_page {
 	gcs_entry *items; /* owned array of n entries */
 	size_t n;
 	char *next_token; /* owned; NULL on the last page */
-	int64_t now_ms;
+	int64_t now_ms;   /* the store's time, or GCS_NOW_UNKNOWN */
 } gcs_page;
 
 typedef struct gcs_store gcs_store;
@@ -102,8 +115,8 @@ typedef struct gcs_store_ops {
 	 * the new object (metageneration 1).  GCS_PRECONDITION when it exists. */
 	int (*insert)(gcs_store *s, const char *name, const json_t *metadata,
 	    gcs_object *out, gcs_err *err);
-	/* Read NAME.  out->now_ms is the store's clock.  GCS_NOT_FOUND when
-	 * absent. */
+	/* Read NAME.  out->now_ms is the store's clock (GCS_NOW_UNKNOWN
+	 * when it could not tell).  GCS_NOT_FOUND when absent. */
 	int (*get)(gcs_store *s, const char *name, gcs_object *out,
 	    gcs_err *err);
 	/* Merge METADATA into NAME (a JSON null value deletes a key) if the

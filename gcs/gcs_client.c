@@ -79,12 +79,13 @@ guarded(const gs_req *req)
 	return strcmp(req->method, "GET") != 0;
 }
 
-/* The status of success: 204 for a delete, 200 for the rest.  Another
- * 2xx is no answer Cloud Storage gives: unavailable. */
-static long
-ok_status(const gs_req *req)
+/* Any 2xx is success, for every method, as Google's client libraries
+ * take it: Cloud Storage answers a delete 204, Google's emulator 200.
+ * What the operation needs from the answer is checked by its caller. */
+static int
+success(long status)
 {
-	return strcmp(req->method, "DELETE") == 0 ? 204 : 200;
+	return status >= 200 && status <= 299;
 }
 
 /* ---- handle pool ---- */
@@ -376,11 +377,11 @@ retryable(long status)
  * object, it can only mean that the bucket does not exist: the storage is
  * unusable until --store is corrected (503 + Retry-After to the caller),
  * never "not held" or a bug of ours.  A 400 refuses a request we built: a
- * bug of ours.  Any other status Cloud Storage does not give to REQ (a
- * 2xx other than its success status, a redirect, a 304 or 412 to a
- * request without a precondition, 405, 410, ...) means something else
- * answers in its place, a proxy or the wrong endpoint: unavailable, like
- * a 5xx.
+ * bug of ours.  A 409 or 412 is about the object only where a precondition
+ * was sent: to a read it would otherwise be taken as "someone moved", so
+ * it is unavailable.  Any other status that is no success (a redirect, a
+ * 304, 405, 410, ...) tells nothing about the object: unavailable, like a
+ * 5xx.  (Every 2xx is success: see success.)
  */
 static gcs_status
 classify(long status, const gs_req *req)
@@ -403,22 +404,54 @@ classify(long status, const gs_req *req)
 	}
 }
 
-/* The error reason of a GCS error body, for messages only. */
-static const char *
-reason_of(const gcs_resp *r, char *buf, size_t bufsz)
+/* The "error" member of the JSON text S (N bytes), borrowed from *ROOT
+ * (a new reference the caller drops), or NULL. */
+static json_t *
+error_member(const char *s, size_t n, json_t **root)
 {
-	json_t *j = r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
-	json_t *e = json_array_get(json_object_get(json_object_get(j, "error"),
-	                               "errors"),
-	    0);
-	const char *s = json_string_value(json_object_get(e, "reason"));
+	*root = s ? json_loadb(s, n, 0, NULL) : NULL;
+	return json_object_get(*root, "error");
+}
+
+/*
+ * The detail of an error answer R, for the log only (classification is by
+ * status): "REASON: MESSAGE", either part alone, or "" when the body says
+ * neither.  Two shapes: Cloud Storage's {"error":{"code","message",
+ * "errors":[{"reason",...}]}}, and Google's emulator's
+ * {"error":{"code":N,"message":"<JSON text>"}}, whose message is itself
+ * an error object ({"error":{"errors":[{"message"}]}}): its first
+ * error's message is the one a person can act on.  Cut to BUFSZ, bytes
+ * outside printable ASCII replaced.
+ */
+static const char *
+error_detail(const gcs_resp *r, char *buf, size_t bufsz)
+{
+	json_t *root, *inner_root = NULL, *e, *inner, *first;
+	const char *reason, *msg;
 	size_t i;
 
-	snprintf(buf, bufsz, "%s", s ? s : "");
-	for (i = 0; buf[i]; i++) /* keep it one printable word */
-		if (buf[i] < 0x21 || buf[i] > 0x7e)
+	e = error_member(r->body, r->len, &root);
+	first = json_array_get(json_object_get(e, "errors"), 0);
+	reason = json_string_value(json_object_get(first, "reason"));
+	msg = json_string_value(json_object_get(e, "message"));
+	inner = msg ? error_member(msg, strlen(msg), &inner_root) : NULL;
+	if (inner != NULL) {
+		first = json_array_get(json_object_get(inner, "errors"), 0);
+		if (reason == NULL)
+			reason =
+			    json_string_value(json_object_get(first, "reason"));
+		msg = json_string_value(json_object_get(first, "message"));
+		if (msg == NULL)
+			msg = json_string_value(
+			    json_object_get(inner, "message"));
+	}
+	snprintf(buf, bufsz, "%s%s%s", reason ? reason : "",
+	    reason && msg ? ": " : "", msg ? msg : "");
+	for (i = 0; buf[i]; i++)
+		if (buf[i] < 0x20 || buf[i] > 0x7e)
 			buf[i] = '?';
-	json_decref(j);
+	json_decref(inner_root);
+	json_decref(root);
 	return buf;
 }
 
@@ -478,7 +511,7 @@ give_up_by(int64_t deadline)
 static int
 gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 {
-	char auth[AUTH_HDR_MAX], ct[128], ebuf[GCS_ERRMSG_MAX], reason[64];
+	char auth[AUTH_HDR_MAX], ct[128], ebuf[GCS_ERRMSG_MAX], detail[160];
 	char tok[GCS_TOKEN_MAX];
 	int64_t deadline, now, cap, pause;
 	long timeout;
@@ -544,7 +577,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		reached += resp->sends;
 		err->attempts = reached;
 		err->http_status = sent == 0 ? (int)resp->status : 0;
-		if (sent == 0 && resp->status == ok_status(req)) {
+		if (sent == 0 && success(resp->status)) {
 			if (resp->too_big) {
 				if (req->too_big != NULL)
 					*req->too_big = 1;
@@ -600,21 +633,23 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		    req->op, req->name ? " of " : "",
 		    req->name ? req->name : "", tries, ebuf);
 	else {
-		reason_of(resp, reason, sizeof(reason));
+		error_detail(resp, detail, sizeof(detail));
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
 		    req->op, req->name ? " of " : "",
 		    req->name ? req->name : "", resp->status,
-		    reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+		    detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 	}
 	gcs_resp_clear(resp);
 	return rc;
 }
 
+/* The storage's time of answer R.  Every GCS answer has a Date; one
+ * without (a proxy's, another endpoint's) has no time we may judge
+ * expiry by: never our own clock, which may run ahead (gcs.h). */
 static int64_t
 now_of(const gcs_resp *r)
 {
-	/* Every GCS answer has a Date; without one fall back to our clock. */
-	return r->date_ms > 0 ? r->date_ms : gcs_clock_real(NULL);
+	return r->date_ms > 0 ? r->date_ms : GCS_NOW_UNKNOWN;
 }
 
 /* Parse a 2xx answer carrying one object into OUT. */
@@ -802,6 +837,66 @@ bad:
 }
 
 static int
+gs_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err);
+
+/* 1 when metadata HAVE holds WANT as a write leaves it: every string of
+ * WANT with its value, no key WANT sets to null.  HAVE may hold more keys
+ * (Google's emulator adds its own to an upload). */
+static int
+meta_holds(const json_t *have, const json_t *want)
+{
+	const char *k;
+	json_t *v, *h;
+
+	json_object_foreach((json_t *)want, k, v)
+	{
+		h = json_object_get(have, k);
+		if (json_is_null(v) ? h != NULL : !json_equal(h, v))
+			return 0;
+	}
+	return 1;
+}
+
+/* RC and ERR of a write: answered 2xx, so applied, but its answer could
+ * not be used (malformed, without a generation, too big). */
+static int
+applied_unreadable(int rc, const gcs_err *err)
+{
+	return rc == GCS_UNAVAILABLE && success(err->http_status);
+}
+
+/*
+ * A write of METADATA to NAME was answered 2xx, so it was applied, but the
+ * answer lacks what the caller needs (an insert's generation, a patch's
+ * object): read it back instead of failing a write that succeeded.  The
+ * live object is the written one when it holds METADATA (meta_holds) and,
+ * for a patch (GEN > 0), still has generation GEN: GCS_OK with it in OUT.
+ * Another object, or none, means someone moved since: GCS_PRECONDITION,
+ * as a write that lost would have answered (a patch's GCS_NOT_FOUND
+ * stays: the lease is gone); the caller reads again and judges.
+ */
+static int
+read_back(gs_store *g, const char *name, const json_t *metadata, int64_t gen,
+    gcs_object *out, gcs_err *err)
+{
+	int rc = gs_get(&g->base, name, out, err);
+
+	if (rc == GCS_NOT_FOUND && gen > 0)
+		return rc;
+	if (rc == GCS_NOT_FOUND ||
+	    (rc == GCS_OK &&
+	        ((gen > 0 && out->generation != gen) ||
+	            !meta_holds(out->metadata, metadata)))) {
+		gcs_object_clear(out);
+		return gcs_fail(err, GCS_PRECONDITION,
+		    "Cloud Storage: %s was written, then changed by another "
+		    "writer before it was read back",
+		    name);
+	}
+	return rc;
+}
+
+static int
 gs_insert(gcs_store *s, const char *name, const json_t *metadata,
     gcs_object *out, gcs_err *err)
 {
@@ -863,6 +958,8 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
 		rc = answer_inserted(&r, metadata, out, err);
+	if (applied_unreadable(rc, err))
+		rc = read_back(g, name, metadata, 0, out, err);
 out:
 	gcs_resp_clear(&r);
 	free(b.p);
@@ -929,6 +1026,8 @@ gs_patch(gcs_store *s, const char *name, int64_t gen, int64_t metagen,
 	rc = gs_call(g, &req, &r, err);
 	if (rc == GCS_OK)
 		rc = answer_object(&r, "patch", out, err);
+	if (applied_unreadable(rc, err))
+		rc = read_back(g, name, metadata, gen, out, err);
 	gcs_resp_clear(&r);
 	free(body);
 	return rc;
@@ -1001,6 +1100,46 @@ list_url(const gs_store *g, char *url, size_t urlsz, const char *prefix,
 #define LIST_ENTRY_MAX (2 * GCS_META_BYTES_MAX + 1024)
 #define LIST_PAGE_SAFE (GCS_RESP_MAX / LIST_ENTRY_MAX)
 
+/*
+ * A store may ignore maxResults and pageToken (Google's emulator answers
+ * every match in one page).  Such a page is cut to MAX here, and its
+ * token is one of ours: OWN_TOKEN + the name of its last object, which
+ * the next call turns into startOffset.  Cloud Storage's tokens are
+ * base64, which never holds ':'.
+ */
+#define OWN_TOKEN     "lg:"
+#define OWN_TOKEN_LEN 3
+
+/* OUT's next_token: OWN_TOKEN after its last entry when the answer J
+ * held more than was kept (CUT), else J's nextPageToken, if any.  GCS_OK,
+ * GCS_NOMEM, or GCS_UNAVAILABLE for a token over GCS_PAGE_TOKEN_MAX. */
+static int
+next_token_of(gcs_page *out, const json_t *j, int cut, gcs_err *err)
+{
+	const char *tok =
+	    json_string_value(json_object_get(j, "nextPageToken"));
+	const char *last;
+
+	if (cut) {
+		last = out->items[out->n - 1].name;
+		out->next_token = malloc(OWN_TOKEN_LEN + strlen(last) + 1);
+		if (out->next_token != NULL) {
+			memcpy(out->next_token, OWN_TOKEN, OWN_TOKEN_LEN);
+			memcpy(out->next_token + OWN_TOKEN_LEN, last,
+			    strlen(last) + 1);
+		}
+	} else if (tok != NULL && tok[0] != '\0') {
+		if (strlen(tok) > GCS_PAGE_TOKEN_MAX)
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "Cloud Storage list: malformed answer");
+		out->next_token = strdup(tok);
+	} else {
+		return GCS_OK;
+	}
+	return out->next_token ? GCS_OK
+	                       : gcs_fail(err, GCS_NOMEM, "out of memory");
+}
+
 static int
 gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
     const char *after, gcs_page *out, gcs_err *err)
@@ -1008,12 +1147,17 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	gs_store *g = (gs_store *)s;
 	char url[GCS_URL_MAX];
 	json_t *j = NULL, *items, *it;
-	const char *nm, *tok;
+	const char *nm;
 	gcs_resp r;
 	gs_req req;
 	size_t i;
 	int rc, too_big = 0;
 
+	if (page_token != NULL &&
+	    strncmp(page_token, OWN_TOKEN, OWN_TOKEN_LEN) == 0) {
+		after = page_token + OWN_TOKEN_LEN;
+		page_token = NULL;
+	}
 	for (;;) {
 		if (list_url(g, url, sizeof(url), prefix, max, page_token,
 		        after, LIST_FIELDS) != 0)
@@ -1050,6 +1194,8 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 	json_array_foreach(items, i, it)
 	{
 		gcs_entry *e = &out->items[out->n];
+		if (out->n == (size_t)max)
+			break; /* maxResults ignored: OWN_TOKEN follows */
 		nm = json_string_value(json_object_get(it, "name"));
 		if (nm == NULL)
 			goto bad;
@@ -1068,16 +1214,9 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		}
 		out->n++;
 	}
-	tok = json_string_value(json_object_get(j, "nextPageToken"));
-	if (tok != NULL && tok[0] != '\0') {
-		if (strlen(tok) > GCS_PAGE_TOKEN_MAX)
-			goto bad;
-		out->next_token = strdup(tok);
-		if (out->next_token == NULL) {
-			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
-			goto fail;
-		}
-	}
+	rc = next_token_of(out, j, i < json_array_size(items), err);
+	if (rc != GCS_OK)
+		goto fail;
 	goto out;
 bad:
 	rc = gcs_fail(err, GCS_UNAVAILABLE,

@@ -6,7 +6,6 @@
  *   LOCKGATE_GCS_ENDPOINT  another JSON API endpoint, auth kept (tests).
  *   LOCKGATE_GCS_CA_FILE   certificates to trust for https instead of the
  *                          system's (a private endpoint; tests).
- *   LOCKGATE_GCS_HTTP      "curl": requests through libcurl's HTTP engine.
  *   LOCKGATE_GCS_RETRY_TOTAL_MS  the total retry deadline of one call
  *                          (default GCS_RETRY_TOTAL_MS).
  *   GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST: see gcs_token.h.

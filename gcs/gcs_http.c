@@ -1,22 +1,16 @@
 /*
  * gcs_http.c: one HTTP transfer over a reusable handle, with the response
  * body, status and Date header collected; time helpers.  A transfer goes
- * as lockgate's own HTTP/1.1 (gcs_h1.c) over a connection libcurl made
- * and keeps (CURLOPT_CONNECT_ONLY), or, behind a proxy or with
- * LOCKGATE_GCS_HTTP=curl, through libcurl's HTTP engine.
+ * through libcurl's HTTP engine, in a task on its loop's multi handle
+ * (gcs_loop_perform), elsewhere on the handle's own connection.
  */
-#include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "gcs_h1.h"
 #include "gcs_http.h"
 #include "gcs_loop.h"
 
@@ -50,28 +44,15 @@ gcs_wipe(void *p, size_t n)
 		explicit_bzero(p, n);
 }
 
-/* A connection libcurl made for our own HTTP/1.1 (gcs_h1.h): a
- * CURLOPT_CONNECT_ONLY handle, which owns it, and its socket. */
-typedef struct own_conn {
-	CURL *h; /* NULL: none */
-	int fd;
-	char origin[GCS_ORIGIN_MAX]; /* what it is connected to */
-} own_conn;
-
 struct gcs_http {
 	CURL *h;
 	gcs_resp *resp; /* the answer being received, during a transfer */
 	int prereqs;    /* times this transfer was about to send its request */
 	int head_done;  /* the last answer's header block was ended */
 	int http_proxy; /* a proxy from the environment may carry http:// */
-	int own;        /* requests go over OWN, not libcurl's HTTP engine */
 	long buf;       /* the receive buffer set on the handle */
 	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
 	char cerr[CURL_ERROR_SIZE];
-	own_conn conn;
-	char *req; /* the request being sent (own HTTP) */
-	size_t reqcap, reqlen;
-	gcs_h1 h1; /* its answer's parse */
 };
 
 void
@@ -255,16 +236,6 @@ gcs_http_new(void)
 	    curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)
 		goto fail;
 	c->buf = GCS_HTTP_BUF_SMALL;
-	/* Our own HTTP/1.1 unless a proxy is configured (libcurl's engine
-	 * talks to proxies) or LOCKGATE_GCS_HTTP=curl asks for libcurl's
-	 * engine everywhere (a comparison, or a way around a problem). */
-	{
-		const char *e = getenv("LOCKGATE_GCS_HTTP");
-
-		c->own = !(proxy & PROXY_ANY) &&
-		    !(e != NULL && strcmp(e, "curl") == 0);
-	}
-	c->conn.fd = -1;
 	return c;
 fail:
 	gcs_http_free(c);
@@ -279,17 +250,13 @@ gcs_http_set_buffer(gcs_http *c, long bytes)
 		c->buf = bytes;
 }
 
-static void own_close(gcs_http *c);
-
 void
 gcs_http_free(gcs_http *c)
 {
 	if (c == NULL)
 		return;
-	own_close(c);
 	if (c->h != NULL)
 		curl_easy_cleanup(c->h);
-	free(c->req);
 	free(c);
 }
 
@@ -356,342 +323,6 @@ set_request(gcs_http *c, const char *method, const char *url,
 	return 0;
 }
 
-/* ---- our own HTTP/1.1 on a connection libcurl made ---- */
-
-/* The connection is gone: forget it (the loop first, while the fd number
- * is still ours). */
-static void
-own_close(gcs_http *c)
-{
-	if (c->conn.h == NULL)
-		return;
-	gcs_loop_fd_forget(c->conn.fd);
-	curl_easy_cleanup(c->conn.h);
-	c->conn.h = NULL;
-	c->conn.fd = -1;
-}
-
-/* A connect of libcurl's, run by a thread of its own for a task (a TLS
- * handshake must not hold the loop's thread).  Two references: the
- * task's and the thread's; the last one out frees it, and the handle
- * with it unless the task took it. */
-typedef struct own_job {
-	CURL *h;
-	int efd; /* written once the connect ended */
-	int refs;
-	CURLcode rc;
-} own_job;
-
-#define OWN_CONNECTOR_STACK   (1024 * 1024) /* OpenSSL's handshake, ASan */
-/* Connector threads at once in the process: a burst of new connections
- * (a cold start under load) waits for a free one rather than making a
- * thread each. */
-#define OWN_CONNECTORS_MAX    32
-#define OWN_CONNECTOR_WAIT_MS 2 /* a task's pause while all are busy */
-
-static int connectors; /* running now, atomic */
-/* Times a send may find the connection not ready (TLS may want to read
- * first, and a writable socket would not say so): a bound, not a spin. */
-#define OWN_SEND_AGAIN_MAX 1000
-
-static void
-job_unref(own_job *j)
-{
-	if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	if (j->h != NULL)
-		curl_easy_cleanup(j->h);
-	close(j->efd);
-	free(j);
-}
-
-static void *
-connector(void *arg)
-{
-	own_job *j = arg;
-	uint64_t one = 1;
-	ssize_t n;
-
-	__atomic_store_n(&j->rc, curl_easy_perform(j->h), __ATOMIC_RELEASE);
-	do
-		n = write(j->efd, &one, sizeof(one));
-	while (n < 0 && errno == EINTR);
-	job_unref(j);
-	__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
-	return NULL;
-}
-
-/* Run the connect of H by a connector thread while the task yields,
- * until DEADLINE_MS.  0 with H connected (still the caller's); -1 with
- * ERRBUF set (H then belongs to the thread, or is freed). */
-static int
-connect_in_task(CURL *h, int64_t deadline_ms, char *errbuf, size_t errlen)
-{
-	own_job *j;
-	pthread_attr_t at;
-	pthread_t tid;
-	CURLcode rc;
-	int w;
-
-	/* A connector of the OWN_CONNECTORS_MAX, or the deadline. */
-	while (__atomic_add_fetch(&connectors, 1, __ATOMIC_ACQ_REL) >
-	    OWN_CONNECTORS_MAX) {
-		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
-		if (gcs_mono_ms() + OWN_CONNECTOR_WAIT_MS >= deadline_ms) {
-			curl_easy_cleanup(h);
-			snprintf(errbuf, errlen, "no connector free in time");
-			return -1;
-		}
-		gcs_loop_sleep(OWN_CONNECTOR_WAIT_MS);
-	}
-	if ((j = calloc(1, sizeof(*j))) == NULL) {
-		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
-		curl_easy_cleanup(h);
-		snprintf(errbuf, errlen, "out of memory");
-		return -1;
-	}
-	j->h = h;
-	j->refs = 2;
-	j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (j->efd < 0 || pthread_attr_init(&at) != 0) {
-		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
-		if (j->efd >= 0)
-			close(j->efd);
-		curl_easy_cleanup(h);
-		free(j);
-		snprintf(errbuf, errlen, "cannot start a connect");
-		return -1;
-	}
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, OWN_CONNECTOR_STACK);
-	if (pthread_create(&tid, &at, connector, j) != 0) {
-		__atomic_sub_fetch(&connectors, 1, __ATOMIC_ACQ_REL);
-		pthread_attr_destroy(&at);
-		j->refs = 1;
-		job_unref(j);
-		snprintf(errbuf, errlen, "cannot start a connect");
-		return -1;
-	}
-	pthread_attr_destroy(&at);
-	w = gcs_loop_wait_fd(j->efd, false, deadline_ms);
-	gcs_loop_fd_forget(j->efd);
-	if (w != 1) {
-		job_unref(j); /* the thread cleans up when its connect ends */
-		snprintf(errbuf, errlen, "connect timed out");
-		return -1;
-	}
-	rc = __atomic_load_n(&j->rc, __ATOMIC_ACQUIRE);
-	j->h = NULL; /* the caller's again */
-	job_unref(j);
-	if (rc != CURLE_OK) {
-		snprintf(errbuf, errlen, "%s", curl_easy_strerror(rc));
-		curl_easy_cleanup(h);
-		return -1;
-	}
-	return 0;
-}
-
-/* Connect C to C->origin: libcurl resolves, connects and (for https)
- * does TLS with its certificate checks, offering HTTP/1.1 only. */
-static int
-own_connect(gcs_http *c, int64_t deadline_ms, char *errbuf, size_t errlen)
-{
-	int64_t left = deadline_ms - gcs_mono_ms();
-	long cto =
-	    left < GCS_CONNECT_TIMEOUT_MS ? (long)left : GCS_CONNECT_TIMEOUT_MS;
-	curl_socket_t fd = CURL_SOCKET_BAD;
-	CURLcode rc;
-	CURL *h;
-
-	if (cto < 1)
-		cto = 1;
-	if ((h = curl_easy_init()) == NULL) {
-		snprintf(errbuf, errlen, "out of memory");
-		return -1;
-	}
-	if (curl_easy_setopt(h, CURLOPT_URL, c->origin) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") !=
-	        CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
-	        (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cto) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, cto) != CURLE_OK ||
-	    (ca_file() != NULL &&
-	        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)) {
-		curl_easy_cleanup(h);
-		snprintf(errbuf, errlen, "cannot set up a connection");
-		return -1;
-	}
-	if (gcs_loop_in_task()) {
-		if (connect_in_task(h, deadline_ms, errbuf, errlen) != 0)
-			return -1;
-	} else if ((rc = curl_easy_perform(h)) != CURLE_OK) {
-		snprintf(errbuf, errlen, "%s", curl_easy_strerror(rc));
-		curl_easy_cleanup(h);
-		return -1;
-	}
-	if (curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
-	    fd == CURL_SOCKET_BAD) {
-		curl_easy_cleanup(h);
-		snprintf(errbuf, errlen, "no connection");
-		return -1;
-	}
-	c->conn.h = h;
-	c->conn.fd = (int)fd;
-	snprintf(c->conn.origin, sizeof(c->conn.origin), "%s", c->origin);
-	return 0;
-}
-
-/* Whether C's kept connection may carry the next request: to the same
- * origin, and not closed by its peer meanwhile (a task's loop watches it
- * between requests; elsewhere one poll). */
-static int
-own_alive(gcs_http *c)
-{
-	struct pollfd p;
-
-	if (strcmp(c->conn.origin, c->origin) != 0)
-		return 0;
-	if (gcs_loop_in_task())
-		return !gcs_loop_fd_hung_up(c->conn.fd);
-	p.fd = c->conn.fd;
-	p.events = POLLIN;
-	return poll(&p, 1, 0) == 0;
-}
-
-/* What one exchange on the connection came to. */
-#define XCH_OK   0 /* an answer */
-#define XCH_DEAD 1 /* the connection failed before any byte of an answer */
-#define XCH_FAIL 2 /* it failed later, or the answer was malformed */
-
-/* Send C->req and read its answer into RESP, until DEADLINE_MS. */
-static int
-own_exchange(gcs_http *c, int64_t deadline_ms, gcs_resp *resp, char *errbuf,
-    size_t errlen)
-{
-	char buf[16384];
-	size_t off = 0, n, used;
-	CURLcode rc;
-	int w, pr, again = 0;
-
-	while (off < c->reqlen) {
-		n = 0;
-		rc = curl_easy_send(c->conn.h, c->req + off, c->reqlen - off,
-		    &n);
-		if (rc == CURLE_OK) {
-			off += n;
-			continue;
-		}
-		if (rc != CURLE_AGAIN) {
-			snprintf(errbuf, errlen, "send: %s",
-			    curl_easy_strerror(rc));
-			return XCH_DEAD;
-		}
-		if (++again > OWN_SEND_AGAIN_MAX) {
-			snprintf(errbuf, errlen,
-			    "send: the connection is stuck");
-			return XCH_FAIL;
-		}
-		if ((w = gcs_loop_wait_fd(c->conn.fd, true, deadline_ms)) != 1)
-			goto timeout;
-	}
-	gcs_h1_init(&c->h1, resp);
-	for (;;) {
-		/* The answer takes a round trip: wait for it before reading,
-		 * rather than read nothing first. */
-		if ((w = gcs_loop_wait_fd(c->conn.fd, false, deadline_ms)) != 1)
-			goto timeout;
-		for (;;) {
-			n = 0;
-			rc = curl_easy_recv(c->conn.h, buf, sizeof(buf), &n);
-			if (rc == CURLE_AGAIN)
-				break;
-			if (rc != CURLE_OK) {
-				snprintf(errbuf, errlen, "receive: %s",
-				    curl_easy_strerror(rc));
-				return c->h1.seen ? XCH_FAIL : XCH_DEAD;
-			}
-			if (n == 0) { /* the peer closed the connection */
-				if (!c->h1.seen) {
-					snprintf(errbuf, errlen,
-					    "connection closed before an "
-					    "answer");
-					return XCH_DEAD;
-				}
-				if (gcs_h1_eof(&c->h1) == GCS_H1_DONE)
-					return XCH_OK;
-				snprintf(errbuf, errlen,
-				    "the answer was cut off");
-				return XCH_FAIL;
-			}
-			pr = gcs_h1_feed(&c->h1, buf, n, &used);
-			if (pr == GCS_H1_BAD) {
-				snprintf(errbuf, errlen,
-				    "malformed HTTP answer (status %ld)",
-				    resp->status);
-				return XCH_FAIL;
-			}
-			if (pr == GCS_H1_DONE) {
-				if (used < n)
-					c->h1.keep_alive =
-					    0; /* unasked bytes */
-				return XCH_OK;
-			}
-		}
-	}
-timeout:
-	snprintf(errbuf, errlen, "%s",
-	    w == 0 ? "no answer in time" : "cannot watch the connection");
-	return XCH_FAIL;
-}
-
-/* One request over our own HTTP/1.1, as gcs_http_perform.  A kept
- * connection that turns out dead before any byte of the answer gets the
- * request once more on a new one, as libcurl does (and, as libcurl's, it
- * counts in resp->sends: the first may have been applied). */
-static int
-own_perform(gcs_http *c, const char *method, const char *target,
-    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
-    gcs_resp *resp, char *errbuf, size_t errlen)
-{
-	int64_t deadline = gcs_mono_ms() + timeout_ms;
-	const char *host = strstr(c->origin, "://") + 3;
-	int sends = 0, attempt, x = XCH_DEAD, reused;
-
-	errbuf[0] = '\0';
-	if (gcs_h1_request(&c->req, &c->reqcap, &c->reqlen, method, target,
-	        host, hdrs, body, body_len) != 0) {
-		snprintf(errbuf, errlen, "cannot set up the request");
-		return -1;
-	}
-	for (attempt = 0; attempt < 2; attempt++) {
-		if (c->conn.h != NULL && !own_alive(c))
-			own_close(c);
-		reused = c->conn.h != NULL;
-		if (!reused && own_connect(c, deadline, errbuf, errlen) != 0)
-			break;
-		sends++;
-		x = own_exchange(c, deadline, resp, errbuf, errlen);
-		if (x == XCH_OK) {
-			if (!c->h1.keep_alive)
-				own_close(c);
-			resp->sends = sends;
-			return 0;
-		}
-		own_close(c);
-		gcs_resp_clear(resp);
-		if (x != XCH_DEAD || !reused)
-			break;
-	}
-	gcs_resp_clear(resp);
-	resp->sends = sends;
-	return -1;
-}
-
 int
 gcs_http_perform(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
@@ -699,12 +330,8 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 {
 	CURL *h = c->h;
 	CURLcode rc;
-	const char *target;
 
 	memset(resp, 0, sizeof(*resp));
-	if (c->own && (target = split_url(c, url)) != NULL)
-		return own_perform(c, method, target, hdrs, body, body_len,
-		    timeout_ms < 1 ? 1L : timeout_ms, resp, errbuf, errlen);
 	c->resp = resp;
 	c->prereqs = 0;
 	c->head_done = 0;
@@ -899,7 +526,7 @@ gcs_parse_http_date(const char *s, size_t n)
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	ct = curl_getdate(buf, NULL);
-	return ct > 0 ? (int64_t)ct * 1000 : -1;
+	return ct > 0 && ct <= GCS_DATE_LAST_S ? (int64_t)ct * 1000 : -1;
 }
 
 /* ---- picking members out of a JSON answer ---- */

@@ -13,6 +13,10 @@
 #define GCS_RESP_MAX           (1 << 20) /* bytes of a response body we keep */
 #define GCS_CONNECT_TIMEOUT_MS 3000      /* TCP (+TLS) connect of one try */
 #define GCS_DATE_MAX           128       /* bytes of a Date header we look at */
+/* The last second a Date may name, 9999-12-31T23:59:59Z: the largest an
+ * IMF-fixdate can write.  A later one (an obsolete form with a far-future
+ * year) is no time: in milliseconds it could overflow an int64. */
+#define GCS_DATE_LAST_S        253402300799LL
 #define GCS_ORIGIN_MAX         576 /* bytes of the scheme://authority of a URL */
 /* libcurl's receive buffer for one transfer.  libcurl 7.88 allocates it
  * at the start of every transfer and frees it at the end.  At its default
@@ -43,12 +47,11 @@ typedef struct gcs_resp {
 
 /* A keep-alive HTTP client: one libcurl easy handle whose constant
  * options (no signals, protocols, no redirects, TCP keep-alive, callbacks,
- * error buffer) are set once, and its connection: requests are written
- * and answers read by lockgate itself (gcs_h1.h) on a connection libcurl
- * made, unless a proxy is configured or LOCKGATE_GCS_HTTP=curl, when
- * libcurl's HTTP engine does it all.  Used by one thread at a time (in a
- * task: by its loop's only).  gcs_http_new: NULL on allocation failure;
- * free with gcs_http_free (closes the connection). */
+ * error buffer) are set once; libcurl's HTTP engine does each transfer, on
+ * the loop's connections in a task (gcs_loop_perform), else on the
+ * handle's own.  Used by one thread at a time (in a task: by its loop's
+ * only).  gcs_http_new: NULL on allocation failure; free with
+ * gcs_http_free (closes the handle's connection). */
 typedef struct gcs_http gcs_http;
 gcs_http *gcs_http_new(void);
 void gcs_http_free(gcs_http *c);
@@ -86,7 +89,8 @@ int64_t gcs_parse_imf_fixdate(const char *s, size_t n);
 /* The value of a Date header (N bytes at S, surrounding whitespace and CRLF
  * allowed) in ms since the epoch: an IMF-fixdate by the strict parser, any
  * other form (RFC 850, asctime) by curl_getdate.  -1 when neither parses,
- * when N > GCS_DATE_MAX or when the time is not after the epoch. */
+ * when N > GCS_DATE_MAX or when the time is not after the epoch or after
+ * GCS_DATE_LAST_S. */
 int64_t gcs_parse_http_date(const char *s, size_t n);
 
 /* Picking a few top-level members out of a JSON object without building

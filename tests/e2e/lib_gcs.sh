@@ -2,8 +2,13 @@
 # LG_STORE=gs).  Starts build/tools/fake_gcs on loopback and a free port,
 # points lockgate at it through STORAGE_EMULATOR_HOST, and offers helpers
 # to drive its control endpoint.  LG_FAKE_GCS_ARGS adds fake_gcs options
-# (e.g. --rate-limit).  Its own variables start with _lgf_ so that they
-# never clobber a test's ($code, $out, $i ...).
+# (e.g. --rate-limit).  LG_GCS_DIALECT picks how the fake answers: gcs
+# (Cloud Storage, the default) or emulator (Google's emulator: see
+# tests/tools/fake_gcs.c), whose bucket is made first, as with the real
+# one.  Its own variables start with _lgf_ so that they never clobber a
+# test's ($code, $out, $i ...).
+
+LG_GCS_DIALECT=${LG_GCS_DIALECT:-gcs}
 
 LG_FAKE_GCS_BIN=${LG_FAKE_GCS_BIN:-build/tools/fake_gcs}
 LG_FAKE_GCS_PID=""
@@ -15,7 +20,7 @@ lg_store_setup() {
 	    lg_fail "$LG_FAKE_GCS_BIN is missing (make build/tools/fake_gcs)"
 	: >"$LG_TMP/fake_gcs.port" # exists before the child opens it
 	# shellcheck disable=SC2086
-	"$LG_FAKE_GCS_BIN" --port 0 ${LG_FAKE_GCS_ARGS:-} \
+	"$LG_FAKE_GCS_BIN" --port 0 --dialect "$LG_GCS_DIALECT" ${LG_FAKE_GCS_ARGS:-} \
 	    >"$LG_TMP/fake_gcs.port" 2>"$LG_TMP/fake_gcs.log" &
 	LG_FAKE_GCS_PID=$!
 	_lgf_port=$(lg_wait_port "$LG_TMP/fake_gcs.port" "$LG_FAKE_GCS_PID")
@@ -24,6 +29,23 @@ lg_store_setup() {
 	STORAGE_EMULATOR_HOST=127.0.0.1:$_lgf_port
 	export STORAGE_EMULATOR_HOST
 	LG_STORE_URL=${LG_STORE_URL:-gs://lockgate-e2e/locks/}
+	[ "$LG_GCS_DIALECT" = emulator ] && lg_fake_bucket "$LG_STORE_URL"
+	return 0
+}
+
+# lg_fake_bucket gs://BUCKET/...: make BUCKET on the fake, as Google's
+# emulator needs before any object call (a 409, made already, is fine).
+lg_fake_bucket() {
+	_lgf_b=${1#gs://}
+	_lgf_b=${_lgf_b%%/*}
+	_lgf_code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code}' \
+	    -X POST -d "{\"name\":\"$_lgf_b\"}" \
+	    "$LG_FAKE_GCS_URL/storage/v1/b?project=lockgate-e2e") ||
+	    lg_fail "fake_gcs: making bucket $_lgf_b"
+	case "$_lgf_code" in
+	200 | 409) ;;
+	*) lg_fail "fake_gcs: making bucket $_lgf_b: HTTP $_lgf_code" ;;
+	esac
 }
 
 # lg_store_teardown: stop the fake by PID (bounded), then SIGKILL.  Safe

@@ -1,11 +1,10 @@
 #!/bin/sh
-# gs:// over https, as on Cloud Storage: lockgate's own HTTP/1.1 on a TLS
-# connection libcurl made (curl_easy_send/curl_easy_recv through its TLS),
-# and libcurl's HTTP engine (LOCKGATE_GCS_HTTP=curl), each against the fake
-# behind a TLS front (tests/tools/tls_proxy.py) with a certificate made
-# here: acquire, refresh, inspect, list and release work, several requests
-# share one TLS connection, and a certificate lockgate was not told to
-# trust is refused (503, never a lock taken over an unverified peer).
+# gs:// over https, as on Cloud Storage, through libcurl's HTTP engine
+# against the fake behind a TLS front (tests/tools/tls_proxy.py) with a
+# certificate made here: acquire, refresh, inspect, list and release work,
+# several requests share one TLS connection, and a certificate lockgate
+# was not told to trust is refused (503, never a lock taken over an
+# unverified peer).
 LG_STORE=gs
 . tests/e2e/lib.sh
 out=$LG_TMP/out
@@ -33,41 +32,37 @@ post() {
 	lg_curl -o "$out" -w '%{http_code}' -X POST -H "$AUTH" "$LG_URL/v1/locks/$1"
 }
 
-for engine in own curl; do
-	LG_ENV="$base LOCKGATE_GCS_CA_FILE=$LG_TMP/cert.pem LOCKGATE_GCS_HTTP=$engine"
-	lg_start
-	c0=$(lg_fake_count connections)
-	lg_eq "$(post "tls/$engine:acquire?ttl=60")" 200 "$engine: acquire over https"
-	lease=$(lg_json lease_id <"$out")
-	gen=$(lg_json fencing_token <"$out")
-	lg_eq "$(post "tls/$engine:acquire?ttl=60")" 409 "$engine: held"
-	lg_eq "$(post "tls/$engine:refresh?lease_id=$lease&ttl=120")" 200 "$engine: refresh"
-	lg_eq "$(lg_json fencing_token <"$out")" "$gen" "$engine: same fencing token"
-	code=$(lg_curl -o "$out" -w '%{http_code}' -H "$AUTH" "$LG_URL/v1/locks/tls/$engine")
-	lg_eq "$code" 200 "$engine: inspect"
-	lg_eq "$(lg_json ttl <"$out")" 120 "$engine: the refreshed ttl read back"
-	code=$(lg_curl -o "$out" -w '%{http_code}' -H "$AUTH" "$LG_URL/v1/locks?prefix=tls/")
-	lg_eq "$code" 200 "$engine: list"
-	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [l["name"] for l in d["locks"]] == [sys.argv[2]], d' \
-	    "$out" "tls/$engine" || lg_fail "$engine: the list over https"
-	lg_eq "$(post "tls/$engine:release?lease_id=$lease")" 204 "$engine: release"
-	lg_eq "$(post "tls/$engine:release?lease_id=$lease")" 404 "$engine: released"
-	# Seven storage requests, each its own task: they may open a few
-	# connections at first, not one each.
-	c1=$(lg_fake_count connections)
-	[ $((c1 - c0)) -le 4 ] || lg_fail "$engine: $((c1 - c0)) connections for 7 requests"
-	lg_stop
-done
+LG_ENV="$base LOCKGATE_GCS_CA_FILE=$LG_TMP/cert.pem"
+lg_start
+c0=$(lg_fake_count connections)
+lg_eq "$(post "tls/a:acquire?ttl=60")" 200 "acquire over https"
+lease=$(lg_json lease_id <"$out")
+gen=$(lg_json fencing_token <"$out")
+lg_eq "$(post "tls/a:acquire?ttl=60")" 409 "held"
+lg_eq "$(post "tls/a:refresh?lease_id=$lease&ttl=120")" 200 "refresh"
+lg_eq "$(lg_json fencing_token <"$out")" "$gen" "same fencing token"
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$AUTH" "$LG_URL/v1/locks/tls/a")
+lg_eq "$code" 200 "inspect"
+lg_eq "$(lg_json ttl <"$out")" 120 "the refreshed ttl read back"
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$AUTH" "$LG_URL/v1/locks?prefix=tls/")
+lg_eq "$code" 200 "list"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [l["name"] for l in d["locks"]] == [sys.argv[2]], d' \
+    "$out" "tls/a" || lg_fail "the list over https"
+lg_eq "$(post "tls/a:release?lease_id=$lease")" 204 "release"
+lg_eq "$(post "tls/a:release?lease_id=$lease")" 404 "released"
+# Seven storage requests, each its own task: they may open a few
+# connections at first, not one each.
+c1=$(lg_fake_count connections)
+[ $((c1 - c0)) -le 4 ] || lg_fail "$((c1 - c0)) connections for 7 requests"
+lg_stop
 
-# A certificate nobody said to trust: refused by both, before any lock.
-for engine in own curl; do
-	LG_ENV="$base LOCKGATE_GCS_HTTP=$engine LOCKGATE_GCS_RETRY_TOTAL_MS=1500"
-	lg_start
-	lg_eq "$(post "tls/untrusted:acquire")" 503 "$engine: an untrusted certificate"
-	lg_eq "$(lg_json error.code <"$out")" storage_unavailable "$engine: its code"
-	lg_json error.message <"$out" | grep -qi 'certificate' ||
-	    lg_fail "$engine: the message does not name the certificate: $(cat "$out")"
-	lg_stop
-done
+# A certificate nobody said to trust: refused, before any lock.
+LG_ENV="$base LOCKGATE_GCS_RETRY_TOTAL_MS=1500"
+lg_start
+lg_eq "$(post "tls/untrusted:acquire")" 503 "an untrusted certificate"
+lg_eq "$(lg_json error.code <"$out")" storage_unavailable "its code"
+lg_json error.message <"$out" | grep -qi 'certificate' ||
+    lg_fail "the message does not name the certificate: $(cat "$out")"
+lg_stop
 lg_eq "$(lg_fake_count objects)" 0 "no object left behind"
 echo ok

@@ -2,8 +2,9 @@
  * fake_gcs.c: a fake Google Cloud Storage JSON API for tests, plus a fake
  * metadata server and a fake OAuth token endpoint, in one process.
  *
- *   fake_gcs [--port N] [--clock-offset-ms MS] [--rate-limit]
- *            [--token-expires S] [--require-auth] [--oauth-pubkey PEM]
+ *   fake_gcs [--port N] [--dialect gcs|emulator] [--clock-offset-ms MS]
+ *            [--rate-limit] [--token-expires S] [--require-auth]
+ *            [--oauth-pubkey PEM]
  *
  * Listens on 127.0.0.1 only (port 0 = any free port), prints the bound port
  * on stdout as one line, and serves until SIGTERM or SIGINT.
@@ -22,6 +23,20 @@
  * (a,b  a/b  a(b,c)  *), a malformed selection is a 400.  Any bucket
  * exists except names starting with "missing-" (404).
  *
+ * Dialects (--dialect, else FAKE_GCS_DIALECT, else gcs; config?dialect=
+ * switches a running fake).  "gcs" is Cloud Storage as above.
+ * "emulator" answers as Google's JSON API emulator does (facts §8,
+ * measured): a delete is 200 with an empty body; an error is
+ * {"error":{"code":N,"message":"<JSON text>"}}, the JSON text being
+ * {"error": {"errors": [{"domain": "global", "message": M}]}}; a list
+ * ignores maxResults and pageToken (every match in one page, no
+ * nextPageToken) and always has "items", [] when empty; an uploaded
+ * object's metadata gains x_emulator_upload and x_testbench_upload;
+ * generations count milliseconds (13 digits); a patch answer carries
+ * "acl" and "owner" whatever "fields" selects; and a bucket exists only
+ * once made with POST /storage/v1/b?project=P {"name":"B"} (409 when it
+ * exists; the buckets made outlive config?dialect= and reset).
+ *
  * The control endpoint (GET or POST, parameters in the query string):
  *   /_fake/fault?op=OP&kind=KIND[&count=N][&ms=MS][&delay=MS]   queue a fault
  *       OP: insert get patch delete list write(any of the 3 writes)
@@ -38,6 +53,9 @@
  *   /_fake/config?rate_limit=0|1&clock_offset_ms=MS&token_expires=S
  *                &token_type=T (of the tokens issued; Bearer)
  *                &require_auth=0|1
+ *                &date=0|1 (0: answers carry no Date header, as some
+ *                proxies' do not; 1 by default)
+ *                &dialect=gcs|emulator
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
  *   /_fake/revoke     every token issued so far stops working (401 with
@@ -97,6 +115,10 @@
 /* Requests held at once: a connection holds at most one request, and
  * libmicrohttpd keeps at most CONN_LIMIT connections. */
 #define HOLDS_MAX      CONN_LIMIT
+#define BUCKETS_MAX    64 /* buckets made in the emulator dialect */
+#define BUCKET_MAX     222
+
+enum dialect { DIALECT_GCS, DIALECT_EMULATOR };
 
 enum op {
 	OP_INSERT,
@@ -106,11 +128,12 @@ enum op {
 	OP_LIST,
 	OP_TOKEN,
 	OP_METADATA,
+	OP_BUCKET, /* buckets.insert */
 	OP_OTHER,
 	OP_N
 };
 static const char *op_names[OP_N] = { "insert", "get", "patch", "delete",
-	"list", "token", "metadata", "other" };
+	"list", "token", "metadata", "bucket", "other" };
 
 typedef struct obj {
 	char *key; /* bucket "/" name */
@@ -149,8 +172,13 @@ static struct {
 	size_t n, cap;
 	rate_ent *rates;
 	size_t nrates, caprates;
-	int64_t last_gen;
+	int64_t last_gen;     /* gcs: microseconds */
+	int64_t last_gen_ms;  /* emulator: milliseconds */
+	enum dialect dialect; /* read by the libmicrohttpd thread only */
+	char buckets[BUCKETS_MAX][BUCKET_MAX + 1]; /* made (emulator) */
+	int nbuckets;
 	int64_t clock_offset_ms;
+	int no_date; /* answers without a Date header */
 	int rate_limit;
 	int64_t token_expires_s; /* expires_in of the tokens issued */
 	char token_type[16];     /* and their token_type */
@@ -359,8 +387,10 @@ send_raw_h(struct MHD_Connection *c, int status, const char *ctype,
 	    (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
 	if (r == NULL)
 		return MHD_NO;
-	http_date(fake_now_ms(), date, sizeof(date));
-	MHD_add_response_header(r, MHD_HTTP_HEADER_DATE, date);
+	if (!G.no_date) {
+		http_date(fake_now_ms(), date, sizeof(date));
+		MHD_add_response_header(r, MHD_HTTP_HEADER_DATE, date);
+	}
 	if (ctype != NULL)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	if (hname != NULL)
@@ -391,10 +421,29 @@ send_json(struct MHD_Connection *c, int status, json_t *j)
 	return ret;
 }
 
+/* The emulator's error: its message is JSON text of its own, with no
+ * reason anywhere. */
+static json_t *
+emulator_err(int status, const char *domain, const char *msg)
+{
+	json_t *inner = json_pack("{s{s[{ssss}]}}", "error", "errors", "domain",
+	    domain, "message", msg);
+	char *text = inner ? json_dumps(inner, 0) : NULL;
+	json_t *j = text
+	    ? json_pack("{s{siss}}", "error", "code", status, "message", text)
+	    : NULL;
+
+	free(text);
+	json_decref(inner);
+	return j;
+}
+
 static enum MHD_Result
 send_err(struct MHD_Connection *c, int status, const char *domain,
     const char *reason, const char *msg)
 {
+	if (G.dialect == DIALECT_EMULATOR)
+		return send_json(c, status, emulator_err(status, domain, msg));
 	return send_json(c, status,
 	    json_pack("{s{sisss[{ssssss}]}}", "error", "code", status,
 	        "message", msg, "errors", "domain", domain, "reason", reason,
@@ -667,6 +716,8 @@ preconditions(const char *uri, const obj *o)
 	return 0;
 }
 
+/* A new generation: GCS's count microseconds (16 digits), the
+ * emulator's milliseconds (13 digits); unique either way. */
 static int64_t
 new_generation(void)
 {
@@ -676,6 +727,11 @@ new_generation(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	us = ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000) +
 	    G.clock_offset_ms * 1000;
+	if (G.dialect == DIALECT_EMULATOR) {
+		G.last_gen_ms =
+		    us / 1000 > G.last_gen_ms ? us / 1000 : G.last_gen_ms + 1;
+		return G.last_gen_ms;
+	}
 	G.last_gen = us > G.last_gen ? us : G.last_gen + 1;
 	return G.last_gen;
 }
@@ -1077,6 +1133,17 @@ metadata_ok(const json_t *md, int allow_null)
 	return 1;
 }
 
+/* The metadata keys the emulator adds to an upload, which nobody wrote. */
+static void
+emulator_marks(json_t *md)
+{
+	json_t *marks = json_pack("{ssss}", "x_emulator_upload", "true",
+	    "x_testbench_upload", "true");
+
+	json_object_update(md, marks);
+	json_decref(marks);
+}
+
 static enum MHD_Result
 do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
     int *status)
@@ -1164,6 +1231,8 @@ do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
 	no.metagen = 1;
 	no.created_ms = no.updated_ms = now;
 	no.metadata = md ? json_deep_copy(md) : json_object();
+	if (G.dialect == DIALECT_EMULATOR)
+		emulator_marks(no.metadata);
 	no.cache_control = cc ? strdup(cc) : NULL;
 	no.content_type = ct ? strdup(ct) : NULL;
 	key = NULL;
@@ -1202,6 +1271,25 @@ out:
 	free(qname);
 	json_decref(meta);
 	return ret;
+}
+
+/* The emulator's answer to a patch: object J (stolen) cut down to the
+ * request's "fields", then with "acl" and "owner" whatever they select;
+ * new reference. */
+static json_t *
+emulator_patched(const req *rq, json_t *j)
+{
+	json_t *out = rq->sel ? sel_apply(j, rq->sel) : json_incref(j);
+
+	json_decref(j);
+	if (out == NULL)
+		return NULL;
+	json_object_set_new(out, "acl",
+	    json_pack("[{ssss}]", "entity", "projectOwner-test-project", "role",
+	        "OWNER"));
+	json_object_set_new(out, "owner",
+	    json_pack("{ss}", "entity", "user-emulator@example.com"));
+	return out;
 }
 
 /* Get, patch or delete one object. */
@@ -1266,8 +1354,9 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 		    (G.n - (size_t)at - 1) * sizeof(obj));
 		G.n--;
 		pthread_mutex_unlock(&G.mu);
-		*status = 204;
-		return send_raw(c, 204, NULL, NULL);
+		/* GCS: 204; the emulator: 200 with an empty body */
+		*status = G.dialect == DIALECT_EMULATOR ? 200 : 204;
+		return send_raw(c, *status, NULL, NULL);
 	}
 	if (op == OP_PATCH) {
 		json_object_foreach(json_object_get(patch, "metadata"), k, v)
@@ -1290,6 +1379,8 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 	pthread_mutex_unlock(&G.mu);
 	json_decref(patch);
 	*status = 200;
+	if (op == OP_PATCH && G.dialect == DIALECT_EMULATOR)
+		return send_json(c, 200, emulator_patched(rq, out));
 	ret = send_selected(c, rq, out);
 	return ret;
 }
@@ -1309,14 +1400,22 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 	int r, n = 0;
 	enum MHD_Result ret;
 
-	r = qint(rq->uri, "maxResults", &max);
+	if (G.dialect == DIALECT_EMULATOR) {
+		/* maxResults and pageToken are not read at all */
+		free(tok);
+		tok = NULL;
+		r = 0;
+		max = INT64_MAX;
+	} else {
+		r = qint(rq->uri, "maxResults", &max);
+	}
 	if (r < 0 || (r > 0 && max < 1)) {
 		*status = 400;
 		ret = send_err(c, 400, "global", "invalid",
 		    "Invalid maxResults.");
 		goto out;
 	}
-	if (max > PAGE_MAX)
+	if (max > PAGE_MAX && G.dialect == DIALECT_GCS)
 		max = PAGE_MAX;
 	if (tok != NULL) {
 		/* The token is "t" + hex of the last key of the last page. */
@@ -1384,8 +1483,8 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 		n++;
 	}
 	pthread_mutex_unlock(&G.mu);
-	/* GCS omits "items" on an empty page. */
-	if (json_array_size(items) > 0)
+	/* GCS omits "items" on an empty page; the emulator does not. */
+	if (json_array_size(items) > 0 || G.dialect == DIALECT_EMULATOR)
 		json_object_set(res, "items", items);
 	*status = 200;
 	ret = send_selected(c, rq, res);
@@ -1399,6 +1498,66 @@ out:
 	free(from);
 	free(fk);
 	free(after);
+	return ret;
+}
+
+/* ---- buckets ---- */
+
+/* 1 when BUCKET exists: in the GCS dialect every name but "missing-*",
+ * in the emulator's only those made (G.mu held). */
+static int
+bucket_exists(const char *bucket)
+{
+	int i;
+
+	if (strncmp(bucket, "missing-", 8) == 0)
+		return 0;
+	if (G.dialect == DIALECT_GCS)
+		return 1;
+	for (i = 0; i < G.nbuckets; i++)
+		if (strcmp(G.buckets[i], bucket) == 0)
+			return 1;
+	return 0;
+}
+
+/* POST /storage/v1/b?project=P {"name":"B"}: make bucket B. */
+static enum MHD_Result
+do_bucket_insert(struct MHD_Connection *c, const req *rq, int *status)
+{
+	json_t *j = rq->body ? json_loadb(rq->body, rq->len, 0, NULL) : NULL;
+	const char *name = json_string_value(json_object_get(j, "name"));
+	char *project = qparam(rq->uri, "project");
+	enum MHD_Result ret;
+	int i, found = 0;
+
+	*status = 400;
+	if (project == NULL || project[0] == '\0' || name == NULL ||
+	    name[0] == '\0' || strlen(name) > BUCKET_MAX ||
+	    strchr(name, '/') != NULL) {
+		ret = send_err(c, 400, "global", "invalid",
+		    "A project and a bucket name are required.");
+		goto out;
+	}
+	pthread_mutex_lock(&G.mu);
+	for (i = 0; i < G.nbuckets; i++)
+		found |= strcmp(G.buckets[i], name) == 0;
+	if (!found && G.nbuckets < BUCKETS_MAX)
+		snprintf(G.buckets[G.nbuckets++], BUCKET_MAX + 1, "%s", name);
+	pthread_mutex_unlock(&G.mu);
+	if (found) {
+		*status = 409;
+		ret = send_err(c, 409, "global", "conflict",
+		    "Your previous request to create the named bucket "
+		    "succeeded and you already own it.");
+		goto out;
+	}
+	*status = 200;
+	ret = send_json(c, 200,
+	    json_pack("{ssssss}", "kind", "storage#bucket", "id", name, "name",
+	        name));
+out:
+	free(project);
+	json_decref(j);
 	return ret;
 }
 
@@ -1517,6 +1676,19 @@ out:
 
 /* ---- control ---- */
 
+/* "gcs" or "emulator" into *D; -1 for anything else. */
+static int
+dialect_of(const char *v, enum dialect *d)
+{
+	if (v != NULL && strcmp(v, "gcs") == 0)
+		*d = DIALECT_GCS;
+	else if (v != NULL && strcmp(v, "emulator") == 0)
+		*d = DIALECT_EMULATOR;
+	else
+		return -1;
+	return 0;
+}
+
 static json_t *
 stats_json(void)
 {
@@ -1634,6 +1806,8 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 			G.rate_limit = x != 0;
 		if (qint(rq->uri, "require_auth", &x) > 0)
 			G.require_auth = x != 0;
+		if (qint(rq->uri, "date", &x) > 0)
+			G.no_date = x == 0;
 		if (qint(rq->uri, "token_expires", &x) > 0 && x > 0)
 			G.token_expires_s = x;
 		v = qparam(rq->uri, "token_type");
@@ -1644,7 +1818,12 @@ do_control(struct MHD_Connection *c, const req *rq, const char *path)
 		if (v != NULL)
 			G.clock_offset_ms = strtoll(v, NULL, 10);
 		free(v);
+		v = qparam(rq->uri, "dialect");
+		x = v != NULL && dialect_of(v, &G.dialect) != 0;
+		free(v);
 		pthread_mutex_unlock(&G.mu);
+		if (x)
+			return send_raw(c, 400, "text/plain", "bad dialect\n");
 		return send_raw(c, 200, "text/plain", "ok\n");
 	}
 	if (strcmp(path, "/_fake/fault") == 0) {
@@ -1695,6 +1874,7 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	const char *p, *slash;
 	size_t plen = strcspn(rq->uri, "?");
 	int op = OP_OTHER, status = 0, is_upload = 0, hold_ms, noflavor = 0;
+	int missing;
 	enum MHD_Result ret;
 	const fault *f;
 
@@ -1710,6 +1890,9 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		op = OP_METADATA;
 	else if (strcmp(path, "/token") == 0)
 		op = OP_TOKEN;
+	else if (strcmp(path, "/storage/v1/b") == 0 &&
+	    strcmp(method, "POST") == 0)
+		op = OP_BUCKET;
 	else if (strncmp(path, UPLOAD_PATH, strlen(UPLOAD_PATH)) == 0 ||
 	    strncmp(path, OBJ_PATH, strlen(OBJ_PATH)) == 0) {
 		is_upload = path[1] == 'u';
@@ -1817,7 +2000,10 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 			goto done;
 		}
 	}
-	if (op <= OP_LIST && strncmp(bucket, "missing-", 8) == 0) {
+	pthread_mutex_lock(&G.mu);
+	missing = op <= OP_LIST && !bucket_exists(bucket);
+	pthread_mutex_unlock(&G.mu);
+	if (missing) {
 		status = 404;
 		ret = send_err(c, 404, "global", "notFound",
 		    "The specified bucket does not exist.");
@@ -1850,6 +2036,9 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 	}
 	case OP_TOKEN:
 		ret = do_oauth(c, rq, &status);
+		break;
+	case OP_BUCKET:
+		ret = do_bucket_insert(c, rq, &status);
 		break;
 	case OP_INSERT:
 		ret = do_insert(c, rq, bucket, &status);
@@ -1986,7 +2175,8 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: fake_gcs [--port N] [--clock-offset-ms MS] "
+	    "usage: fake_gcs [--port N] [--dialect gcs|emulator] "
+	    "[--clock-offset-ms MS] "
 	    "[--rate-limit] [--token-expires S] [--require-auth] "
 	    "[--oauth-pubkey PEM]\n");
 	exit(2);
@@ -2000,6 +2190,7 @@ main(int argc, char **argv)
 	const union MHD_DaemonInfo *info;
 	sigset_t set;
 	long port = 0;
+	const char *dialect = getenv("FAKE_GCS_DIALECT");
 	int i, sig;
 	char *end;
 
@@ -2013,6 +2204,8 @@ main(int argc, char **argv)
 			G.clock_offset_ms = strtoll(argv[++i], &end, 10);
 			if (*end != '\0')
 				usage();
+		} else if (strcmp(argv[i], "--dialect") == 0 && i + 1 < argc) {
+			dialect = argv[++i];
 		} else if (strcmp(argv[i], "--rate-limit") == 0) {
 			G.rate_limit = 1;
 		} else if (strcmp(argv[i], "--require-auth") == 0) {
@@ -2033,6 +2226,9 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
+	if (dialect != NULL && dialect[0] != '\0' &&
+	    dialect_of(dialect, &G.dialect) != 0)
+		usage();
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);

@@ -48,7 +48,8 @@ reset(void **state)
 {
 	(void)state;
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
-	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?rate_limit=0",
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/config?rate_limit=0&dialect=gcs&date=1",
 	                     NULL),
 	    200);
 	return 0;
@@ -689,6 +690,138 @@ test_stop_while_held(void **state)
 	assert_true(r[0].status == 404 || r[0].status == -1);
 }
 
+/* The message inside an emulator error OUT: its "message" is JSON text
+ * of {"error": {"errors": [{"domain", "message"}]}}, with no reason. */
+static void
+assert_emulator_error(const char *out, int code, const char *msg)
+{
+	json_t *j = json_loads(out, 0, NULL), *e, *inner, *first;
+
+	assert_non_null(j);
+	e = json_object_get(j, "error");
+	assert_int_equal(json_integer_value(json_object_get(e, "code")), code);
+	assert_null(json_object_get(e, "errors"));
+	inner = json_loads(json_string_value(json_object_get(e, "message")), 0,
+	    NULL);
+	assert_non_null(inner);
+	first = json_array_get(json_object_get(json_object_get(inner, "error"),
+	                           "errors"),
+	    0);
+	assert_null(json_object_get(first, "reason"));
+	assert_string_equal(json_string_value(
+	                        json_object_get(first, "message")),
+	    msg);
+	json_decref(inner);
+	json_decref(j);
+}
+
+/* The emulator dialect answers as Google's emulator does (facts §8). */
+static void
+test_emulator_dialect(void **state)
+{
+	const char *names[] = { "e/a", "e/b", "e/c" };
+	char path[256], *out = NULL;
+	json_t *a, *j, *md;
+	int i, date = 0;
+
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?dialect=emulator",
+	                     NULL),
+	    200);
+	/* No bucket until it is made; made once. */
+	assert_int_equal(insert("e/a", "", NULL), 404);
+	assert_int_equal(fake_gcs_http(&fake, "POST", "/storage/v1/b?project=p",
+	                     NULL, "{\"name\":\"bkt\"}", NULL, NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "POST", "/storage/v1/b?project=p",
+	                     NULL, "{\"name\":\"bkt\"}", NULL, NULL),
+	    409);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(insert(names[i], "&ifGenerationMatch=0",
+		                     i == 0 ? &a : NULL),
+		    200);
+	/* 13-digit generations; keys nobody wrote. */
+	assert_true(
+	    gen_of(a) >= 1000000000000LL && gen_of(a) <= 9999999999999LL);
+	md = json_object_get(a, "metadata");
+	assert_string_equal(json_string_value(json_object_get(md, "k")), "v");
+	assert_non_null(json_object_get(md, "x_emulator_upload"));
+	assert_non_null(json_object_get(md, "x_testbench_upload"));
+	assert_null(json_object_get(a, "acl"));
+	/* Errors: JSON text in the message. */
+	assert_int_equal(insert("e/a", "&ifGenerationMatch=0", NULL), 412);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o/nope",
+	                     NULL, NULL, &out, NULL),
+	    404);
+	assert_emulator_error(out, 404, "No such object.");
+	free(out);
+	/* A list: one page whatever maxResults and pageToken say. */
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?prefix=e%2F&maxResults=1&"
+	                     "pageToken=garbage",
+	                     NULL, NULL, &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_int_equal(json_array_size(json_object_get(j, "items")), 3);
+	assert_null(json_object_get(j, "nextPageToken"));
+	json_decref(j);
+	assert_int_equal(fake_gcs_http(&fake, "GET",
+	                     "/storage/v1/b/bkt/o?prefix=none%2F", NULL, NULL,
+	                     &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_true(json_is_array(json_object_get(j, "items")));
+	json_decref(j);
+	/* A patch answer: acl and owner, whatever fields selects. */
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/e%%2Fa?ifGenerationMatch=%lld&"
+	    "fields=generation",
+	    gen_of(a));
+	assert_int_equal(fake_gcs_http(&fake, "PATCH", path,
+	                     "Content-Type: application/json",
+	                     "{\"metadata\":{\"k\":\"w\"}}", &out, NULL),
+	    200);
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_non_null(json_object_get(j, "acl"));
+	assert_non_null(json_object_get(j, "owner"));
+	assert_null(json_object_get(j, "metadata"));
+	json_decref(j);
+	/* A delete: 200, empty. */
+	snprintf(path, sizeof(path),
+	    "/storage/v1/b/bkt/o/e%%2Fa?ifGenerationMatch=%lld", gen_of(a));
+	assert_int_equal(fake_gcs_http(&fake, "DELETE", path, NULL, NULL, &out,
+	                     &date),
+	    200);
+	assert_true(out == NULL || out[0] == '\0');
+	assert_int_equal(date, 1);
+	free(out);
+	json_decref(a);
+}
+
+/* config?date=0: answers without a Date header. */
+static void
+test_no_date(void **state)
+{
+	int date = -1;
+
+	(void)state;
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?date=0", NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o",
+	                     NULL, NULL, NULL, &date),
+	    200);
+	assert_int_equal(date, 0);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?date=1", NULL),
+	    200);
+	assert_int_equal(fake_gcs_http(&fake, "GET", "/storage/v1/b/bkt/o",
+	                     NULL, NULL, NULL, &date),
+	    200);
+	assert_int_equal(date, 1);
+}
+
 int
 main(void)
 {
@@ -705,6 +838,8 @@ main(void)
 		cmocka_unit_test_setup(test_slow_errors_overlap, reset),
 		cmocka_unit_test_setup(test_reset_and_drop, reset),
 		cmocka_unit_test_setup(test_stop_while_held, reset),
+		cmocka_unit_test_setup(test_emulator_dialect, reset),
+		cmocka_unit_test_setup(test_no_date, reset),
 	};
 
 	return cmocka_run_group_tests_name("fake_gcs", tests, group_setup,

@@ -193,6 +193,30 @@ test_http_date(void **state)
 	assert_true(gcs_parse_http_date(NULL, 0) == -1);
 }
 
+/* A time past 9999 is no time: in an obsolete form curl_getdate reads
+ * any year, and in milliseconds a year past ~292 million overflowed an
+ * int64 (undefined behaviour, found by a fuzzer). */
+static void
+test_http_date_far_future(void **state)
+{
+	const char *v;
+
+	(void)state;
+	v = " Sun Nov 6 08:49:37 2147483647\r\n";
+	assert_true(gcs_parse_http_date(v, strlen(v)) == -1);
+	v = " Sunday, 06-Nov-9999999 08:49:37 GMT\r\n";
+	assert_true(gcs_parse_http_date(v, strlen(v)) == -1);
+	v = " Sun, 06 Nov 10000 08:49:37 GMT\r\n";
+	assert_true(gcs_parse_http_date(v, strlen(v)) == -1);
+	/* the last second allowed, in both parsers */
+	v = " Fri, 31 Dec 9999 23:59:59 GMT\r\n";
+	assert_true(
+	    gcs_parse_http_date(v, strlen(v)) == GCS_DATE_LAST_S * 1000);
+	v = " Fri Dec 31 23:59:59 9999\r\n";
+	assert_true(
+	    gcs_parse_http_date(v, strlen(v)) == GCS_DATE_LAST_S * 1000);
+}
+
 static void
 test_http_date_too_long(void **state)
 {
@@ -421,6 +445,7 @@ main(void)
 		cmocka_unit_test(test_imf_fixdate_matches_strftime),
 		cmocka_unit_test(test_http_date),
 		cmocka_unit_test(test_http_date_too_long),
+		cmocka_unit_test(test_http_date_far_future),
 		cmocka_unit_test(test_json_pick),
 		cmocka_unit_test(test_json_pick_undecided),
 		cmocka_unit_test(test_json_pick_malformed),

@@ -787,15 +787,15 @@ test_wait_fd(void **state)
 	gcs_loop_free(l);
 }
 
-/* The store client's own HTTP/1.1 on a kept connection: the loop
- * watches it between requests, so a connection the server closed while
- * idle is left before a request is sent on it (one send, not a send into
- * a dead connection and a resend), and never spun on. */
-typedef struct own_call {
+/* The store client's handle (gcs_http) on a loop's kept connection: a
+ * connection the server closed while idle is left before a request is
+ * sent on it (one send, not a send into a dead connection and a resend),
+ * and never spun on. */
+typedef struct http_call {
 	int port;
 	int rc;
 	gcs_resp resp;
-} own_call;
+} http_call;
 
 static void
 http_free_fn(void *h)
@@ -804,9 +804,9 @@ http_free_fn(void *h)
 }
 
 static void
-own_get_fn(void *arg)
+http_get_fn(void *arg)
 {
-	own_call *o = arg;
+	http_call *o = arg;
 	gcs_http *h = gcs_loop_cache_take(http_free_fn);
 	char url[64], err[128];
 
@@ -820,12 +820,12 @@ own_get_fn(void *arg)
 }
 
 static void
-test_own_http_idle_connection_closed(void **state)
+test_http_idle_connection_closed(void **state)
 {
 	idle_srv v = { 0 };
 	pthread_t th;
 	gcs_loop *l = gcs_loop_new();
-	own_call o = { 0 };
+	http_call o = { 0 };
 	int i, events = 0;
 
 	(void)state;
@@ -833,7 +833,7 @@ test_own_http_idle_connection_closed(void **state)
 
 	o.port = v.port;
 	o.rc = -9;
-	if (gcs_loop_spawn(l, own_get_fn, &o, NULL) == 0)
+	if (gcs_loop_spawn(l, http_get_fn, &o, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.resp.status, 200);
@@ -846,7 +846,7 @@ test_own_http_idle_connection_closed(void **state)
 		events += gcs_loop_run_once(l, 20);
 	assert_true(events <= 1);
 	o.rc = -9;
-	if (gcs_loop_spawn(l, own_get_fn, &o, NULL) == 0)
+	if (gcs_loop_spawn(l, http_get_fn, &o, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.resp.status, 200);
@@ -872,7 +872,7 @@ main(void)
 		cmocka_unit_test(test_kept_connection_stays_registered),
 		cmocka_unit_test(test_idle_connection_closed_by_peer),
 		cmocka_unit_test(test_wait_fd),
-		cmocka_unit_test(test_own_http_idle_connection_closed),
+		cmocka_unit_test(test_http_idle_connection_closed),
 	};
 
 	return cmocka_run_group_tests_name("gcs_loop", tests, group_setup,
