@@ -211,8 +211,12 @@ renew(api_service *svc, const char *name, int64_t gen, int64_t metagen, int ttl,
 static int
 retry_after_of(const gcs_object *o, const api_lock *held)
 {
-	int64_t left = held->expires_at_ms + API_EXPIRY_MARGIN_MS - o->now_ms;
-	int64_t s = (left + 999) / 1000;
+	int64_t left, s;
+
+	if (o->now_ms <= 0)
+		return 2; /* no storage time: nothing to count from */
+	left = held->expires_at_ms + API_EXPIRY_MARGIN_MS - o->now_ms;
+	s = (left + 999) / 1000;
 
 	if (s < 1)
 		s = 1;

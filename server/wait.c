@@ -334,6 +334,16 @@ may_write(srv_waiter *w)
 	return API_OK;
 }
 
+/* Milliseconds until HELD's lease may be taken over, on the store's clock;
+ * -1 (no hint) when the answer carried no store time. */
+static int64_t
+expiry_hint(const api_lock *held)
+{
+	if (held->now_ms <= 0)
+		return -1;
+	return held->expires_at_ms + API_EXPIRY_MARGIN_MS - held->now_ms;
+}
+
 /*
  * One poll for the head waiter W of a lock, made without the mutex.
  * Returns the api code: API_OK = W was granted (w->lock is the lease),
@@ -360,9 +370,9 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 		gcs_give_up_thread(0);
 		if (rc == API_LOCKED) {
 			w->maybe_granted = false; /* ours would be API_OK */
-			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
-			    seen.now_ms;
-			err.retry_after = (int)(*hint_ms / 1000 + 1);
+			*hint_ms = expiry_hint(&seen);
+			err.retry_after =
+			    *hint_ms < 0 ? 2 : (int)(*hint_ms / 1000 + 1);
 			snprintf(err.message, sizeof(err.message),
 			    "the lock is still held by %.180s: the wait ran "
 			    "out",
@@ -387,8 +397,7 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 	w->maybe_granted = rc != API_OK && rc != API_LOCKED;
 	if (rc == API_OK || rc == API_LOCKED) {
 		if (rc == API_LOCKED)
-			*hint_ms = seen.expires_at_ms + API_EXPIRY_MARGIN_MS -
-			    seen.now_ms;
+			*hint_ms = expiry_hint(&seen);
 		note_holder(w, &seen, &err, rc);
 	} else {
 		api_lock_clear(&seen);
