@@ -242,11 +242,20 @@ meta_json(const gcs_object *o, const char *key)
 void
 api_copy(char *dst, size_t len, const char *src)
 {
-	size_t n;
+	size_t n, i;
 
 	if (len == 0)
 		return;
 	n = strnlen(src, len - 1);
+	/* Cut short in the middle of a UTF-8 character (text another client
+	 * of the bucket stored, longer than our field): drop the whole
+	 * character, so the copy is still text JSON can carry.  At most
+	 * three continuation bytes follow a lead byte. */
+	if (src[n] != '\0')
+		for (i = 0;
+		     i < 4 && n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80;
+		     i++)
+			n--;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 }

@@ -899,7 +899,8 @@ gcs_parse_http_date(const char *s, size_t n)
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	ct = curl_getdate(buf, NULL);
-	return ct > 0 ? (int64_t)ct * 1000 : -1;
+	/* A year so far ahead that its ms overflow is no clock at all. */
+	return ct > 0 && ct <= INT64_MAX / 1000 ? (int64_t)ct * 1000 : -1;
 }
 
 /* ---- picking members out of a JSON answer ---- */
