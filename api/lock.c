@@ -292,6 +292,18 @@ add_sat(int64_t a, int64_t b)
 	return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+/* A - B, held at the int64 range instead of overflowing: times of an
+ * object another writer stored may be anything. */
+static int64_t
+sub_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (!__builtin_sub_overflow(a, b, &r))
+		return r;
+	return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* Without the store's time (now_ms 0) nothing is judged expired: a
  * gateway's own clock never decides a takeover. */
 int
@@ -355,14 +367,15 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 		out->refresh_interval = 1;
 	out->expires_in = out->ttl;
 	if (o->now_ms > 0) {
-		int64_t left = (out->expires_at_ms - o->now_ms) / 1000;
+		int64_t left = sub_sat(out->expires_at_ms, o->now_ms) / 1000;
 		out->expires_in = left < 0 ? 0
 		    : left > out->ttl      ? out->ttl
 		                           : (int)left;
 	}
 	out->expired = lease_expired(o);
 	out->overdue = out->expected_duration > 0 &&
-	    o->now_ms - o->created_ms > (int64_t)out->expected_duration * 1000;
+	    sub_sat(o->now_ms, o->created_ms) >
+	        (int64_t)out->expected_duration * 1000;
 }
 
 static int

@@ -19,13 +19,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-#define FUZZ_CHECK(c)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
+#define FUZZ_CHECK(c) \
+	do { \
+		if (!(c)) { \
 			fprintf(stderr, "fuzz: check failed: %s (%s:%d)\n", \
-			    #c, __FILE__, __LINE__);                         \
-			abort();                                             \
-		}                                                            \
+			    #c, __FILE__, __LINE__); \
+			abort(); \
+		} \
 	} while (0)
 
 /* The N bytes at P as a new NUL-terminated string (free()). */

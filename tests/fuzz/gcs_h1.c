@@ -27,8 +27,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n = piece == 0 || piece > in.n ? in.n : piece;
 		used = (size_t)-1;
 		rc = gcs_h1_feed(p, (const char *)in.p, n, &used);
-		FUZZ_CHECK(rc == GCS_H1_MORE || rc == GCS_H1_DONE ||
-		    rc == GCS_H1_BAD);
+		FUZZ_CHECK(
+		    rc == GCS_H1_MORE || rc == GCS_H1_DONE || rc == GCS_H1_BAD);
 		if (rc != GCS_H1_BAD)
 			FUZZ_CHECK(used <= n);
 		if (rc == GCS_H1_MORE)

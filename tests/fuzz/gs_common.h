@@ -24,8 +24,8 @@
 #include "fuzz.h"
 
 int __wrap_gcs_http_perform(gcs_http *c, const char *method, const char *url,
-    struct curl_slist *hdrs, const char *body, size_t body_len,
-    long timeout_ms, gcs_resp *resp, char *errbuf, size_t errlen);
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
+    gcs_resp *resp, char *errbuf, size_t errlen);
 
 static struct {
 	long status;
@@ -38,8 +38,8 @@ static struct {
 
 int
 __wrap_gcs_http_perform(gcs_http *c, const char *method, const char *url,
-    struct curl_slist *hdrs, const char *body, size_t body_len,
-    long timeout_ms, gcs_resp *resp, char *errbuf, size_t errlen)
+    struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
+    gcs_resp *resp, char *errbuf, size_t errlen)
 {
 	(void)c;
 	(void)method;
@@ -88,8 +88,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 static inline uint8_t
 gs_take(fuzz_in *in)
 {
-	static const long statuses[] = { 200, 200, 200, 200, 204, 201, 400,
-		401, 403, 404, 409, 412, 302, 304, 206, 429, 500, 503, 0 };
+	static const long statuses[] = { 200, 200, 200, 200, 204, 201, 400, 401,
+		403, 404, 409, 412, 302, 304, 206, 429, 500, 503, 0 };
 	uint8_t op = fuzz_u8(in), st = fuzz_u8(in);
 
 	gs_answer.status =

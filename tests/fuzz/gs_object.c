@@ -33,7 +33,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = gcs_insert(gs_store, "a/b", meta, &o, &err);
 		break;
 	}
-	FUZZ_CHECK(gs_answer.calls >= 1);
+	/* Not sent at all only when its few ms ran out first (a loaded
+	 * machine): then it must say unavailable. */
+	FUZZ_CHECK(gs_answer.calls >= 1 || rc == GCS_UNAVAILABLE);
 	if (rc == GCS_OK)
 		gs_object_ok("a/b", &o);
 	else

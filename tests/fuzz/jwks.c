@@ -35,9 +35,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(k->alg == JWT_ALG_RS256 || k->alg == JWT_ALG_ES256);
 		FUZZ_CHECK(k->pkey != NULL);
 		FUZZ_CHECK(k->source == AUTH_SRC_PUBLIC);
-		FUZZ_CHECK(auth_sig_ok(k->pkey, k->alg, input,
-		               sizeof(input) - 1, sig,
-		               k->alg == JWT_ALG_ES256 ? 64 : 256) == 0);
+		FUZZ_CHECK(
+		    auth_sig_ok(k->pkey, k->alg, input, sizeof(input) - 1, sig,
+		        k->alg == JWT_ALG_ES256 ? 64 : 256) == 0);
 	}
 	auth_keyset_unref(ks);
 	return 0;

@@ -31,10 +31,10 @@ slurp(const char *path)
 	FILE *f = fopen(path, "rb");
 	char *buf = calloc(1, 16384);
 
-	if (f == NULL || buf == NULL ||
-	    fread(buf, 1, 16383, f) == 0) {
-		fprintf(stderr, "jwt: cannot read %s (run from the top "
-		                "directory)\n",
+	if (f == NULL || buf == NULL || fread(buf, 1, 16383, f) == 0) {
+		fprintf(stderr,
+		    "jwt: cannot read %s (run from the top "
+		    "directory)\n",
 		    path);
 		exit(1);
 	}

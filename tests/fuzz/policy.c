@@ -62,8 +62,8 @@ glob_case(fuzz_in *in)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const names[] = { "prod/deploy", "staging/db",
-		"a", "prod/x/y/z", NULL };
+	static const char *const names[] = { "prod/deploy", "staging/db", "a",
+		"prod/x/y/z", NULL };
 	static const char *const ids[] = {
 		"{\"sub\":\"ops-ann\",\"admin\":true}",
 		"{\"sub\":\"repo:acme/app:ref:refs/heads/main\","

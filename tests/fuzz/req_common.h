@@ -51,10 +51,9 @@ req_query_each(void *ctx, params_visit_fn fn, void *arg)
 			return;
 }
 
-static const char *const req_acquire[] = { "ttl", "wait", "holder",
-	"purpose", "expected_duration", "labels", "lease_id", "format", NULL };
-static const char *const req_refresh[] = { "lease_id", "ttl", "format",
-	NULL };
+static const char *const req_acquire[] = { "ttl", "wait", "holder", "purpose",
+	"expected_duration", "labels", "lease_id", "format", NULL };
+static const char *const req_refresh[] = { "lease_id", "ttl", "format", NULL };
 static const char *const req_list[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
 static const char *const req_force[] = { "fencing_token", "format", NULL };
@@ -153,8 +152,8 @@ req_run(int route, req_query *q, const char *body, size_t blen)
 		FUZZ_CHECK(api_text_clean(aq.purpose, strlen(aq.purpose)));
 		if (aq.labels != NULL) {
 			char why[128];
-			FUZZ_CHECK(api_labels_valid(aq.labels, why,
-			    sizeof(why)));
+			FUZZ_CHECK(
+			    api_labels_valid(aq.labels, why, sizeof(why)));
 		}
 		if (aq.key[0] == '\0' || api_lease_id_valid(aq.key)) {
 			aq.ttl = (int)ttl;
@@ -166,8 +165,8 @@ req_run(int route, req_query *q, const char *body, size_t blen)
 		break;
 	case 1:
 		memset(&lq, 0, sizeof(lq));
-		if (params_str(&p, "lease_id", lq.lease_id,
-		        sizeof(lq.lease_id), &err) < 0 ||
+		if (params_str(&p, "lease_id", lq.lease_id, sizeof(lq.lease_id),
+		        &err) < 0 ||
 		    params_int(&p, "ttl", API_TTL_MIN, API_TTL_MAX, 0, &ttl,
 		        &err))
 			break;
