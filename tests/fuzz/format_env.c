@@ -95,6 +95,35 @@ reparse(const char *out)
 	}
 }
 
+/* Whether member NAME's key (upper-cased, other bytes '_') is also
+ * another member's: then the later one wins, as in the shell. */
+static int
+key_shared(const json_t *answer, const char *name)
+{
+	const char *other;
+	json_t *m;
+	size_t i;
+	int n = 0;
+
+	json_object_foreach((json_t *)answer, other, m)
+	{
+		if (strlen(other) != strlen(name))
+			continue;
+		for (i = 0; name[i] != '\0'; i++) {
+			unsigned char c = (unsigned char)other[i];
+			if (c >= 'A' && c <= 'Z')
+				c = (unsigned char)(c - 'A' + 'a');
+			else if (!((c >= 'a' && c <= 'z') ||
+			             (c >= '0' && c <= '9')))
+				c = '_';
+			if (c != (unsigned char)name[i])
+				break;
+		}
+		n += name[i] == '\0';
+	}
+	return n > 1;
+}
+
 /* A lock answer's string members come back under their keys. */
 static void
 members_back(const json_t *answer)
@@ -114,7 +143,9 @@ members_back(const json_t *answer)
 		if (!json_is_string(m) || n == 0 || n > 64 ||
 		    strcmp(name, "name") == 0 || strcmp(name, "lock") == 0 ||
 		    strcmp(name, "state") == 0 ||
-		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+		        n ||
+		    key_shared(answer, name))
 			continue;
 		snprintf(key, sizeof(key), SRV_ENV_PREFIX "%s", name);
 		for (i = strlen(SRV_ENV_PREFIX); key[i]; i++)
