@@ -28,8 +28,24 @@ AUNIT    := $(patsubst tests/unit/%.c,build/asan/tests/%,$(UNIT_SRC))
 TOOLS    := $(patsubst tests/tools/%.c,build/tools/%,$(TOOL_SRC))
 BENCHES  := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 
+# Fuzzing (issue 24): one libFuzzer harness per input surface in
+# tests/fuzz/, linked with the project's objects built by clang under the
+# same sanitizers.  `make fuzz` runs each FUZZ_S seconds; `make test` runs
+# each a few seconds and replays tests/fuzz/regressions/.
+FUZZ_CC  ?= clang
+FUZZ_S   ?= 300
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+            -fno-omit-frame-pointer
+FUZZ_SRC := $(wildcard tests/fuzz/*.c)
+FUZZ     := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+FOBJ     := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
+FUZZ_LIB := build/fuzz/obj/tests/unit/auth_testutil.o
+# The gs:// answer harnesses answer the client's requests themselves.
+FUZZ_WRAP := -Wl,--wrap=gcs_http_perform
+.SECONDARY: $(FOBJ) $(FUZZ_LIB)
+
 .PHONY: all deps-build deps-test run test unit unit-asan e2e browser lint bench \
-        docker clean check-tools soak
+        docker clean check-tools soak fuzz fuzz-build
 .DEFAULT_GOAL := all
 
 # deps-build first, then the build: under `make -j` the two would otherwise
@@ -58,6 +74,16 @@ build/obj/%.o: %.c $(wildcard */*.h) | build/gen/web_assets.c
 build/asan/obj/%.o: %.c $(wildcard */*.h) | build/gen/web_assets.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -c -o $@ $<
+
+build/fuzz/obj/%.o: %.c $(wildcard */*.h) | build/gen/web_assets.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c -o $@ $<
+
+build/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(FOBJ) $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(PKG_CFLAGS) \
+	    -Itests/unit -o $@ $< $(FOBJ) $(FUZZ_LIB) \
+	    $(if $(filter gs_%,$*),$(FUZZ_WRAP)) $(LDLIBS)
 
 build/lockgate: build/obj/server/main.o $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -91,7 +117,7 @@ run: all
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) build/lockgate build/asan/lockgate \
-	    $(UNIT) $(AUNIT) $(TOOLS) $(BENCHES)
+	    $(UNIT) $(AUNIT) $(TOOLS) $(BENCHES) $(FUZZ)
 	@sh tests/run.sh
 
 unit: $(UNIT) $(TOOLS)
@@ -99,6 +125,13 @@ unit: $(UNIT) $(TOOLS)
 
 e2e: build/lockgate build/asan/lockgate $(TOOLS) $(BENCHES)
 	@sh tests/run.sh e2e
+
+fuzz-build: deps-test $(FUZZ)
+
+# Every harness FUZZ_S seconds (default 300), one after the other: one
+# line per harness, "fuzz NAME: N execs, C crashes", and a closing line.
+fuzz: fuzz-build
+	@FUZZ_S=$(FUZZ_S) sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
 
 lint: deps-build
 	@sh scripts/lint.sh

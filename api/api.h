@@ -276,8 +276,9 @@ char *api_lock_text(const api_lock *lock, bool with_lease, size_t *len);
 #define API_TIME_MAX_MS INT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
 void api_time_str(int64_t ms, char *buf, size_t len);
 
-/* SRC into DST of LEN bytes, cut short to fit, always NUL-terminated
- * (the hot paths' snprintf "%s", without printf's cost). */
+/* SRC into DST of LEN bytes, cut short to fit (at a UTF-8 character
+ * boundary: a character that does not fit whole is left out), always
+ * NUL-terminated (the hot paths' snprintf "%s", without printf's cost). */
 void api_copy(char *dst, size_t len, const char *src);
 /* V in decimal into BUF of LEN bytes (at least 21); the length written. */
 size_t api_fmt_int(char *buf, size_t len, int64_t v);

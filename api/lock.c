@@ -242,11 +242,20 @@ meta_json(const gcs_object *o, const char *key)
 void
 api_copy(char *dst, size_t len, const char *src)
 {
-	size_t n;
+	size_t n, i;
 
 	if (len == 0)
 		return;
 	n = strnlen(src, len - 1);
+	/* Cut short in the middle of a UTF-8 character (text another client
+	 * of the bucket stored, longer than our field): drop the whole
+	 * character, so the copy is still text JSON can carry.  At most
+	 * three continuation bytes follow a lead byte. */
+	if (src[n] != '\0')
+		for (i = 0;
+		     i < 4 && n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80;
+		     i++)
+			n--;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 }
@@ -281,6 +290,18 @@ add_sat(int64_t a, int64_t b)
 	int64_t r;
 
 	return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* A - B, held at the int64 range instead of overflowing: times of an
+ * object another writer stored may be anything. */
+static int64_t
+sub_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (!__builtin_sub_overflow(a, b, &r))
+		return r;
+	return b < 0 ? INT64_MAX : INT64_MIN;
 }
 
 /* Without the store's time (now_ms 0) nothing is judged expired: a
@@ -346,14 +367,15 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 		out->refresh_interval = 1;
 	out->expires_in = out->ttl;
 	if (o->now_ms > 0) {
-		int64_t left = (out->expires_at_ms - o->now_ms) / 1000;
+		int64_t left = sub_sat(out->expires_at_ms, o->now_ms) / 1000;
 		out->expires_in = left < 0 ? 0
 		    : left > out->ttl      ? out->ttl
 		                           : (int)left;
 	}
 	out->expired = lease_expired(o);
 	out->overdue = out->expected_duration > 0 &&
-	    o->now_ms - o->created_ms > (int64_t)out->expected_duration * 1000;
+	    sub_sat(o->now_ms, o->created_ms) >
+	        (int64_t)out->expected_duration * 1000;
 }
 
 static int

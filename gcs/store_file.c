@@ -303,6 +303,16 @@ entry_int(const json_t *e, const char *key)
 	return (int64_t)json_integer_value(json_object_get(e, key));
 }
 
+/* A generation or metageneration as this store issues them: 1 ..
+ * GCS_GEN_MAX, so that the next one (+1) cannot overflow.  Anything else
+ * in a file or a log record was not written by a lockgate store: the
+ * entry is corrupt. */
+static int
+gen_valid(int64_t g)
+{
+	return g > 0 && g <= GCS_GEN_MAX;
+}
+
 static int
 entry_valid(const json_t *e)
 {
@@ -310,8 +320,8 @@ entry_valid(const json_t *e)
 		return 0;
 	if (!entry_exists(e))
 		return 1;
-	return entry_int(e, "generation") > 0 &&
-	    entry_int(e, "metageneration") > 0 &&
+	return gen_valid(entry_int(e, "generation")) &&
+	    gen_valid(entry_int(e, "metageneration")) &&
 	    json_is_integer(json_object_get(e, "created_ms")) &&
 	    json_is_integer(json_object_get(e, "updated_ms")) &&
 	    json_is_object(json_object_get(e, "metadata"));
@@ -1066,7 +1076,9 @@ wal_read_record(file_store *fs, off_t *off, off_t size)
 		rec = json_loadb((const char *)buf, len, 0, &je);
 		if (rec != NULL &&
 		    (!json_is_array(json_object_get(rec, "entries")) ||
-		        !json_is_integer(json_object_get(rec, "counter")))) {
+		        !json_is_integer(json_object_get(rec, "counter")) ||
+		        entry_int(rec, "counter") < 0 ||
+		        entry_int(rec, "counter") > GCS_GEN_MAX)) {
 			json_decref(rec);
 			rec = NULL;
 		}
@@ -1119,6 +1131,14 @@ wal_open(file_store *fs, gcs_err *err)
 		    "%s/" WAL_NAME " is not a lockgate log", fs->dir);
 	}
 	memcpy(&floor, hdr + 8, 8);
+	if (floor < 0 || floor > GCS_GEN_MAX) {
+		/* Past it no generation can be issued in order. */
+		close(fd);
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "%s/" WAL_NAME " is corrupt: its generation counter is "
+		    "out of range",
+		    fs->dir);
+	}
 	counter_see(fs, floor);
 	if (fs->walfd >= 0)
 		close(fs->walfd);
@@ -1391,6 +1411,7 @@ static void
 op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 {
 	json_t *meta;
+	int64_t clock_gen;
 
 	if (op->kind == OP_INSERT) {
 		if (cur != NULL) {
@@ -1398,10 +1419,22 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 			    "object exists");
 			return;
 		}
+		/* The counter never passes GCS_GEN_MAX (wal_open and
+		 * entry_valid refuse more): tokens stay in order or the
+		 * insert is refused, never wrapped. */
+		if (fs->counter >= GCS_GEN_MAX) {
+			op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
+			    "the generation counter of %s is exhausted",
+			    fs->dir);
+			return;
+		}
 		meta = op->clean;
 		op->clean = NULL;
-		fs->counter = fs->counter + 1 > now_ms * 1000 ? fs->counter + 1
-		                                              : now_ms * 1000;
+		clock_gen = now_ms > GCS_GEN_MAX / 1000 ? GCS_GEN_MAX
+		    : now_ms < 0                        ? 0
+		                                        : now_ms * 1000;
+		fs->counter =
+		    fs->counter + 1 > clock_gen ? fs->counter + 1 : clock_gen;
 		op->state =
 		    entry_new(op->name, fs->counter, 1, now_ms, now_ms, meta);
 		if (op->state == NULL)
@@ -1422,6 +1455,11 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 	if (op->kind == OP_REMOVE) {
 		op->state = NULL;
 		op->ok = 1;
+		return;
+	}
+	if (op->metagen >= GCS_GEN_MAX) {
+		op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
+		    "the metageneration of %s is exhausted", op->name);
 		return;
 	}
 	meta = gcs_meta_patched(json_object_get(cur, "metadata"), op->meta);

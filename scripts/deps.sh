@@ -6,7 +6,7 @@ set -eu
 
 BUILD="gcc make pkg-config libc6-dev libmicrohttpd-dev libcurl4-openssl-dev
 libjansson-dev libssl-dev libjwt-dev ca-certificates"
-TEST="libcmocka-dev curl dash python3 chromium clang-format cppcheck faketime
+TEST="libcmocka-dev curl dash python3 chromium clang clang-format cppcheck faketime
 iproute2"
 
 want=$BUILD

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh [unit|unit-asan|e2e|e2e-file|e2e-gs|e2e-gs-emulator|browser|all]: run the suites and print one closing line
+# run.sh [unit|unit-asan|fuzz|e2e|e2e-file|e2e-gs|e2e-gs-emulator|browser|all]: run the suites and print one closing line
 # "N passed, N failed, N skipped".  Exit non-zero if anything failed.  A
 # test that exits 77 (lg_skip in tests/e2e/lib.sh) cannot run in that
 # combination: it is listed with its reason and counted apart, never as a
@@ -47,6 +47,15 @@ if [ "$what" = all ] || [ "$what" = unit-asan ]; then
 		run "asan-$(basename "$t")" env \
 		    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$t"
+	done
+fi
+# The libFuzzer harnesses (tests/fuzz/): every committed regression
+# input replayed, then a couple of seconds each from the seed corpus.
+if [ "$what" = all ] || [ "$what" = fuzz ]; then
+	for t in build/fuzz/*; do
+		[ -f "$t" ] && [ -x "$t" ] || continue
+		run "fuzz-$(basename "$t")" sh tests/fuzz/run.sh smoke \
+		    "$(basename "$t")"
 	done
 fi
 if [ "$what" = all ] || [ "$what" = e2e ]; then

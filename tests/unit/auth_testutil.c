@@ -29,7 +29,7 @@ die(const char *what)
 static char *
 bio_string(BIO *bio)
 {
-	char *data = NULL, *s;
+	char *data = NULL, *s = NULL;
 	long len = BIO_get_mem_data(bio, &data);
 
 	if (len <= 0 || (s = strndup(data, (size_t)len)) == NULL)

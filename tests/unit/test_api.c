@@ -1214,6 +1214,26 @@ t_metadata_limit_exact(void **state)
 	tmpdir_remove(t_dir);
 }
 
+/* A text longer than its field (metadata another client stored) is cut
+ * at a character boundary, never in the middle of one (the fuzzer's
+ * find: the lock then could not be shown as JSON). */
+static void
+t_copy_utf8_boundary(void **state)
+{
+	char src[16], dst[6];
+
+	(void)state;
+	snprintf(src, sizeof(src), "ab\xc3\xa9\xe2\x82\xac"); /* ab é € */
+	api_copy(dst, sizeof(dst), src); /* 5 bytes fit: "ab" + "é" + 1 */
+	assert_string_equal(dst, "ab\xc3\xa9");
+	api_copy(dst, 4, src); /* "ab" + half of "é" */
+	assert_string_equal(dst, "ab");
+	api_copy(dst, sizeof(dst), "abcdefgh");
+	assert_string_equal(dst, "abcde");
+	api_copy(dst, sizeof(dst), "\xc3\xa9"); /* fits whole */
+	assert_string_equal(dst, "\xc3\xa9");
+}
+
 int
 main(void)
 {
@@ -1221,6 +1241,7 @@ main(void)
 		cmocka_unit_test(t_names),
 		cmocka_unit_test(t_text_clean),
 		cmocka_unit_test(t_utf8_scrub),
+		cmocka_unit_test(t_copy_utf8_boundary),
 		cmocka_unit_test(t_lease_ids_and_labels),
 		cmocka_unit_test_setup_teardown(t_one_write_each, setup,
 		    teardown),

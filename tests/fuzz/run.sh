@@ -1,0 +1,89 @@
+#!/bin/sh
+# run.sh fuzz NAME...: run each harness build/fuzz/NAME for FUZZ_S seconds
+#   (default 300) on its corpus (tests/fuzz/corpus/NAME, grown in
+#   build/fuzz/work/NAME), printing "fuzz NAME: N execs, C crashes
+#   (R execs/s)" per harness and a closing line.  Crash, leak and timeout
+#   inputs land in build/fuzz/artifacts/NAME/.  Exit non-zero on any.
+# run.sh smoke NAME: the `make test` slice: replay every committed
+#   regression input (tests/fuzz/regressions/NAME/), then fuzz for
+#   FUZZ_SMOKE_S seconds (default 2) from the seed corpus.  Inputs of
+#   findings not fixed yet (tests/fuzz/regressions-open/) are not
+#   replayed; `run.sh open NAME` replays them, with LOCKGATE_FUZZ_OPEN set.
+set -u
+cd "$(dirname "$0")/../.."
+mode=${1:-}
+[ $# -gt 0 ] && shift
+# libFuzzer's own error exit status is 77, which tests/run.sh reads as
+# "skipped": make it 1.
+OPTS="-timeout=25 -rss_limit_mb=2560 -print_final_stats=1 -error_exitcode=1"
+
+# The harness's files in DIR (none: nothing).
+files() {
+	[ -d "$1" ] || return 0
+	find "$1" -type f ! -name README | sort
+}
+
+# Replay the inputs of DIR once each; fails on the first that crashes.
+replay() { # name dir
+	list=$(files "$2")
+	[ -z "$list" ] && return 0
+	# shellcheck disable=SC2086
+	"build/fuzz/$1" $OPTS $list
+}
+
+case "$mode" in
+fuzz)
+	total=0
+	bad=0
+	secs=${FUZZ_S:-300}
+	for name in "$@"; do
+		work=build/fuzz/work/$name
+		art=build/fuzz/artifacts/$name
+		log=build/fuzz/logs/$name.log
+		mkdir -p "$work" "$art" build/fuzz/logs
+		before=$(find "$art" -type f | wc -l)
+		start=$(date +%s)
+		# shellcheck disable=SC2086
+		"build/fuzz/$name" $OPTS -max_total_time="$secs" \
+		    -artifact_prefix="$art/" "$work" \
+		    "tests/fuzz/corpus/$name" >"$log" 2>&1
+		took=$(($(date +%s) - start))
+		[ "$took" -gt 0 ] || took=1
+		n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" |
+		    tail -n 1)
+		n=${n:-0}
+		c=$(($(find "$art" -type f | wc -l) - before))
+		echo "fuzz $name: $n execs, $c crashes ($((n / took)) execs/s)"
+		[ "$c" -gt 0 ] && tail -n 30 "$log" | sed 's/^/    /'
+		total=$((total + n))
+		bad=$((bad + c))
+	done
+	echo "fuzz: $# harnesses, $total execs, $bad crashes"
+	[ "$bad" -eq 0 ]
+	;;
+smoke)
+	name=$1
+	art=build/fuzz/artifacts/$name
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	mkdir -p "$art"
+	echo "== replay tests/fuzz/regressions/$name"
+	replay "$name" "tests/fuzz/regressions/$name" || exit 1
+	if [ "$name" = format_env ]; then
+		echo "== seed corpus, values eval'ed by dash"
+		LOCKGATE_FUZZ_DASH=1 "build/fuzz/$name" $OPTS -runs=0 \
+		    "tests/fuzz/corpus/$name" || exit 1
+	fi
+	echo "== fuzz ${FUZZ_SMOKE_S:-2} s"
+	# shellcheck disable=SC2086
+	"build/fuzz/$name" $OPTS -max_total_time="${FUZZ_SMOKE_S:-2}" \
+	    -artifact_prefix="$art/" "$tmp" "tests/fuzz/corpus/$name"
+	;;
+open)
+	LOCKGATE_FUZZ_OPEN=1 replay "$1" "tests/fuzz/regressions-open/$1"
+	;;
+*)
+	echo "usage: run.sh fuzz NAME... | smoke NAME | open NAME" >&2
+	exit 2
+	;;
+esac
