@@ -319,6 +319,9 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 	return rc;
 }
 
+/* long: one retry loop (insert, read the holder, take over an expired lease)
+ * whose branches share the loop's state; the steps it calls are already
+ * helpers */
 int
 api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err)

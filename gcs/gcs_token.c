@@ -323,6 +323,8 @@ token_chars_ok(const char *s)
 
 /* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
  * TOK and its lifetime into *life_ms. */
+/* long: one token request from assertion to parsed answer, with one cleanup
+ * path for the curl handle, the headers and the secrets it holds */
 static int
 fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
     int64_t *life_ms, gcs_err *err)
@@ -449,6 +451,8 @@ copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
 	return GCS_OK;
 }
 
+/* long: the cache, single-flight and refresh-early rules under one mutex;
+ * split they would pass the lock state around */
 int
 gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
     uint64_t *serial, gcs_err *err)

@@ -1303,6 +1303,9 @@ spare_dir_clean(file_store *fs)
 
 /* At open, under the flock: replay the whole log (final state per name),
  * remove stray temp files, and checkpoint. */
+/* long: the recovery order (replay, apply, sweep temp files, checkpoint)
+ * reads best in one place, as the protocol at the top of store_file.c states
+ * it */
 static int
 recover(file_store *fs, gcs_err *err)
 {
@@ -1548,6 +1551,7 @@ out:
 	return rc;
 }
 
+/* long: split pending (issue 21 section 3) */
 static void
 batch_run(file_store *fs, file_op **ops, size_t n)
 {
@@ -1903,6 +1907,8 @@ cand_cmp(const void *a, const void *b)
 	    ((const file_cand *)b)->name);
 }
 
+/* long: collect, sort and page the candidates with one cleanup path; split
+ * pending (issue 21) */
 static int
 file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
     const char *after, gcs_page *out, gcs_err *err)
@@ -2094,6 +2100,8 @@ mkdirs(const char *dir, gcs_err *err)
 	return GCS_OK;
 }
 
+/* long: open-time set-up in protocol order (directories, flock, recovery,
+ * committer thread) with one unwind path */
 gcs_store *
 gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
     gcs_err *err)

@@ -321,6 +321,8 @@ dup_or_null(const char *s, int *oom)
 	return d;
 }
 
+/* long: copies each configured setting with one out-of-memory path; split
+ * pending (issue 21) */
 auth_ctx *
 auth_new(const auth_config *cfg, char *err, size_t errlen)
 {
@@ -984,6 +986,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	return good != NULL;
 }
 
+/* long: split pending (issue 21 section 3) */
 int
 auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
     auth_refusal *why)
@@ -1371,6 +1374,7 @@ reserved_claim(const char *k)
 	return false;
 }
 
+/* long: split pending (issue 21 section 3) */
 int
 auth_token_main(int argc, char **argv)
 {

@@ -273,6 +273,8 @@ defaults(srv_config *cfg)
 	cfg->auth.leeway = -1;
 }
 
+/* long: defaults, environment, then flags, in the documented order of
+ * precedence; split pending (issue 21) */
 int
 srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
     size_t errlen)

@@ -201,6 +201,7 @@ dev_usage(FILE *f, int rc)
 	return rc;
 }
 
+/* long: a CLI's flag loop, one branch per flag */
 int
 srv_dev_token_main(int argc, char **argv)
 {

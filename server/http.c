@@ -1390,6 +1390,8 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	return 0;
 }
 
+/* long: start-up in order (socket, daemon, loops, pool) with one unwind
+ * path; issue 21 section 2 reworks it */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)

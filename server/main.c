@@ -68,6 +68,8 @@ check(srv_config *cfg, gcs_store *store)
 	return 0;
 }
 
+/* long: process start-up and shutdown in order; split pending (issue 21
+ * section 3) */
 int
 main(int argc, char **argv)
 {
@@ -77,7 +79,7 @@ main(int argc, char **argv)
 	gcs_err ge;
 	auth_ctx *auth;
 	srv_server *srv;
-	api_service *svc;
+	api_service *svc = NULL;
 	sigset_t set;
 	int sig, rc, i;
 

@@ -494,6 +494,8 @@ etag_of(const char *text, char *out, size_t len)
 	snprintf(out, len, "W/\"%016" PRIx64 "\"", h);
 }
 
+/* long: parse, call, and write three answer formats (json, text, env); split
+ * pending (issue 21) */
 static enum MHD_Result
 do_list(srv_req *r)
 {
