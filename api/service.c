@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "lease.h"
+#include "util/wipe.h"
 
 struct api_service {
 	gcs_store *store;
@@ -135,7 +136,7 @@ new_lease_id(char *buf, size_t len)
 		buf[2 * i + 1] = hex[r[i] & 15];
 	}
 	buf[2 * i] = '\0';
-	explicit_bzero(r, n);
+	util_wipe(r, n);
 }
 
 static void

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "store_file_int.h"
+#include "util/clock.h"
 
 /* ---- the committer ---- */
 
@@ -443,12 +444,7 @@ gather(file_store *fs, size_t want)
 
 	if (want > FILE_BATCH_MAX)
 		want = FILE_BATCH_MAX;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_nsec += FILE_GATHER_US * 1000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	dl = util_mono_after_us(FILE_GATHER_US);
 	/* Woken once, when the last expected op is queued, not by each. */
 	fs->wake_at = want;
 	while (fs->qlen < want && !fs->stop)
