@@ -5,7 +5,10 @@ CC      ?= cc
 PKGS    := libmicrohttpd jansson libcurl libjwt openssl
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 $(WARN) -D_GNU_SOURCE -I. -Ibuild/gen -pthread
+# `make WERROR=1` (CI, .ci/run) turns every warning into an error, for gcc
+# and for clang (the fuzz objects) alike.
+WERROR  ?=
+CFLAGS  += -std=gnu11 $(WARN) $(if $(filter 1,$(WERROR)),-Werror) -D_GNU_SOURCE -I. -Ibuild/gen -pthread
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS  = $(PKG_LIBS) -pthread -lm
@@ -44,7 +47,7 @@ FUZZ_LIB := build/fuzz/obj/tests/unit/auth_testutil.o
 FUZZ_WRAP := -Wl,--wrap=gcs_http_perform
 .SECONDARY: $(FOBJ) $(FUZZ_LIB)
 
-.PHONY: all deps-build deps-test run test unit unit-asan e2e browser lint bench \
+.PHONY: all deps-build deps-lint deps-test run test unit unit-asan e2e browser lint bench \
         docker clean check-tools soak fuzz fuzz-build bench-shutdown
 .DEFAULT_GOAL := all
 
@@ -56,6 +59,8 @@ all: deps-build
 # Installs missing Debian packages (only when missing; needs root then).
 deps-build:
 	@sh scripts/deps.sh build
+deps-lint:
+	@sh scripts/deps.sh lint
 deps-test:
 	@sh scripts/deps.sh test
 
@@ -133,7 +138,7 @@ fuzz-build: deps-test $(FUZZ)
 fuzz: fuzz-build
 	@FUZZ_S=$(FUZZ_S) sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
 
-lint: deps-build
+lint: deps-lint
 	@sh scripts/lint.sh
 
 bench: deps-test build/lockgate $(BENCHES) $(TOOLS)

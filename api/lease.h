@@ -23,7 +23,7 @@
 
 /* The metadata of a new lease; new reference, NULL on allocation failure. */
 json_t *lease_metadata(const api_acquire_req *req, const char *lease_id);
-/* The bytes the stores count for lease metadata META (store_file.c and
+/* The bytes the stores count for lease metadata META (gcs/file_objects.c and
  * the gs:// client: its compact JSON text, '"' and '\' escaped in two
  * bytes, control characters in six), as large as refreshes can make it:
  * with a refresh_seq of the widest int64 and the widest ttl. */

@@ -141,7 +141,7 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	return m;
 }
 
-/* Bytes S takes as a JSON string where the stores write it (store_file.c
+/* Bytes S takes as a JSON string where the stores write it (file_objects.c
  * put_str, gcs_client.c buf_jstr): quotes included, '"' and '\' in two
  * bytes, control characters in six (\u00XX), every other byte as it is. */
 static size_t

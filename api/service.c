@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "lease.h"
+#include "util/wipe.h"
 
 struct api_service {
 	gcs_store *store;
@@ -135,7 +136,7 @@ new_lease_id(char *buf, size_t len)
 		buf[2 * i + 1] = hex[r[i] & 15];
 	}
 	buf[2 * i] = '\0';
-	explicit_bzero(r, n);
+	util_wipe(r, n);
 }
 
 static void
@@ -319,6 +320,9 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 	return rc;
 }
 
+/* long: one retry loop (insert, read the holder, take over an expired lease)
+ * whose branches share the loop's state; the steps it calls are already
+ * helpers */
 int
 api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err)

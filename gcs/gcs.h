@@ -223,7 +223,7 @@ gcs_store *gcs_open(const char *url, gcs_err *err);
  * (real time).  Generations strictly increase per store. */
 gcs_store *gcs_mem_new(gcs_clock_fn clock, void *clock_ctx);
 
-/* file://DIR: the durable local store (store_file.c). */
+/* file://DIR: the durable local store (store_file.c, file_*.c). */
 gcs_store *gcs_file_new(const char *dir, gcs_err *err);
 
 /* gs://BUCKET/PREFIX: the Cloud Storage JSON API client (gcs_client.c). */

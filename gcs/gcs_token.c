@@ -26,6 +26,8 @@
 #include "gcs_http.h"
 #include "gcs_loop.h"
 #include "gcs_token.h"
+#include "util/wipe.h"
+#include "util/clock.h"
 
 #define TOKEN_URL_MAX 1024
 #define SA_EMAIL_MAX  512
@@ -104,7 +106,7 @@ sa_load(const char *path, gcs_err *err)
 		    "GOOGLE_APPLICATION_CREDENTIALS is not JSON (line %d)",
 		    je.line);
 out:
-	gcs_wipe(buf, n > GCS_SA_KEY_FILE_MAX ? GCS_SA_KEY_FILE_MAX + 1 : n);
+	util_wipe(buf, n > GCS_SA_KEY_FILE_MAX ? GCS_SA_KEY_FILE_MAX + 1 : n);
 	free(buf);
 	fclose(f);
 	return j;
@@ -116,7 +118,7 @@ sa_wipe_free(json_t *j)
 	json_t *k = json_object_get(j, "private_key");
 
 	if (json_is_string(k))
-		gcs_wipe((char *)json_string_value(k), json_string_length(k));
+		util_wipe((char *)json_string_value(k), json_string_length(k));
 	json_decref(j);
 }
 
@@ -254,7 +256,7 @@ gcs_token_src_free(gcs_token_src *t)
 		return;
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
-	gcs_wipe(t, sizeof(*t));
+	util_wipe(t, sizeof(*t));
 	free(t);
 }
 
@@ -323,6 +325,8 @@ token_chars_ok(const char *s)
 
 /* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
  * TOK and its lifetime into *life_ms. */
+/* long: one token request from assertion to parsed answer, with one cleanup
+ * path for the curl handle, the headers and the secrets it holds */
 static int
 fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
     int64_t *life_ms, gcs_err *err)
@@ -419,18 +423,18 @@ out:
 	if (j != NULL) {
 		json_t *v = json_object_get(j, "access_token");
 		if (json_is_string(v))
-			gcs_wipe((char *)json_string_value(v),
+			util_wipe((char *)json_string_value(v),
 			    json_string_length(v));
 		json_decref(j);
 	}
-	gcs_wipe(r.body, r.len);
+	util_wipe(r.body, r.len);
 	gcs_resp_clear(&r);
 	if (assertion != NULL) {
-		gcs_wipe(assertion, strlen(assertion));
+		util_wipe(assertion, strlen(assertion));
 		free(assertion);
 	}
 	if (form != NULL) {
-		gcs_wipe(form, FORM_MAX);
+		util_wipe(form, FORM_MAX);
 		free(form);
 	}
 	curl_slist_free_all(hdrs);
@@ -449,6 +453,8 @@ copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
 	return GCS_OK;
 }
 
+/* long: the cache, single-flight and refresh-early rules under one mutex;
+ * split they would pass the lock state around */
 int
 gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
     uint64_t *serial, gcs_err *err)
@@ -462,7 +468,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
-		now = gcs_mono_ms();
+		now = util_mono_ms();
 		valid = t->token[0] != '\0' && now < t->expires_ms;
 		if (valid && now < t->refresh_ms) {
 			rc = copy_token(t, out, outsz, err);
@@ -542,7 +548,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 	t->refreshing = 0;
 	t->fetch_seq++;
 	t->last_ok = rc == GCS_OK;
-	now = gcs_mono_ms();
+	now = util_mono_ms();
 	if (rc == GCS_OK) {
 		early = life / GCS_TOKEN_EARLY_DIV;
 		if (early > GCS_TOKEN_EARLY_MS)
@@ -566,7 +572,7 @@ out:
 		*serial = t->serial;
 	pthread_mutex_unlock(&t->mu);
 	if (fetched) /* the usual path never touches TOK: no 4 KiB wipe */
-		gcs_wipe(tok, sizeof(tok));
+		util_wipe(tok, sizeof(tok));
 	return rc;
 }
 
@@ -575,7 +581,7 @@ gcs_token_invalidate(gcs_token_src *t, uint64_t serial)
 {
 	pthread_mutex_lock(&t->mu);
 	if (t->serial == serial && t->token[0] != '\0') {
-		gcs_wipe(t->token, sizeof(t->token));
+		util_wipe(t->token, sizeof(t->token));
 		t->expires_ms = t->refresh_ms = 0;
 	}
 	pthread_mutex_unlock(&t->mu);

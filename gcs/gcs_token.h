@@ -51,7 +51,7 @@ gcs_token_src *gcs_token_src_new(gcs_err *err);
 /* Copy a valid access token into OUT (OUTSZ bytes; the caller wipes it after
  * use) and its serial number into *SERIAL.  Fetches one when none is cached
  * or it is due for refresh, waiting for another thread's fetch at most until
- * DEADLINE_MS (gcs_mono_ms clock).  GCS_OK, or GCS_UNAVAILABLE with a
+ * DEADLINE_MS (util_mono_ms clock).  GCS_OK, or GCS_UNAVAILABLE with a
  * message naming the source. */
 int gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out,
     size_t outsz, uint64_t *serial, gcs_err *err);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# deps.sh build|test: install the Debian packages lockgate needs, and only
+# deps.sh build|lint|test: install the Debian packages lockgate needs, and only
 # those that are missing.  apt-get runs only when something is missing, and
 # only as root; otherwise it says what to install and fails.
 set -eu
@@ -8,9 +8,14 @@ BUILD="gcc make pkg-config libc6-dev libmicrohttpd-dev libcurl4-openssl-dev
 libjansson-dev libssl-dev libjwt-dev ca-certificates"
 TEST="libcmocka-dev curl dash python3 chromium clang clang-format cppcheck faketime
 iproute2"
+# make lint: the checkers themselves (awk is in Debian's base system).
+LINT="clang-format cppcheck"
 
 want=$BUILD
-[ "${1:-build}" = test ] && want="$BUILD $TEST"
+case "${1:-build}" in
+test) want="$BUILD $TEST $LINT" ;;
+lint) want="$BUILD $LINT" ;;
+esac
 
 missing=""
 for p in $want; do

@@ -1,8 +1,10 @@
 /*
  * auth.c: verifying bearer JWTs, and who may do what.
  *
- * libjwt 1.10 takes the algorithm from the token and checks no claim
- * (facts.md 5), so the token is split, decoded and checked here first:
+ * libjwt 1.10 takes the algorithm from the token and checks no claim (its
+ * jwt_decode verifies with whatever alg the header names, and claim checks
+ * came only in later releases), so the token is split, decoded and checked
+ * here first, step by step in auth_verify:
  * strict base64url, strict JSON (duplicate keys refused), the header's alg
  * one we pinned by configuration.  Only then does jwt_decode run, once per
  * candidate key of that alg (and kid), and its answer counts only when
@@ -27,6 +29,7 @@
 
 #include "server/auth.h"
 #include "server/auth_int.h"
+#include "util/wipe.h"
 
 #define BEARER           "Bearer"
 #define CANDIDATES_MAX   (2 * AUTH_KEYS_MAX)
@@ -140,8 +143,8 @@ state_get(auth_ctx *a)
 
 /* Reads a secret file into a new buffer (wipe and free), trailing newlines
  * and carriage returns dropped. */
-static unsigned char *
-read_secret_file(const char *path, size_t *len, char *err, size_t errlen)
+unsigned char *
+auth_read_secret_file(const char *path, size_t *len, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "rb");
 	unsigned char *buf = NULL;
@@ -171,7 +174,7 @@ read_secret_file(const char *path, size_t *len, char *err, size_t errlen)
 	return buf;
 fail:
 	if (buf != NULL) {
-		OPENSSL_cleanse(buf, AUTH_SECRET_MAX + 1);
+		util_wipe(buf, AUTH_SECRET_MAX + 1);
 		free(buf);
 	}
 	fclose(f);
@@ -249,7 +252,8 @@ state_load(const auth_ctx *a, char *err, size_t errlen)
 	        strlen(a->secret), "LOCKGATE_JWT_SECRET", err, errlen) != 0)
 		goto fail;
 	if (a->secret_file != NULL) {
-		secret = read_secret_file(a->secret_file, &slen, err, errlen);
+		secret =
+		    auth_read_secret_file(a->secret_file, &slen, err, errlen);
 		if (secret == NULL ||
 		    add_secret(s->keys, secret, slen,
 		        "LOCKGATE_JWT_SECRET_FILE", err, errlen) != 0)
@@ -264,13 +268,13 @@ state_load(const auth_ctx *a, char *err, size_t errlen)
 			goto fail;
 	}
 	if (secret != NULL) {
-		OPENSSL_cleanse(secret, slen);
+		util_wipe(secret, slen);
 		free(secret);
 	}
 	return s;
 fail:
 	if (secret != NULL) {
-		OPENSSL_cleanse(secret, slen);
+		util_wipe(secret, slen);
 		free(secret);
 	}
 	state_unref(s);
@@ -321,6 +325,8 @@ dup_or_null(const char *s, int *oom)
 	return d;
 }
 
+/* long: copies each configured setting with one out-of-memory path; split
+ * pending (issue 21) */
 auth_ctx *
 auth_new(const auth_config *cfg, char *err, size_t errlen)
 {
@@ -423,7 +429,7 @@ auth_free(auth_ctx *a)
 	auth_jwks_free(a->jwks);
 	state_unref(a->state);
 	if (a->secret != NULL) {
-		OPENSSL_cleanse(a->secret, strlen(a->secret));
+		util_wipe(a->secret, strlen(a->secret));
 		free(a->secret);
 	}
 	free(a->secret_file);
@@ -984,27 +990,37 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	return good != NULL;
 }
 
-int
-auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
-    auth_refusal *why)
-{
-	const char *tok, *dot1, *dot2, *alg_s, *kid = NULL;
-	json_t *header = NULL, *claims = NULL;
-	const json_t *v;
-	auth_state *st = NULL;
-	auth_keyset *jk = NULL;
-	candidates c;
-	char *copy = NULL;
-	unsigned char *sig = NULL;
-	token_ref t;
-	claim_times times;
-	size_t toklen, siglen = 0, i;
+/* A token as auth_verify takes it apart: TOK (borrowed, LEN bytes, not
+ * terminated) and its dots; then the decoded header, claims and signature
+ * (owned: parts_clear); then the pinned algorithm and the kid (borrowed
+ * from the header, or NULL). */
+typedef struct jwt_parts {
+	const char *tok, *dot1, *dot2;
+	size_t len;
+	json_t *header, *claims;
+	unsigned char *sig;
+	size_t siglen;
 	jwt_alg_t alg;
-	const auth_key *good = NULL;
-	int rc = -1;
+	const char *kid;
+} jwt_parts;
 
-	memset(id, 0, sizeof(*id));
-	memset(why, 0, sizeof(*why));
+static void
+parts_clear(jwt_parts *p)
+{
+	free(p->sig);
+	json_decref(p->header);
+	json_decref(p->claims);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The token of an Authorization header: "Bearer", spaces, the token,
+ * optional trailing spaces.  0 with P's tok and len set, or -1 refused. */
+static int
+bearer_token(const char *authorization, jwt_parts *p, auth_refusal *why)
+{
+	const char *tok;
+	size_t toklen;
+
 	if (authorization == NULL || *authorization == '\0') {
 		refuse(why, "missing_token",
 		    "Send Authorization: Bearer "
@@ -1039,142 +1055,211 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 		    AUTH_TOKEN_MAX);
 		return -1;
 	}
-	dot1 = memchr(tok, '.', toklen);
-	dot2 = dot1 != NULL
-	    ? memchr(dot1 + 1, '.', toklen - (size_t)(dot1 + 1 - tok))
+	p->tok = tok;
+	p->len = toklen;
+	return 0;
+}
+
+/* Exactly two dots, no empty header or claims.  0, or -1 refused. */
+static int
+split_token(jwt_parts *p, auth_refusal *why)
+{
+	const char *tok = p->tok;
+	size_t toklen = p->len;
+
+	p->dot1 = memchr(tok, '.', toklen);
+	p->dot2 = p->dot1 != NULL
+	    ? memchr(p->dot1 + 1, '.', toklen - (size_t)(p->dot1 + 1 - tok))
 	    : NULL;
-	if (dot1 == NULL || dot2 == NULL ||
-	    memchr(dot2 + 1, '.', toklen - (size_t)(dot2 + 1 - tok)) != NULL ||
-	    dot1 == tok || dot2 == dot1 + 1) {
+	if (p->dot1 == NULL || p->dot2 == NULL ||
+	    memchr(p->dot2 + 1, '.', toklen - (size_t)(p->dot2 + 1 - tok)) !=
+	        NULL ||
+	    p->dot1 == tok || p->dot2 == p->dot1 + 1) {
 		refuse(why, "malformed_token",
 		    "The token is not three base64url "
 		    "parts joined by dots.");
-		goto out;
+		return -1;
 	}
-	t = token_of(a, tok, toklen);
-	if (verify_cached(a, &t, id, why, &rc))
-		goto out;
-	header = segment_json(tok, (size_t)(dot1 - tok));
-	claims = segment_json(dot1 + 1, (size_t)(dot2 - dot1 - 1));
-	sig = auth_b64url_decode(dot2 + 1, toklen - (size_t)(dot2 + 1 - tok),
-	    &siglen);
-	if (header == NULL || claims == NULL || sig == NULL) {
+	return 0;
+}
+
+/* Decode the three parts (strict base64url, strict JSON) and pin the
+ * header: an alg we accept, a signature, typ JWT if any, no crit, a short
+ * kid if any.  0, or -1 refused. */
+static int
+decode_header(jwt_parts *p, auth_refusal *why)
+{
+	const json_t *v;
+	const char *alg_s;
+
+	p->header = segment_json(p->tok, (size_t)(p->dot1 - p->tok));
+	p->claims = segment_json(p->dot1 + 1, (size_t)(p->dot2 - p->dot1 - 1));
+	p->sig = auth_b64url_decode(p->dot2 + 1,
+	    p->len - (size_t)(p->dot2 + 1 - p->tok), &p->siglen);
+	if (p->header == NULL || p->claims == NULL || p->sig == NULL) {
 		refuse(why, "malformed_token",
 		    "The token is not strict "
 		    "base64url of JSON objects without repeated keys.");
-		goto out;
+		return -1;
 	}
-	v = json_object_get(header, "alg");
-	alg_s = json_string_value(v);
-	if (alg_s == NULL || (alg = header_alg(alg_s)) == JWT_ALG_INVAL) {
+	alg_s = json_string_value(json_object_get(p->header, "alg"));
+	if (alg_s == NULL || (p->alg = header_alg(alg_s)) == JWT_ALG_INVAL) {
 		refuse(why, "alg_not_allowed",
 		    "The token's algorithm is not "
 		    "one this service accepts (HS256, RS256, ES256 as "
 		    "configured).");
-		goto out;
+		return -1;
 	}
-	if (siglen == 0) {
+	if (p->siglen == 0) {
 		refuse(why, "malformed_token", "The token has no signature.");
-		goto out;
+		return -1;
 	}
-	v = json_object_get(header, "typ");
+	v = json_object_get(p->header, "typ");
 	if ((v != NULL &&
 	        (!json_is_string(v) ||
 	            strcasecmp(json_string_value(v), "JWT") != 0)) ||
-	    json_object_get(header, "crit") != NULL) {
+	    json_object_get(p->header, "crit") != NULL) {
 		refuse(why, "malformed_token",
 		    "The token's header has a typ "
 		    "other than JWT or critical extensions.");
-		goto out;
+		return -1;
 	}
-	v = json_object_get(header, "kid");
+	v = json_object_get(p->header, "kid");
 	if (v != NULL) {
-		kid = json_string_value(v);
-		if (kid == NULL || strlen(kid) > AUTH_KID_MAX) {
+		p->kid = json_string_value(v);
+		if (p->kid == NULL || strlen(p->kid) > AUTH_KID_MAX) {
 			refuse(why, "malformed_token",
 			    "The token's kid is not a "
 			    "short string.");
-			goto out;
+			return -1;
 		}
 	}
+	return 0;
+}
 
-	memset(&c, 0, sizeof(c));
-	st = state_get(a);
-	collect(&c, st->keys, alg, kid);
-	if (a->jwks != NULL && (alg == JWT_ALG_RS256 || alg == JWT_ALG_ES256)) {
-		jk = auth_jwks_keys(a->jwks);
-		collect(&c, jk, alg, kid);
-		if (c.n == 0 && kid != NULL) {
-			/* Perhaps the issuer rotated its keys. */
-			auth_keyset_unref(jk);
-			jk = auth_jwks_refetch(a->jwks);
-			c.n = 0;
-			collect(&c, st->keys, alg, kid);
-			collect(&c, jk, alg, kid);
-			c.alg_seen = true;
+/* The keys that may have signed P: of its alg (and kid), configured or from
+ * the JWKS, which is fetched again once when the kid is unknown (perhaps
+ * the issuer rotated its keys).  *JK gets the JWKS keys held (the caller
+ * unrefs it, also on failure).  0, or -1 refused when no key fits. */
+static int
+candidates_of(auth_ctx *a, const auth_state *st, const jwt_parts *p,
+    candidates *c, auth_keyset **jk, auth_refusal *why)
+{
+	memset(c, 0, sizeof(*c));
+	collect(c, st->keys, p->alg, p->kid);
+	if (a->jwks != NULL &&
+	    (p->alg == JWT_ALG_RS256 || p->alg == JWT_ALG_ES256)) {
+		*jk = auth_jwks_keys(a->jwks);
+		collect(c, *jk, p->alg, p->kid);
+		if (c->n == 0 && p->kid != NULL) {
+			auth_keyset_unref(*jk);
+			*jk = auth_jwks_refetch(a->jwks);
+			c->n = 0;
+			collect(c, st->keys, p->alg, p->kid);
+			collect(c, *jk, p->alg, p->kid);
+			c->alg_seen = true;
 		}
 	}
-	if (c.n == 0) {
-		if (c.alg_seen)
-			refuse(why, "unknown_key",
-			    "No key of this service has the "
-			    "token's kid.");
-		else
-			refuse(why, "alg_not_allowed",
-			    "No key of this service is "
-			    "configured for the token's algorithm.");
-		goto out;
-	}
-	copy = strndup(tok, toklen);
-	if (copy == NULL) {
+	if (c->n > 0)
+		return 0;
+	if (c->alg_seen)
+		refuse(why, "unknown_key",
+		    "No key of this service has the "
+		    "token's kid.");
+	else
+		refuse(why, "alg_not_allowed",
+		    "No key of this service is "
+		    "configured for the token's algorithm.");
+	return -1;
+}
+
+/* The candidate whose signature verifies P (remembered for the next use of
+ * the same token T), or NULL refused. */
+static const auth_key *
+signed_by(auth_ctx *a, const token_ref *t, const jwt_parts *p,
+    const candidates *c, auth_refusal *why)
+{
+	const auth_key *good;
+	char *copy;
+	size_t i;
+
+	if ((good = cache_find(a, t, c)) != NULL)
+		return good;
+	if ((copy = strndup(p->tok, p->len)) == NULL) {
 		refuse(why, "internal", "Out of memory.");
-		goto out;
+		return NULL;
 	}
-	good = cache_find(a, &t, &c);
-	for (i = 0; i < c.n && good == NULL; i++) {
+	for (i = 0; i < c->n && good == NULL; i++) {
 		jwt_t *j = NULL;
 
 		/* Forged RS256/ES256 tokens stop here, for ~50 us instead of
 		 * the ~1.5 ms libjwt's PEM decode costs. */
-		if (c.k[i]->alg != JWT_ALG_HS256 &&
-		    !auth_sig_ok(c.k[i]->pkey, alg, (const unsigned char *)tok,
-		        (size_t)(dot2 - tok), sig, siglen))
+		if (c->k[i]->alg != JWT_ALG_HS256 &&
+		    !auth_sig_ok(c->k[i]->pkey, p->alg,
+		        (const unsigned char *)p->tok,
+		        (size_t)(p->dot2 - p->tok), p->sig, p->siglen))
 			continue;
 		__atomic_add_fetch(&a->sigchecks, 1, __ATOMIC_SEQ_CST);
-		if (jwt_decode(&j, copy, c.k[i]->material, (int)c.k[i]->len) ==
-		        0 &&
-		    jwt_get_alg(j) == alg) {
-			good = c.k[i];
+		if (jwt_decode(&j, copy, c->k[i]->material,
+		        (int)c->k[i]->len) == 0 &&
+		    jwt_get_alg(j) == p->alg) {
+			good = c->k[i];
 			/* The signature, and what the token says, are
 			 * remembered; the claims are checked on every use. */
-			cache_put(a, &t, good, alg, kid, claims);
+			cache_put(a, t, good, p->alg, p->kid, p->claims);
 		}
 		jwt_free(j);
 	}
-	if (good == NULL) {
+	util_wipe(copy, p->len);
+	free(copy);
+	if (good == NULL)
 		refuse(why, "bad_signature",
 		    "The token's signature does not "
 		    "verify with any key of this service.");
+	return good;
+}
+
+int
+auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
+    auth_refusal *why)
+{
+	jwt_parts p;
+	auth_state *st = NULL;
+	auth_keyset *jk = NULL;
+	const auth_key *good;
+	candidates c;
+	token_ref t;
+	claim_times times;
+	int rc = -1;
+
+	memset(id, 0, sizeof(*id));
+	memset(why, 0, sizeof(*why));
+	memset(&p, 0, sizeof(p));
+	if (bearer_token(authorization, &p, why) != 0)
+		return -1;
+	if (split_token(&p, why) != 0)
 		goto out;
-	}
-	times = times_of(claims);
+	t = token_of(a, p.tok, p.len);
+	if (verify_cached(a, &t, id, why, &rc))
+		goto out;
+	if (decode_header(&p, why) != 0)
+		goto out;
+	st = state_get(a);
+	if (candidates_of(a, st, &p, &c, &jk, why) != 0 ||
+	    (good = signed_by(a, &t, &p, &c, why)) == NULL)
+		goto out;
+	times = times_of(p.claims);
 	if (check_times(a, &times, why) != 0 ||
-	    check_iss_aud(a, good->source, claims, why) != 0 ||
-	    fill_identity(a, good->source, claims, id, why) != 0)
+	    check_iss_aud(a, good->source, p.claims, why) != 0 ||
+	    fill_identity(a, good->source, p.claims, id, why) != 0)
 		goto out;
 	rc = 0;
 out:
 	if (rc != 0)
 		auth_identity_clear(id);
-	if (copy != NULL) {
-		OPENSSL_cleanse(copy, toklen);
-		free(copy);
-	}
 	auth_keyset_unref(jk);
 	state_unref(st);
-	free(sig);
-	json_decref(header);
-	json_decref(claims);
+	parts_clear(&p);
 	return rc;
 }
 
@@ -1253,260 +1338,4 @@ auth_still_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
 		return API_FORBIDDEN;
 	}
 	return API_OK;
-}
-
-/* An HS256 token over the claims object CLAIMS (borrowed). */
-static char *
-mint(const unsigned char *secret, size_t len, const json_t *claims)
-{
-	char *payload = json_dumps(claims, JSON_COMPACT | JSON_SORT_KEYS);
-	char *tok;
-
-	if (payload == NULL)
-		return NULL;
-	tok = auth_jwt_sign("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload,
-	    JWT_ALG_HS256, secret, len);
-	free(payload);
-	return tok;
-}
-
-static json_t *
-base_claims(const char *sub, long ttl, bool admin)
-{
-	json_t *c = json_object();
-	long now = (long)time(NULL);
-
-	if (c == NULL || json_object_set_new(c, "sub", json_string(sub)) != 0 ||
-	    json_object_set_new(c, "iat", json_integer(now)) != 0 ||
-	    json_object_set_new(c, "exp", json_integer(now + ttl)) != 0 ||
-	    (admin && json_object_set_new(c, "admin", json_true()) != 0)) {
-		json_decref(c);
-		return NULL;
-	}
-	return c;
-}
-
-char *
-auth_mint_hs256(const char *secret, size_t secret_len, const char *sub,
-    long ttl, bool admin)
-{
-	json_t *c;
-	char *tok;
-
-	if (secret == NULL || sub == NULL || *sub == '\0' || ttl <= 0 ||
-	    ttl > AUTH_TTL_MAX)
-		return NULL;
-	c = base_claims(sub, ttl, admin);
-	if (c == NULL)
-		return NULL;
-	tok = mint((const unsigned char *)secret, secret_len, c);
-	json_decref(c);
-	return tok;
-}
-
-/* "90", "90s", "15m", "1h", "7d" into seconds, bounded; -1 if bad. */
-static long
-parse_duration(const char *s)
-{
-	char *end;
-	long v, mul = 1;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || v <= 0)
-		return -1;
-	if (*end != '\0') {
-		if (end[1] != '\0')
-			return -1;
-		switch (*end) {
-		case 's':
-			mul = 1;
-			break;
-		case 'm':
-			mul = 60;
-			break;
-		case 'h':
-			mul = 3600;
-			break;
-		case 'd':
-			mul = 86400;
-			break;
-		default:
-			return -1;
-		}
-	}
-	if (v > AUTH_TTL_MAX / mul)
-		return -1;
-	return v * mul;
-}
-
-static int
-token_usage(FILE *f)
-{
-	fprintf(f,
-	    "usage: lockgate token --secret-file FILE --sub NAME [--ttl 1h]\n"
-	    "           [--claim key=value]... [--admin] [--iss ISS] "
-	    "[--aud AUD]\n"
-	    "Prints an HS256 token on stdout.  FILE holds the secret the "
-	    "server\nhas in --jwt-secret-file (LOCKGATE_JWT_SECRET_FILE); "
-	    "without\n--secret-file, LOCKGATE_JWT_SECRET_FILE is used.  TTL "
-	    "takes s, m, h or d.\n"
-	    "--iss and --aud set the iss and aud claims, for a server with "
-	    "\nLOCKGATE_JWT_SECRET_ISSUER / LOCKGATE_JWT_SECRET_AUDIENCE.\n"
-	    "lockgate token --dev [--port N]: an admin token of a running "
-	    "development-\nmode server (lockgate token --dev --help).\n");
-	return 2;
-}
-
-static bool
-reserved_claim(const char *k)
-{
-	static const char *const r[] = { "sub", "exp", "iat", "nbf", "admin",
-		"iss", "aud" };
-	size_t i;
-
-	for (i = 0; i < sizeof(r) / sizeof(r[0]); i++)
-		if (strcmp(k, r[i]) == 0)
-			return true;
-	return false;
-}
-
-int
-auth_token_main(int argc, char **argv)
-{
-	const char *file = getenv("LOCKGATE_JWT_SECRET_FILE"), *sub = NULL;
-	const char *iss = NULL, *aud = NULL;
-	long ttl = AUTH_TTL_DEFAULT;
-	bool admin = false;
-	json_t *extra = json_object(), *c = NULL;
-	unsigned char *secret = NULL;
-	size_t slen = 0;
-	char err[256], *tok = NULL;
-	int i, rc = 2;
-
-	if (extra == NULL)
-		return 1;
-	for (i = 1; i < argc; i++) {
-		const char *o = argv[i],
-		           *val = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (strcmp(o, "--admin") == 0) {
-			admin = true;
-			continue;
-		}
-		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
-			token_usage(stdout);
-			rc = 0;
-			goto out;
-		}
-		if (val == NULL) {
-			fprintf(stderr, "lockgate token: %s needs a value\n",
-			    o);
-			goto usage;
-		}
-		i++;
-		if (strcmp(o, "--secret-file") == 0) {
-			file = val;
-		} else if (strcmp(o, "--sub") == 0) {
-			sub = val;
-		} else if (strcmp(o, "--iss") == 0) {
-			iss = val;
-		} else if (strcmp(o, "--aud") == 0) {
-			aud = val;
-		} else if (strcmp(o, "--ttl") == 0) {
-			ttl = parse_duration(val);
-			if (ttl < 0) {
-				fprintf(stderr,
-				    "lockgate token: --ttl wants 1..%ld "
-				    "s, e.g. 3600, 90m, 1h, 7d\n",
-				    AUTH_TTL_MAX);
-				goto usage;
-			}
-		} else if (strcmp(o, "--claim") == 0) {
-			const char *eq = strchr(val, '=');
-			char key[AUTH_CLAIM_MAX];
-
-			if (eq == NULL || eq == val ||
-			    (size_t)(eq - val) >= sizeof(key)) {
-				fprintf(stderr,
-				    "lockgate token: --claim wants "
-				    "key=value\n");
-				goto usage;
-			}
-			memcpy(key, val, (size_t)(eq - val));
-			key[eq - val] = '\0';
-			if (reserved_claim(key)) {
-				fprintf(stderr,
-				    "lockgate token: use --sub, --ttl, "
-				    "--admin, --iss, --aud for \"%s\"\n",
-				    key);
-				goto usage;
-			}
-			if (json_object_set_new(extra, key,
-			        json_string(eq + 1)))
-				goto usage;
-		} else {
-			fprintf(stderr, "lockgate token: unknown option %s\n",
-			    o);
-			goto usage;
-		}
-	}
-	if (file == NULL || *file == '\0' || sub == NULL || *sub == '\0') {
-		fprintf(stderr,
-		    "lockgate token: --secret-file and --sub are "
-		    "needed\n");
-		goto usage;
-	}
-	if (strlen(sub) > API_OWNER_MAX || !api_text_clean(sub, strlen(sub))) {
-		fprintf(stderr,
-		    "lockgate token: --sub is at most %d bytes of UTF-8 "
-		    "text without control characters\n",
-		    API_OWNER_MAX);
-		goto usage;
-	}
-	secret = read_secret_file(file, &slen, err, sizeof(err));
-	if (secret == NULL) {
-		fprintf(stderr, "lockgate token: %s\n", err);
-		rc = 1;
-		goto out;
-	}
-	if (slen < AUTH_SECRET_MIN) {
-		fprintf(stderr,
-		    "lockgate token: the secret must be at least %d "
-		    "bytes\n",
-		    AUTH_SECRET_MIN);
-		rc = 1;
-		goto out;
-	}
-	c = base_claims(sub, ttl, admin);
-	if (c == NULL || json_object_update(c, extra) != 0 ||
-	    (iss != NULL && json_object_set_new(c, "iss", json_string(iss))) ||
-	    (aud != NULL && json_object_set_new(c, "aud", json_string(aud)))) {
-		rc = 1;
-		goto out;
-	}
-	tok = mint(secret, slen, c);
-	if (tok == NULL) {
-		fprintf(stderr, "lockgate token: cannot sign the token\n");
-		rc = 1;
-		goto out;
-	}
-	printf("%s\n", tok);
-	rc = fflush(stdout) == 0 ? 0 : 1;
-	goto out;
-usage:
-	token_usage(stderr);
-	rc = 2;
-out:
-	if (secret != NULL) {
-		OPENSSL_cleanse(secret, slen);
-		free(secret);
-	}
-	if (tok != NULL) {
-		OPENSSL_cleanse(tok, strlen(tok));
-		free(tok);
-	}
-	json_decref(c);
-	json_decref(extra);
-	return rc;
 }

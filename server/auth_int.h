@@ -110,6 +110,10 @@ auth_sig_ok(struct evp_pkey_st *pkey, jwt_alg_t alg, const unsigned char *input,
 int auth_claim_string(const json_t *v, char *buf, size_t buflen);
 
 /* auth.c */
+/* Reads a secret file into a new buffer (the caller wipes and frees it),
+ * trailing newlines and carriage returns dropped; NULL with ERR set. */
+unsigned char *
+auth_read_secret_file(const char *path, size_t *len, char *err, size_t errlen);
 
 /* Signatures checked with jwt_decode so far (tests: the cache works). */
 unsigned long auth_sigchecks(auth_ctx *a);

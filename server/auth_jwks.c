@@ -30,6 +30,7 @@
 #include "server/auth.h"
 #include "server/auth_int.h"
 #include "server/srv.h"
+#include "util/clock.h"
 
 struct auth_jwks {
 	char *url;
@@ -61,13 +62,11 @@ typedef struct body {
 	long max_age; /* -1: none seen */
 } body;
 
+/* Seconds on the monotonic clock: the refresh schedule's unit. */
 static time_t
 mono_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
+	return (time_t)(util_mono_ms() / 1000);
 }
 
 static size_t
@@ -411,13 +410,7 @@ auth_jwks_refetch(auth_jwks *j)
 		j->last_asked = now;
 		j->want = true;
 		pthread_cond_broadcast(&j->cv);
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += AUTH_JWKS_WAIT_MS / 1000;
-		until.tv_nsec += (long)(AUTH_JWKS_WAIT_MS % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		until = util_mono_after_us((int64_t)AUTH_JWKS_WAIT_MS * 1000);
 		if (gcs_loop_in_task()) {
 			j->waits++;
 			wait_in_task(j, seen);

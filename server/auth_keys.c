@@ -20,6 +20,7 @@
 #include <openssl/pem.h>
 
 #include "server/auth_int.h"
+#include "util/wipe.h"
 
 #define RSA_BITS_MIN   2048
 /* An RSA public exponent must be odd and at least 3 (e = 1 makes every
@@ -56,7 +57,7 @@ auth_keyset_unref(auth_keyset *ks)
 	    __atomic_sub_fetch(&ks->refs, 1, __ATOMIC_SEQ_CST) > 0)
 		return;
 	for (i = 0; i < ks->n; i++) {
-		OPENSSL_cleanse(ks->keys[i].material, ks->keys[i].len);
+		util_wipe(ks->keys[i].material, ks->keys[i].len);
 		free(ks->keys[i].material);
 		EVP_PKEY_free(ks->keys[i].pkey);
 		free(ks->keys[i].kid);

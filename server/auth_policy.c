@@ -227,6 +227,8 @@ value_of(const json_t *v, match_value *out)
 	return out->text != NULL ? 0 : -1;
 }
 
+/* long: one branch per rule key, a table in code form; each branch is a few
+ * lines */
 static int
 parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 {

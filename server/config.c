@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "srv.h"
+#include "util/wipe.h"
 
 enum opt_type { T_STR, T_INT, T_BOOL, T_FLAG };
 
@@ -273,6 +274,8 @@ defaults(srv_config *cfg)
 	cfg->auth.leeway = -1;
 }
 
+/* long: defaults, environment, then flags, in the documented order of
+ * precedence; split pending (issue 21) */
 int
 srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
     size_t errlen)
@@ -417,7 +420,7 @@ srv_config_free(srv_config *cfg)
 
 	for (i = 0; i < cfg->nowned; i++) {
 		/* Secrets among them: wipe before freeing. */
-		explicit_bzero(cfg->owned[i], strlen(cfg->owned[i]));
+		util_wipe(cfg->owned[i], strlen(cfg->owned[i]));
 		free(cfg->owned[i]);
 	}
 	memset(cfg, 0, sizeof(*cfg));

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "srv.h"
+#include "util/wipe.h"
 
 #define DEV_SECRET_BYTES 32 /* random bytes of the secret (hex: twice) */
 
@@ -60,7 +61,7 @@ srv_dev_mode(srv_config *cfg, char *secret, size_t len, char **token, char *err,
 	}
 	for (i = 0; i < sizeof(raw); i++)
 		snprintf(secret + 2 * i, 3, "%02x", raw[i]);
-	explicit_bzero(raw, sizeof(raw));
+	util_wipe(raw, sizeof(raw));
 	cfg->auth.jwt_secret = secret;
 	cfg->dev_mode = true;
 	if ((auth = auth_new(&cfg->auth, err, errlen)) == NULL)
@@ -201,6 +202,7 @@ dev_usage(FILE *f, int rc)
 	return rc;
 }
 
+/* long: a CLI's flag loop, one branch per flag */
 int
 srv_dev_token_main(int argc, char **argv)
 {

@@ -21,15 +21,7 @@
 #include "events.h"
 #include "format_env.h"
 #include "metrics.h"
-
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+#include "util/clock.h"
 
 enum MHD_Result
 http_send(srv_req *r, int status, struct MHD_Response *resp)
@@ -653,7 +645,7 @@ conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 		ci = MHD_get_connection_info(conn,
 		    MHD_CONNECTION_INFO_CONNECTION_FD);
 		t->fd = ci != NULL ? ci->connect_fd : -1;
-		t->head_by = srv_mono_ms() + lp->srv->cfg->head_timeout * 1000;
+		t->head_by = util_mono_ms() + lp->srv->cfg->head_timeout * 1000;
 		if ((t->next = lp->conns) != NULL)
 			t->next->prev = t;
 		lp->conns = t;
@@ -686,7 +678,7 @@ conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 static void
 sweep_slow_heads(srv_loop *lp)
 {
-	int64_t now = srv_mono_ms();
+	int64_t now = util_mono_ms();
 	unsigned n = 0;
 	srv_target *t;
 
@@ -1035,7 +1027,7 @@ req_start(srv_server *s, struct MHD_Connection *conn, const srv_target *t,
 	r->conn = conn;
 	memcpy(r->path, t->path, sizeof(r->path));
 	r->method = method;
-	r->start_us = now_us();
+	r->start_us = util_mono_us();
 	r->route = "other";
 	r->waiter.fd = -1;
 	r->params.query = mhd_query;
@@ -1112,13 +1104,13 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	/* The next head on this connection, if any, is due within the idle
 	 * timeout (libmicrohttpd's own) plus the head timeout. */
 	if (t != NULL)
-		t->head_by = srv_mono_ms() +
+		t->head_by = util_mono_ms() +
 		    (int64_t)(s->cfg->connection_timeout +
 		        s->cfg->head_timeout) *
 		        1000;
 	if (r == NULL) /* the client left before its head was in */
 		return;
-	secs = (double)(now_us() - r->start_us) / 1e6;
+	secs = (double)(util_mono_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
 	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
@@ -1152,7 +1144,7 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	static int64_t next_ms;
 	static unsigned left_out;
 	unsigned skipped;
-	int64_t now = srv_mono_ms();
+	int64_t now = util_mono_ms();
 	char msg[512];
 
 	(void)cls;
@@ -1225,7 +1217,7 @@ loop_main(void *arg)
 	for (;;) {
 		if (__atomic_load_n(&lp->stop, __ATOMIC_SEQ_CST) &&
 		    (gcs_loop_tasks(lp->io) == 0 ||
-		        srv_mono_ms() >= lp->stop_by))
+		        util_mono_ms() >= lp->stop_by))
 			break;
 		if (__atomic_load_n(&lp->quiesce, __ATOMIC_SEQ_CST) &&
 		    !__atomic_load_n(&lp->quiesced, __ATOMIC_SEQ_CST)) {
@@ -1390,6 +1382,8 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	return 0;
 }
 
+/* long: start-up in order (socket, daemon, loops, pool) with one unwind
+ * path; issue 21 section 2 reworks it */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
@@ -1507,7 +1501,7 @@ srv_draining(const srv_server *s)
 void
 srv_stop(srv_server *s)
 {
-	int64_t deadline = srv_mono_ms() + SRV_DRAIN_MAX_MS;
+	int64_t deadline = util_mono_ms() + SRV_DRAIN_MAX_MS;
 	bool all;
 	int i;
 
@@ -1531,13 +1525,13 @@ srv_stop(srv_server *s)
 				all = false;
 		if (!all)
 			usleep(1000);
-	} while (!all && srv_mono_ms() < deadline);
+	} while (!all && util_mono_ms() < deadline);
 	/* Every waiter answered 503 + Retry-After (resumes them all: MHD
 	 * must not be stopped with suspended connections). */
 	srv_waits_shutdown(s->waits);
 	/* In-flight requests finish, within the drain budget. */
 	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) > 0 &&
-	    srv_mono_ms() < deadline)
+	    util_mono_ms() < deadline)
 		usleep(5000);
 	/* The workers finish what they run and what is queued (every
 	 * suspended connection must be resumed before MHD stops; a storage

@@ -13,6 +13,7 @@
 
 #include "metrics.h"
 #include "srv.h"
+#include "util/wipe.h"
 
 /* A refusal to start, said once: a plain line on stderr for a person at
  * a terminal, else one JSON line on stdout (the log stream Cloud Logging
@@ -68,6 +69,8 @@ check(srv_config *cfg, gcs_store *store)
 	return 0;
 }
 
+/* long: process start-up and shutdown in order; split pending (issue 21
+ * section 3) */
 int
 main(int argc, char **argv)
 {
@@ -77,7 +80,7 @@ main(int argc, char **argv)
 	gcs_err ge;
 	auth_ctx *auth;
 	srv_server *srv;
-	api_service *svc;
+	api_service *svc = NULL;
 	sigset_t set;
 	int sig, rc, i;
 
@@ -161,7 +164,7 @@ main(int argc, char **argv)
 		}
 		srv_dev_banner(&cfg, dev_token, srv_port(srv),
 		    dev_path[0] ? dev_path : NULL);
-		explicit_bzero(dev_token, strlen(dev_token));
+		util_wipe(dev_token, strlen(dev_token));
 		free(dev_token);
 		dev_token = NULL;
 	}
@@ -195,7 +198,7 @@ main(int argc, char **argv)
 	auth_free(auth);
 	if (dev_path[0] != '\0')
 		(void)unlink(dev_path);
-	explicit_bzero(secret, sizeof(secret));
+	util_wipe(secret, sizeof(secret));
 	srv_config_free(&cfg);
 	srv_log("INFO", "stopped", NULL);
 	return 0;

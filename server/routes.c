@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "events.h"
 #include "web.h"
+#include "util/clock.h"
 
 static const char *const acquire_params[] = { "ttl", "wait", "holder",
 	"purpose", "expected_duration", "labels", "lease_id", "format", NULL };
@@ -195,7 +196,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	w->fd = ci ? ci->connect_fd : -1;
-	w->start_ms = srv_mono_ms();
+	w->start_ms = util_mono_ms();
 	/* From the request's arrival: time its first attempt spent on a
 	 * slow storage counts against the wait. */
 	w->deadline_ms = r->start_us / 1000 + (int64_t)wait * 1000;
@@ -494,6 +495,8 @@ etag_of(const char *text, char *out, size_t len)
 	snprintf(out, len, "W/\"%016" PRIx64 "\"", h);
 }
 
+/* long: parse, call, and write three answer formats (json, text, env); split
+ * pending (issue 21) */
 static enum MHD_Result
 do_list(srv_req *r)
 {

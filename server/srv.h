@@ -228,6 +228,4 @@ void srv_waits_wake(srv_waits *ws, const char *name);
 void srv_waits_shutdown(srv_waits *ws);
 size_t srv_waits_count(srv_waits *ws);
 
-int64_t srv_mono_ms(void);
-
 #endif

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "util/clock.h"
 
 typedef struct instrumented {
 	gcs_store base;    /* first member: what callers see */
@@ -28,10 +29,7 @@ inner_of(gcs_store *s)
 static double
 now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)util_mono_ns() / 1e9;
 }
 
 static int

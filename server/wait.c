@@ -32,6 +32,7 @@
 
 #include "metrics.h"
 #include "srv.h"
+#include "util/clock.h"
 
 /* How a poll ended, besides an api_code. */
 enum {
@@ -76,15 +77,6 @@ struct srv_waits {
 	bool sweeping; /* the sweeper thread runs */
 	pthread_t sweep_thread;
 };
-
-int64_t
-srv_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int
 jitter(int ms, unsigned *seed)
@@ -251,7 +243,7 @@ deliver(srv_waits *ws, srv_waiter *finished)
 		if (w->rc != API_OK && w->maybe_granted)
 			give_back(ws, w, w->req->lease_id);
 		metrics_wait_observe(
-		    (double)(srv_mono_ms() - w->start_ms) / 1000.0);
+		    (double)(util_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
 		w->done(w, w->ctx);
 	}
@@ -321,7 +313,7 @@ may_write(srv_waiter *w)
 
 	if (hung_up(w->fd))
 		return POLL_GONE; /* do not take a lock nobody will be told of */
-	if (srv_mono_ms() >= w->deadline_ms)
+	if (util_mono_ms() >= w->deadline_ms)
 		return POLL_LATE;
 	/* Nor one its caller may no longer take: the token expired during
 	 * the wait, or a reloaded policy withdrew the right. */
@@ -421,8 +413,8 @@ sweeper(void *arg)
 	pthread_mutex_lock(&ws->mu);
 	while (!ws->stopping) {
 		fin = NULL;
-		next = srv_mono_ms() + SRV_HANGUP_CHECK_MS;
-		sweep(ws, srv_mono_ms(), &fin);
+		next = util_mono_ms() + SRV_HANGUP_CHECK_MS;
+		sweep(ws, util_mono_ms(), &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
@@ -442,7 +434,7 @@ static void *
 poller(void *arg)
 {
 	srv_waits *ws = arg;
-	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)srv_mono_ms();
+	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)util_mono_ms();
 	srv_waiter *fin;
 	struct timespec ts;
 	int64_t now, next, hint;
@@ -454,7 +446,7 @@ poller(void *arg)
 	pthread_mutex_lock(&ws->mu);
 	while (!ws->stopping) {
 		fin = NULL;
-		now = srv_mono_ms();
+		now = util_mono_ms();
 		if (now >= ws->next_sweep) {
 			ws->next_sweep = now + SRV_HANGUP_CHECK_MS;
 			sweep(ws, now, &fin);
@@ -470,7 +462,7 @@ poller(void *arg)
 			rc = poll_once(ws, w, woken, &hint);
 			pthread_mutex_lock(&ws->mu);
 			l->busy = false;
-			now = srv_mono_ms();
+			now = util_mono_ms();
 			if (rc == API_OK || rc == POLL_GONE ||
 			    rc == POLL_REFUSED || rc == POLL_LATE ||
 			    ws->refusing) {
@@ -571,7 +563,7 @@ srv_waits_add(srv_waits *ws, srv_waiter *w)
 		}
 		memcpy(l->name, w->req->name, len + 1);
 		l->backoff = SRV_POLL_MIN_MS;
-		l->next_poll = srv_mono_ms() + SRV_POLL_MIN_MS;
+		l->next_poll = util_mono_ms() + SRV_POLL_MIN_MS;
 		l->next = ws->locks;
 		ws->locks = l;
 	}

@@ -1,5 +1,5 @@
 /*
- * store_file.c: the file:// store's recovery (gcs/store_file.c recover,
+ * store_file.c: the file:// store's recovery (gcs/file_log.c file_recover,
  * wal_read_record, record_apply, obj_read_once) over a damaged
  * directory.  At start a real store acknowledges a fixed sequence of
  * writes, one per log record, and the state after each is kept.  Each

@@ -90,7 +90,7 @@ lease_req(api_lease_req *q, const api_lock *l, const char *owner, int ttl)
 }
 
 static void
-t_names(void **state)
+test_names(void **state)
 {
 	static const char *good[] = { "a", "prod/deploy", "A.b_c-d/e/f", "9",
 		"x..y", "a/b.c", "a/.hidden", NULL };
@@ -119,7 +119,7 @@ t_names(void **state)
 
 /* Text is well-formed UTF-8 without C0, DEL or C1 control characters. */
 static void
-t_text_clean(void **state)
+test_text_clean(void **state)
 {
 	static const char *good[] = { "", "plain ascii ~", "caf\xc3\xa9",
 		"\xc2\xa0",         /* U+00A0, the first after C1 */
@@ -158,7 +158,7 @@ t_text_clean(void **state)
 /* A message cut in the middle of a character is made text again: each
  * byte that starts no well-formed sequence becomes '?', the rest stays. */
 static void
-t_utf8_scrub(void **state)
+test_utf8_scrub(void **state)
 {
 	static const struct {
 		const char *in, *out;
@@ -186,7 +186,7 @@ t_utf8_scrub(void **state)
 }
 
 static void
-t_lease_ids_and_labels(void **state)
+test_lease_ids_and_labels(void **state)
 {
 	char why[128];
 	json_t *l;
@@ -215,7 +215,7 @@ t_lease_ids_and_labels(void **state)
 /* Uncontended acquire, refresh and release cost exactly one write each
  * (and no read) on the instance that granted the lease. */
 static void
-t_one_write_each(void **state)
+test_one_write_each(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -254,7 +254,7 @@ t_one_write_each(void **state)
 
 /* Expiry is judged on the store's clock with a 1 s margin. */
 static void
-t_expiry_and_takeover(void **state)
+test_expiry_and_takeover(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req qa, qb;
@@ -310,7 +310,7 @@ t_expiry_and_takeover(void **state)
 /* A lease past its TTL that nobody took over may still be refreshed: the
  * object never went away, so nobody else was granted the lock. */
 static void
-t_refresh_expired_not_taken(void **state)
+test_refresh_expired_not_taken(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -329,7 +329,7 @@ t_refresh_expired_not_taken(void **state)
 }
 
 static void
-t_released_then_not_found(void **state)
+test_released_then_not_found(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -351,7 +351,7 @@ t_released_then_not_found(void **state)
 /* design 1: a retried insert whose first attempt succeeded gets 412; the
  * read-back shows our lease_id, so it is ours. */
 static void
-t_retried_insert_is_ours(void **state)
+test_retried_insert_is_ours(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -384,7 +384,7 @@ t_retried_insert_is_ours(void **state)
 
 /* design 1: a retried delete answered 404 is a release. */
 static void
-t_retried_delete_is_released(void **state)
+test_retried_delete_is_released(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -405,7 +405,7 @@ t_retried_delete_is_released(void **state)
 
 /* A first-attempt 404 on delete is not ours to call a success. */
 static void
-t_delete_404_not_retried(void **state)
+test_delete_404_not_retried(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -427,7 +427,7 @@ t_delete_404_not_retried(void **state)
 /* Two instances on one store: a stale lease cache costs a 412 and a
  * re-read, never a wrong answer. */
 static void
-t_two_instances_stale_cache(void **state)
+test_two_instances_stale_cache(void **state)
 {
 	fixture *f = *state;
 	api_service *other = api_new(&f->ws->base, NULL, NULL);
@@ -460,7 +460,7 @@ t_two_instances_stale_cache(void **state)
  * events (or push real ones out of the ring).
  */
 static void
-t_lost_only_when_real(void **state)
+test_lost_only_when_real(void **state)
 {
 	fixture *f = *state;
 	api_service *other = api_new(&f->ws->base, NULL, NULL);
@@ -498,7 +498,7 @@ t_lost_only_when_real(void **state)
 }
 
 static void
-t_owner_and_admin(void **state)
+test_owner_and_admin(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -518,7 +518,7 @@ t_owner_and_admin(void **state)
 }
 
 static void
-t_overdue_and_json(void **state)
+test_overdue_and_json(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -556,7 +556,7 @@ t_overdue_and_json(void **state)
 }
 
 static void
-t_list_paging(void **state)
+test_list_paging(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -603,7 +603,7 @@ t_list_paging(void **state)
 }
 
 static void
-t_store_failures(void **state)
+test_store_failures(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -631,7 +631,7 @@ t_store_failures(void **state)
  * the store: a storage that refuses a list as malformed is a fault of
  * ours (500) with or without one, never the caller's. */
 static void
-t_list_refused_by_store(void **state)
+test_list_refused_by_store(void **state)
 {
 	fixture *f = *state;
 	api_list_req lr;
@@ -662,7 +662,7 @@ not_hidden(void *ctx, const char *name)
 /* Locks the caller may not see are left out, pages still fill, and no
  * page token ever names one, whatever the page size. */
 static void
-t_list_hides_names(void **state)
+test_list_hides_names(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -726,7 +726,7 @@ only_last(void *ctx, const char *name)
  * the prefix (400) rather than handed a token naming a hidden lock, after
  * a bounded number of store reads; a shorter run is simply read past. */
 static void
-t_list_too_sparse(void **state)
+test_list_too_sparse(void **state)
 {
 	fixture *f = *state;
 	json_t *m = json_pack("{ss}", "owner", "x");
@@ -770,7 +770,7 @@ t_list_too_sparse(void **state)
  * arrays that would overrun a loop task's stack when printed) are left
  * out of the lock, which is still shown. */
 static void
-t_foreign_metadata_shapes(void **state)
+test_foreign_metadata_shapes(void **state)
 {
 	fixture *f = *state;
 	gcs_store *st = &f->ws->base;
@@ -816,7 +816,7 @@ t_foreign_metadata_shapes(void **state)
  * behind it until its TTL.
  */
 static void
-t_attempts_share_lease_id(void **state)
+test_attempts_share_lease_id(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q, other;
@@ -867,7 +867,7 @@ t_attempts_share_lease_id(void **state)
  * (which stays a key, never a lease_id); an unprepared request is a bug
  * of the caller's code, refused before any store call. */
 static void
-t_prepare_lease_id(void **state)
+test_prepare_lease_id(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -914,7 +914,7 @@ keyed_req(api_acquire_req *q, const char *name, const char *owner, int ttl,
  * untouched.
  */
 static void
-t_key_reused_is_a_new_lease(void **state)
+test_key_reused_is_a_new_lease(void **state)
 {
 	fixture *f = *state;
 	api_service *other = api_new(&f->ws->base, NULL, NULL);
@@ -962,7 +962,7 @@ t_key_reused_is_a_new_lease(void **state)
  * key as its lease_id: the same key still finds it as its own.
  */
 static void
-t_key_finds_lease_of_old_layout(void **state)
+test_key_finds_lease_of_old_layout(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -998,7 +998,7 @@ t_key_finds_lease_of_old_layout(void **state)
  * live).
  */
 static void
-t_reacquire_renews(void **state)
+test_reacquire_renews(void **state)
 {
 	fixture *f = *state;
 	static const int64_t offsets[] = { 9500, 10500 };
@@ -1031,7 +1031,7 @@ t_reacquire_renews(void **state)
 /* Issue 18, 5: a force release names the lease the admin saw; a newer
  * lease is refused (409) and left alone. */
 static void
-t_force_release_expected_token(void **state)
+test_force_release_expected_token(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -1100,7 +1100,7 @@ huge_req(api_acquire_req *q, const char *name)
  * 400 metadata_too_large, found before any store call (mem:// would have
  * granted it; file:// and gs:// refused it as a bug, a 500). */
 static void
-t_metadata_too_large(void **state)
+test_metadata_too_large(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -1153,7 +1153,7 @@ static char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
  * (one byte more is refused by the store itself).
  */
 static void
-t_metadata_limit_exact(void **state)
+test_metadata_limit_exact(void **state)
 {
 	api_acquire_req q;
 	api_lease_req lq;
@@ -1218,7 +1218,7 @@ t_metadata_limit_exact(void **state)
  * at a character boundary, never in the middle of one (the fuzzer's
  * find: the lock then could not be shown as JSON). */
 static void
-t_copy_utf8_boundary(void **state)
+test_copy_utf8_boundary(void **state)
 {
 	char src[16], dst[6];
 
@@ -1238,58 +1238,59 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_names),
-		cmocka_unit_test(t_text_clean),
-		cmocka_unit_test(t_utf8_scrub),
-		cmocka_unit_test(t_copy_utf8_boundary),
-		cmocka_unit_test(t_lease_ids_and_labels),
-		cmocka_unit_test_setup_teardown(t_one_write_each, setup,
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_text_clean),
+		cmocka_unit_test(test_utf8_scrub),
+		cmocka_unit_test(test_copy_utf8_boundary),
+		cmocka_unit_test(test_lease_ids_and_labels),
+		cmocka_unit_test_setup_teardown(test_one_write_each, setup,
 		    teardown),
-		cmocka_unit_test_setup_teardown(t_expiry_and_takeover, setup,
+		cmocka_unit_test_setup_teardown(test_expiry_and_takeover, setup,
 		    teardown),
-		cmocka_unit_test_setup_teardown(t_refresh_expired_not_taken,
+		cmocka_unit_test_setup_teardown(test_refresh_expired_not_taken,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_released_then_not_found,
+		cmocka_unit_test_setup_teardown(test_released_then_not_found,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_retried_insert_is_ours, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_retried_delete_is_released,
+		cmocka_unit_test_setup_teardown(test_retried_insert_is_ours,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_delete_404_not_retried, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_two_instances_stale_cache,
+		cmocka_unit_test_setup_teardown(test_retried_delete_is_released,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_lost_only_when_real, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_list_refused_by_store, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_foreign_metadata_shapes,
+		cmocka_unit_test_setup_teardown(test_delete_404_not_retried,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_owner_and_admin, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_overdue_and_json, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_list_paging, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_list_hides_names, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_list_too_sparse, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_store_failures, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_metadata_too_large, setup,
-		    teardown),
-		cmocka_unit_test(t_metadata_limit_exact),
-		cmocka_unit_test_setup_teardown(t_attempts_share_lease_id,
+		cmocka_unit_test_setup_teardown(test_two_instances_stale_cache,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_key_reused_is_a_new_lease,
-		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_key_finds_lease_of_old_layout,
-		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_reacquire_renews, setup,
+		cmocka_unit_test_setup_teardown(test_lost_only_when_real, setup,
 		    teardown),
-		cmocka_unit_test_setup_teardown(t_force_release_expected_token,
+		cmocka_unit_test_setup_teardown(test_list_refused_by_store,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_prepare_lease_id, setup,
+		cmocka_unit_test_setup_teardown(test_foreign_metadata_shapes,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_owner_and_admin, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_overdue_and_json, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_list_paging, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_list_hides_names, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_list_too_sparse, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_store_failures, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_metadata_too_large, setup,
+		    teardown),
+		cmocka_unit_test(test_metadata_limit_exact),
+		cmocka_unit_test_setup_teardown(test_attempts_share_lease_id,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_reused_is_a_new_lease,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_key_finds_lease_of_old_layout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reacquire_renews, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_force_release_expected_token, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_lease_id, setup,
 		    teardown),
 	};
 

@@ -63,7 +63,7 @@ field(json_t *arr, size_t i, const char *key)
 }
 
 static void
-test_empty(void **state)
+test_unknown_lock_has_no_events(void **state)
 {
 	json_t *arr;
 
@@ -374,7 +374,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_empty, reset, reset),
+		cmocka_unit_test_setup_teardown(test_unknown_lock_has_no_events,
+		    reset, reset),
 		cmocka_unit_test_setup_teardown(test_fields_and_kinds, reset,
 		    reset),
 		cmocka_unit_test_setup_teardown(test_force_reason_kept, reset,

@@ -377,7 +377,7 @@ test_error_not_held(void **state)
 }
 
 static void
-test_list(void **state)
+test_list_numbers_locks_and_ends_with_page_token(void **state)
 {
 	const char *want = "LOCKGATE_COUNT='2'\n"
 	                   "LOCKGATE_0_LOCK='a'\n"
@@ -462,7 +462,8 @@ main(void)
 		cmocka_unit_test(test_error_locked),
 		cmocka_unit_test(test_error_not_held),
 		cmocka_unit_test(test_state_member_not_doubled),
-		cmocka_unit_test(test_list),
+		cmocka_unit_test(
+		    test_list_numbers_locks_and_ends_with_page_token),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_null_and_non_object),
 	};

@@ -84,7 +84,7 @@ test_every_byte_escaped_or_kept(void **state)
 }
 
 static void
-test_keys(void **state)
+test_keyed_members_escape_keys_and_values(void **state)
 {
 	api_jw jw;
 
@@ -242,7 +242,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_strings),
 		cmocka_unit_test(test_every_byte_escaped_or_kept),
-		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_keyed_members_escape_keys_and_values),
 		cmocka_unit_test(test_grows),
 		cmocka_unit_test(test_fixed_buffer_full),
 		cmocka_unit_test(test_copy),

@@ -16,6 +16,7 @@
 
 #include "api/api.h"
 #include "server/srv.h"
+#include "util/clock.h"
 #include "wrap_store.h"
 
 #define BOUND_MS 5000 /* every wait of this test ends by then */
@@ -62,7 +63,7 @@ setup(void **state)
 	f->w.done = on_done;
 	f->w.ctx = f;
 	f->w.fd = -1; /* no client socket: never hung up */
-	f->w.start_ms = srv_mono_ms();
+	f->w.start_ms = util_mono_ms();
 	f->w.deadline_ms = f->w.start_ms + BOUND_MS;
 	f->w.rc = API_UNAVAILABLE;
 	f->w.err.code = API_UNAVAILABLE;
@@ -199,7 +200,7 @@ waiter_for(srv_waiter *w, api_acquire_req *q, const char *name,
 	w->req = q;
 	w->done = on_done;
 	w->fd = -1;
-	w->start_ms = srv_mono_ms();
+	w->start_ms = util_mono_ms();
 	w->deadline_ms = w->start_ms + BOUND_MS;
 	w->rc = API_LOCKED;
 }
@@ -239,7 +240,7 @@ t_waiter_caps(void **state)
 	assert_int_equal(srv_waits_count(ws), 3);
 	/* A wait that ends (here: its client left) frees its place. */
 	w[0].fd = -1;
-	w[0].deadline_ms = srv_mono_ms(); /* runs out now */
+	w[0].deadline_ms = util_mono_ms(); /* runs out now */
 	wait_count(&f->done, 1);
 	assert_int_equal(srv_waits_count(ws), 2);
 	assert_int_equal(srv_waits_add(ws, &w[2]), SRV_WAITS_QUEUED);

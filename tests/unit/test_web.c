@@ -38,7 +38,7 @@ test_index(void **state)
 }
 
 static void
-test_types(void **state)
+test_content_types_by_extension_lockctl_as_text(void **state)
 {
 	const char *type = NULL;
 
@@ -98,7 +98,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_index),
-		cmocka_unit_test(test_types),
+		cmocka_unit_test(
+		    test_content_types_by_extension_lockctl_as_text),
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test(test_headers),
 	};
