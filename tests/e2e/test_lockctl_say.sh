@@ -108,7 +108,7 @@ assert names == ["e2e/list/a", "e2e/list/b"], names
 assert d["locks"][0]["purpose"] == "deploy 1.2", d
 assert all("lease_id" not in l for l in d["locks"])
 ' "$T/out" || lg_fail "list --json: $(cat "$T/out")"
-sleep 3 # b expires; nobody takes it over
+sleep 4.2 # b expires (ttl, the 1 s margin, a storage Date's 1 s resolution)
 st $LC list e2e/list/
 grep -q '^e2e/list/b' "$T/out" && lg_fail "an expired lock listed without --all: $(cat "$T/out")"
 st $LC list e2e/list/ --all
