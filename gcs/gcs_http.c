@@ -232,6 +232,18 @@ gcs_http_new(void)
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_PREREQDATA, c) != CURLE_OK)
 		goto fail;
+	/* HTTP/2 where the endpoint offers it by ALPN (https; Cloud Storage
+	 * does), HTTP/1.1 otherwise.  PIPEWAIT: while a loop's first
+	 * connection to a host is still being made, or its protocol is not
+	 * yet known, a new transfer waits for it rather than opening another;
+	 * so a burst of tasks shares one HTTP/2 connection per loop (the
+	 * multi handle multiplexes, gcs_loop.c).  On HTTP/1.1 a transfer
+	 * waits for that first answer only, then takes an idle kept
+	 * connection or opens one. */
+	if (curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+	        (long)CURL_HTTP_VERSION_2TLS) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L) != CURLE_OK)
+		goto fail;
 	if (ca_file() != NULL &&
 	    curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)
 		goto fail;

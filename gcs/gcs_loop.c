@@ -458,6 +458,14 @@ on_timer(CURLM *m, long ms, void *userp)
 	return 0;
 }
 
+/* The loop's multi handle.  It multiplexes transfers over HTTP/2
+ * (CURLPIPE_MULTIPLEX, libcurl's default, said here because the
+ * connection count depends on it): with the handles' PIPEWAIT
+ * (gcs_http.c) a loop keeps one HTTP/2 connection per storage host while
+ * the server's stream limit allows.  No CURLMOPT_MAX_HOST_CONNECTIONS:
+ * on HTTP/1.1 a cap would queue transfers inside libcurl, their timeouts
+ * running, where a connection each costs the storage little; the
+ * in-flight transfers (one per request being served) bound them. */
 static int
 multi_init(gcs_loop *l)
 {
@@ -473,7 +481,9 @@ multi_init(gcs_loop *l)
 	        CURLM_OK ||
 	    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l) != CURLM_OK ||
 	    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS,
-	        (long)GCS_LOOP_CONNS) != CURLM_OK) {
+	        (long)GCS_LOOP_CONNS) != CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_PIPELINING,
+	        (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
 		curl_multi_cleanup(l->multi);
 		l->multi = NULL;
 		return -1;
