@@ -16,16 +16,19 @@
 #   rawfloor the same requests from storage_floor --raw 1: plain sockets,
 #          HTTP/1.1 written and read by hand, no libcurl (a measuring
 #          instrument, not a client; 64 clients only)
-#   gscurl the same as gs with LOCKGATE_GCS_HTTP=curl: the storage
-#          requests through libcurl's own HTTP engine instead of lockgate's
-#          HTTP/1.1 on libcurl's connection (the baseline of that change)
 #   gs20   the same as gs with 20 ms added to every write by the fake, as
-#          a real bucket answers in tens of ms (no target: it shows that
-#          requests waiting on the storage do not hold the server up)
+#          a real bucket answers in tens of ms, over plain http (HTTP/1.1)
+#   gs20h2 the same as gs20 through an HTTP/2 TLS front to the fake
+#          (nghttpx, a certificate made with openssl), as Cloud Storage
+#          serves it
 # and drives each with build/bench/loadgen: 64 keep-alive clients on
 # distinct lock names, then 1 client, BENCH_RUNS runs of BENCH_SECONDS each
 # (after a BENCH_WARMUP_MS warm-up), and prints the medians in one table
 # with lockgate's CPU time per cycle and the targets' ratios, PASS or MISS.
+# For gs20 and gs20h2 it also counts the connections lockgate used to the
+# storage during the 64-client runs: for gs20 those the fake accepted
+# (lockgate is its only client then), for gs20h2 the distinct client
+# ports in the front's access log (the fake's count would be nghttpx's).
 # The targets are informational: the exit status is 0 unless something
 # broke (a server that did not start, a loadgen error or non-2xx answer).
 #
@@ -38,15 +41,15 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs gscurl gsfloor rawfloor gs20") picks
-# targets.
+# BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20 gs20h2")
+# picks targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gscurl gsfloor rawfloor gs20}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20h2}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
@@ -70,7 +73,9 @@ STOP_TRIES=100        # x 0.05 s: then SIGKILL
 T_MEM_FLOOR_OPS=0.5   # mem cycles/s / floor cycles/s at 64 clients, >=
 T_SERIAL_P50=1.5      # mem p50 / floor p50 at 1 client, <=
 T_FILE_OPS=8000       # file cycles/s at 64 clients, >=
-T_GS_MEM_CPU=2        # gs CPU per cycle / mem CPU per cycle at 64, <=
+T_GS20_P50=$((2 * GS_SLOW_MS * 1000 + 1000)) # gs20 p50 us, 1 and 64 clients, <=
+T_CONNS_H2=4          # gs20h2: connections to the storage at 64 clients, <=
+T_CONNS_H1=64         # gs20: the same over HTTP/1.1, <=
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockgate-bench.XXXXXX")
 PIDS=""
@@ -181,6 +186,13 @@ export TOKEN
 
 RESULTS=$TMP/results
 : >"$RESULTS"
+# Connections to the storage at 64 clients: "target count" lines.
+CONNS=$TMP/conns
+: >"$CONNS"
+# CONN_COUNT: for a gs target, a command that prints a mark when called
+# with no argument, and the connections lockgate opened to the storage
+# since MARK when called with one; "" when nothing is counted.
+CONN_COUNT=""
 
 # pin_all PID...: every thread of each PID (threads they start later
 # inherit it) onto BENCH_CPU.
@@ -249,7 +261,13 @@ run_target() {
 			echo "bench: $name: 1 client: server${1:+, fake_gcs}" \
 			    "and loadgen pinned to CPU $BENCH_CPU" >&2
 		fi
+		[ "$c" = 64 ] && [ -n "$CONN_COUNT" ] && c0=$($CONN_COUNT)
 		run_series "$name" "$spid" "$sport" "$c" || return 1
+		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
+			c1=$($CONN_COUNT "$c0")
+			echo "  label=$name clients=64 storage_conns=$c1" >&2
+			echo "$name $c1" >>"$CONNS"
+		fi
 	done
 	# Informational: the same serial runs with the loadgen on another CPU
 	# than the server, as a client on another machine would be; every
@@ -340,8 +358,86 @@ bench_gs() {
 		stop_pid "$fpid"
 		return 1
 	fi
+	[ "$glat" -gt 0 ] && CONN_COUNT=fake_conns
 	bench_lockgate "$gname" gs://bench-bucket/p/ "$fpid" \
 	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport" "$@"
+	CONN_COUNT=""
+	stop_pid "$fpid"
+}
+
+# fake_conns [MARK]: the fake's count of connections it accepted (its own
+# control request included: one less since MARK).
+fake_conns() {
+	n=$(curl -sf "http://127.0.0.1:$fport/_fake/stats" |
+	    sed -n 's/.*"connections":\([0-9]*\).*/\1/p')
+	if [ $# -eq 0 ]; then
+		echo "${n:-0}"
+	else
+		echo $((${n:-0} - $1 - 1))
+	fi
+}
+
+# front_conns [MARK]: the access log's line count; with MARK, the distinct
+# client ports of the lines after line MARK.
+front_conns() {
+	if [ $# -eq 0 ]; then
+		wc -l <"$TMP/front.log"
+	else
+		tail -n +$(($1 + 1)) "$TMP/front.log" | awk '{ print $1 }' |
+		    sort -u | wc -l | tr -d ' '
+	fi
+}
+
+# bench_gs20h2 NAME: gs20 behind an HTTP/2 TLS front (nghttpx) to the
+# fake; the front is pinned with lockgate and the fake for 1 client.
+bench_gs20h2() {
+	if ! command -v nghttpx >/dev/null 2>&1; then
+		echo "bench: $1: nghttpx is missing (nghttp2-proxy); skipped" >&2
+		return 0
+	fi
+	start_fake "$1" || return 1
+	curl -sf -o /dev/null \
+	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$GS_SLOW_MS" ||
+	    { echo "bench: cannot set the fake's latency" >&2; BROKEN=1; stop_pid "$fpid"; return 1; }
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+	    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" \
+	    -out "$TMP/cert.pem" >/dev/null 2>&1 ||
+	    { echo "bench: openssl req failed" >&2; BROKEN=1; stop_pid "$fpid"; return 1; }
+	nport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	: >"$TMP/front.log"
+	nghttpx --conf=/dev/null -f"127.0.0.1,$nport" -b"127.0.0.1,$fport" \
+	    --accesslog-file="$TMP/front.log" \
+	    --accesslog-format='$remote_port $alpn $status' \
+	    --errorlog-file="$TMP/nghttpx.err" \
+	    "$TMP/key.pem" "$TMP/cert.pem" 2>>"$TMP/nghttpx.err" &
+	npid=$!
+	PIDS="$PIDS $npid"
+	i=0
+	until curl -s -o /dev/null --cacert "$TMP/cert.pem" \
+	    "https://127.0.0.1:$nport/_fake/stats"; do
+		i=$((i + 1))
+		if [ $i -ge $START_TRIES ]; then
+			cat "$TMP/nghttpx.err" >&2
+			echo "bench: nghttpx did not start" >&2
+			BROKEN=1
+			stop_pid "$npid"
+			stop_pid "$fpid"
+			return 1
+		fi
+		sleep 0.05
+	done
+	echo "bench: $1: nghttpx h2 front (pid $npid, port $nport)" >&2
+	CONN_COUNT=front_conns
+	# shellcheck disable=SC2046 # the front's worker process(es)
+	bench_lockgate "$1" gs://bench-bucket/p/ \
+	    "$fpid $npid $(ps -o pid= --ppid "$npid" | tr -d ' ')" \
+	    GCE_METADATA_HOST="127.0.0.1:$fport" \
+	    LOCKGATE_GCS_ENDPOINT="https://127.0.0.1:$nport" \
+	    LOCKGATE_GCS_CA_FILE="$TMP/cert.pem"
+	CONN_COUNT=""
+	alpn=$(awk '{ print $2 }' "$TMP/front.log" | sort -u | tr '\n' ' ')
+	echo "bench: $1: protocols at the front: $alpn" >&2
+	stop_pid "$npid"
 	stop_pid "$fpid"
 }
 
@@ -377,11 +473,11 @@ for t in $BENCH_TARGETS; do
 		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
-	gscurl) bench_gs gscurl 0 LOCKGATE_GCS_HTTP=curl ;;
 	gsfloor) bench_gsfloor gsfloor 0 ;;
 	rawfloor) bench_gsfloor rawfloor 1 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
-	*) die "unknown target '$t' (floor mem file gs gscurl gsfloor rawfloor gs20)" ;;
+	gs20h2) bench_gs20h2 gs20h2 ;;
+	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20 gs20h2)" ;;
 	esac
 done
 
@@ -396,7 +492,8 @@ echo "machine before: $LOAD_BEFORE"
 echo "machine after:  $LOAD_AFTER"
 echo "CPU time taken by the VM's host (steal) during the runs: ${STEAL}%"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
-    -v tg="$T_GS_MEM_CPU" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" \
+    -v tg20="$T_GS20_P50" -v th2="$T_CONNS_H2" -v th1="$T_CONNS_H1" \
+    -v conns="$CONNS" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" \
     -v cpu="$BENCH_CPU" '
 function median(key, col,    n, i, j, t, v) {
 	n = cnt[key]
@@ -437,7 +534,7 @@ END {
 	printf "1 client: server (and fake_gcs) and loadgen pinned to CPU %d: the CPU\n", cpu
 	print "  path of a request without cross-CPU wake-ups; 64 clients: not pinned"
 	print "-2cpu: 1 client, server and loadgen pinned to two different CPUs"
-	print "CPU us/cycle: the server alone (lockgate, not the fake); gsfloor, rawfloor: their own"
+	print "CPU us/cycle: the server alone (lockgate, not the fake or the front); gsfloor, rawfloor: their own"
 	printf "%-7s %7s %10s %9s %9s %13s\n", "target", "clients", "cycles/s", "p50 us", "p99 us", "CPU us/cycle"
 	for (k = 1; k <= nkeys; k++) {
 		key = order[k]
@@ -452,7 +549,7 @@ END {
 	printf "%-40s %10s %10s  %s\n", "ratio", "value", "target", "result"
 	f64 = "floor" SUBSEP 64; m64 = "mem" SUBSEP 64
 	f1 = "floor" SUBSEP 1; m1 = "mem" SUBSEP 1
-	fi64 = "file" SUBSEP 64; g64 = "gs" SUBSEP 64
+	fi64 = "file" SUBSEP 64
 	if ((f64 in m_ops) && (m64 in m_ops) && m_ops[f64] > 0) {
 		r = m_ops[m64] / m_ops[f64]
 		printf "%-40s %10.2f %10s  %s\n", "mem/floor cycles/s, 64 clients", r, ">= " tm, verdict(r >= tm)
@@ -470,35 +567,25 @@ END {
 		r = m_ops[fi64]
 		printf "%-40s %10.0f %10s  %s\n", "file cycles/s, 64 clients", r, ">= " tf, verdict(r >= tf)
 	}
-	gs_mem = ""
-	if ((g64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[g64] != "-" && m_cpu[m64] > 0) {
-		r = gs_mem = m_cpu[g64] / m_cpu[m64]
-		printf "%-40s %10.2f %10s  %s\n", "gs/mem lockgate CPU per cycle, 64 clients", r, "<= " tg, verdict(r <= tg)
+	# The storage answers writes in GS_SLOW_MS: a cycle (insert, delete)
+	# is two of them, plus at most 1 ms of lockgate work, at any load.
+	for (k = 1; k <= 2; k++) {
+		t = k == 1 ? "gs20" : "gs20h2"
+		for (c = 1; c <= 64; c += 63) {
+			key = t SUBSEP c
+			if (!(key in m_p50))
+				continue
+			r = m_p50[key]
+			printf "%-40s %10d %10s  %s\n", t " p50 us, " c " client" (c > 1 ? "s" : ""), r, "<= " tg20, verdict(r <= tg20)
+		}
 	}
-	# Informational: the same with the libcurl HTTP engine (the baseline).
-	gc64 = "gscurl" SUBSEP 64
-	if ((gc64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[gc64] != "-" && m_cpu[m64] > 0) {
-		printf "%-40s %10.2f %10s  %s\n", "  gscurl/mem (the libcurl HTTP engine)", m_cpu[gc64] / m_cpu[m64], "", ""
-		if (gs_mem != "")
-			printf "%-40s %10.2f %10s  %s\n", "  gs/gscurl CPU per cycle", m_cpu[g64] / m_cpu[gc64], "", ""
+	# Connections to the storage during the 64-client runs (one count
+	# for the whole series).
+	while ((getline line < conns) > 0) {
+		split(line, cw, " ")
+		lim = cw[1] == "gs20h2" ? th2 : th1
+		printf "%-40s %10d %10s  %s\n", cw[1] " storage connections, 64 clients", cw[2], "<= " lim, verdict(cw[2] <= lim)
 	}
-	# Informational: a gs cycle does the work of a mem cycle plus two
-	# storage requests, which cost at least what the storage floor spends
-	# (through the libcurl HTTP engine: the bound of gscurl), or the
-	# hand-written one (any HTTP/1.1 client over TCP: the bound of gs).
-	bound("gsfloor", "the storage floor (the libcurl HTTP engine)")
-	bound("rawfloor", "the hand-written floor (no libcurl)")
-}
-function bound(name, what,    sf64) {
-	sf64 = name SUBSEP 64
-	if (!((sf64 in m_cpu) && (m64 in m_cpu) && m_cpu[m64] != "-" && m_cpu[sf64] != "-" && m_cpu[m64] > 0))
-		return
-	print ""
-	print "gs/mem lower bound from " what ": (mem CPU + " name " CPU) / mem CPU"
-	printf "  (%.1f + %.1f) / %.1f = %.2f at 64 clients", m_cpu[m64], m_cpu[sf64], m_cpu[m64], (m_cpu[m64] + m_cpu[sf64]) / m_cpu[m64]
-	if (gs_mem != "")
-		printf ", against %.2f measured", gs_mem
-	print ""
 }' "$RESULTS"
 
 if [ "$BROKEN" != 0 ]; then

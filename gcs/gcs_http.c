@@ -50,6 +50,7 @@ struct gcs_http {
 	int prereqs;    /* times this transfer was about to send its request */
 	int head_done;  /* the last answer's header block was ended */
 	int http_proxy; /* a proxy from the environment may carry http:// */
+	long pipewait;  /* CURLOPT_PIPEWAIT as set on the handle */
 	long buf;       /* the receive buffer set on the handle */
 	char origin[GCS_ORIGIN_MAX]; /* scheme://authority of the request */
 	char cerr[CURL_ERROR_SIZE];
@@ -232,6 +233,11 @@ gcs_http_new(void)
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_PREREQDATA, c) != CURLE_OK)
 		goto fail;
+	/* HTTP/2 where the endpoint offers it by ALPN (https; Cloud Storage
+	 * does), HTTP/1.1 otherwise (see set_request for PIPEWAIT). */
+	if (curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+	        (long)CURL_HTTP_VERSION_2TLS) != CURLE_OK)
+		goto fail;
 	if (ca_file() != NULL &&
 	    curl_easy_setopt(h, CURLOPT_CAINFO, ca_file()) != CURLE_OK)
 		goto fail;
@@ -301,6 +307,19 @@ set_request(gcs_http *c, const char *method, const char *url,
 	long cto = timeout_ms < GCS_CONNECT_TIMEOUT_MS ? timeout_ms
 	                                               : GCS_CONNECT_TIMEOUT_MS;
 
+	/* PIPEWAIT for https: while a loop's first connection to a host is
+	 * being made, or its protocol is not yet known, a new transfer waits
+	 * for it rather than opening another, so a burst of tasks shares one
+	 * HTTP/2 connection per loop (the multi handle multiplexes,
+	 * gcs_loop.c).  Not for http, which is HTTP/1.1 only here: a burst
+	 * would wait a whole round trip for the first answer to say so. */
+	long pipewait = strncmp(url, "https:", 6) == 0;
+
+	if (pipewait != c->pipewait) {
+		if (curl_easy_setopt(h, CURLOPT_PIPEWAIT, pipewait) != CURLE_OK)
+			return -1;
+		c->pipewait = pipewait;
+	}
 	if (curl_easy_setopt(h, CURLOPT_URL, target ? c->origin : url) !=
 	        CURLE_OK ||
 	    curl_easy_setopt(h, CURLOPT_REQUEST_TARGET, target) != CURLE_OK ||

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -126,6 +127,7 @@ struct gcs_loop {
 	int wakefd;
 	CURLM *multi;       /* made on the first transfer */
 	int64_t curl_due;   /* mono ms libcurl wants a timeout call, -1 */
+	long host_cap;      /* CURLMOPT_MAX_HOST_CONNECTIONS set, 0: none */
 	gcs_task *sleepers; /* by wake_ms */
 	gcs_task *ready, *ready_tail;
 	gcs_task *spare;
@@ -458,6 +460,12 @@ on_timer(CURLM *m, long ms, void *userp)
 	return 0;
 }
 
+/* The loop's multi handle.  It multiplexes transfers over HTTP/2
+ * (CURLPIPE_MULTIPLEX, libcurl's default, said here because the
+ * connection count depends on it): with the handles' PIPEWAIT
+ * (gcs_http.c) a loop keeps one HTTP/2 connection per storage host while
+ * the server's stream limit allows.  See loop_host_cap for the cap on
+ * connections per host. */
 static int
 multi_init(gcs_loop *l)
 {
@@ -473,7 +481,9 @@ multi_init(gcs_loop *l)
 	        CURLM_OK ||
 	    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l) != CURLM_OK ||
 	    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS,
-	        (long)GCS_LOOP_CONNS) != CURLM_OK) {
+	        (long)GCS_LOOP_CONNS) != CURLM_OK ||
+	    curl_multi_setopt(l->multi, CURLMOPT_PIPELINING,
+	        (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
 		curl_multi_cleanup(l->multi);
 		l->multi = NULL;
 		return -1;
@@ -514,6 +524,37 @@ collect_done(gcs_loop *l)
 	}
 }
 
+/*
+ * PIPEWAIT makes a transfer wait for a connection that may multiplex only
+ * while the host's protocol is unknown.  Once libcurl 7.88 knows the host
+ * speaks HTTP/2, a burst of transfers that finds no usable connection
+ * (the one it had got a GOAWAY, or the next is still in its handshake)
+ * opens a connection each: 59 to a restarted front, measured.  So once an
+ * https answer came over HTTP/2 the loop caps connections per host at
+ * GCS_LOOP_H2_CONNS (libcurl queues the others until a stream is free);
+ * an https answer over HTTP/1.1 lifts the cap, as HTTP/1.1 needs a
+ * connection per transfer in flight.  Plain http (an emulator, the
+ * metadata server) is HTTP/1.1 only and changes nothing, so it is never
+ * capped.  One storage host per loop makes a per-loop cap a per-host one.
+ */
+static void
+loop_host_cap(gcs_loop *l, CURL *h)
+{
+	char *scheme = NULL;
+	long ver = 0, cap;
+
+	if (curl_easy_getinfo(h, CURLINFO_SCHEME, &scheme) != CURLE_OK ||
+	    scheme == NULL || strcasecmp(scheme, "https") != 0 ||
+	    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver) != CURLE_OK ||
+	    ver == 0)
+		return;
+	cap = ver == CURL_HTTP_VERSION_2_0 ? GCS_LOOP_H2_CONNS : 0;
+	if (cap != l->host_cap &&
+	    curl_multi_setopt(l->multi, CURLMOPT_MAX_HOST_CONNECTIONS, cap) ==
+	        CURLM_OK)
+		l->host_cap = cap;
+}
+
 CURLcode
 gcs_loop_perform(CURL *h)
 {
@@ -541,6 +582,8 @@ gcs_loop_perform(CURL *h)
 	t->curl_rc = CURLE_OK;
 	task_yield(t); /* until collect_done */
 	rc = t->curl_rc;
+	if (rc == CURLE_OK)
+		loop_host_cap(l, h);
 	curl_multi_remove_handle(l->multi, h);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
 	return rc;

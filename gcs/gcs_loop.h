@@ -36,6 +36,10 @@
  * per transfer in flight, so a lull closes connections that the next
  * burst must open again. */
 #define GCS_LOOP_CONNS     256
+/* Connections a loop opens to one host once that host answered over
+ * HTTP/2 (see loop_host_cap in gcs_loop.c): one carries every transfer,
+ * the second covers a GOAWAY'd one that is still draining. */
+#define GCS_LOOP_H2_CONNS  2
 
 typedef struct gcs_loop gcs_loop;
 

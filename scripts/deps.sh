@@ -7,7 +7,7 @@ set -eu
 BUILD="gcc make pkg-config libc6-dev libmicrohttpd-dev libcurl4-openssl-dev
 libjansson-dev libssl-dev libjwt-dev ca-certificates"
 TEST="libcmocka-dev curl dash python3 chromium clang clang-format cppcheck faketime
-iproute2"
+iproute2 nghttp2-proxy"
 # make lint: the checkers themselves (awk is in Debian's base system).
 LINT="clang-format cppcheck"
 

@@ -157,8 +157,6 @@ usage(void)
 	       "storage and token endpoints\n"
 	       "  LOCKGATE_GCS_RETRY_TOTAL_MS  retry deadline of one storage "
 	       "call, default 10000\n"
-	       "  LOCKGATE_GCS_HTTP=curl       storage requests through "
-	       "libcurl's HTTP engine\n"
 	       "  XDG_RUNTIME_DIR              development mode: where the "
 	       "secret file is kept\n"
 	       "                               (else a file:// store's "
