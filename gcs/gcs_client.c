@@ -21,6 +21,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "util/wipe.h"
+#include "util/clock.h"
 #include "gcs.h"
 #include "gcs_client.h"
 #include "gcs_http.h"
@@ -522,7 +524,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	uint64_t serial = 0;
 	int rc, sent, tries = 0, reached = 0, reauthed = 0;
 
-	deadline = gcs_mono_ms() + g->policy.total_ms;
+	deadline = util_mono_ms() + g->policy.total_ms;
 	cap = g->policy.initial_ms;
 	ebuf[0] = '\0';
 	ct[0] = '\0';
@@ -533,7 +535,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	for (;;) {
 		/* A stopping process gives up in time to answer and exit. */
 		deadline = give_up_by(deadline);
-		if (tries == 0 && deadline <= gcs_mono_ms())
+		if (tries == 0 && deadline <= util_mono_ms())
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "Cloud Storage %s not sent: %s", req->op,
 			    gcs_give_up_time() > 0 ? "lockgate is shutting down"
@@ -549,18 +551,18 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			/* fits: AUTH_HDR_MAX has room for any token */
 			str_join(auth, sizeof(auth), "Authorization: Bearer ",
 			    tok);
-			gcs_wipe(tok, strlen(tok));
+			util_wipe(tok, strlen(tok));
 		}
 		hdrs_build(&hl, auth, ct, req->body != NULL);
 		h = pool_take(g);
 		if (h == NULL) {
-			gcs_wipe(auth, strlen(auth));
+			util_wipe(auth, strlen(auth));
 			return gcs_fail(err, GCS_NOMEM, "out of memory");
 		}
 		gcs_http_set_buffer(h,
 		    req->large_answer ? GCS_HTTP_BUF_LARGE
 		                      : GCS_HTTP_BUF_SMALL);
-		now = gcs_mono_ms();
+		now = util_mono_ms();
 		timeout = (long)(deadline - now);
 		if (timeout > g->policy.try_timeout_ms)
 			timeout = g->policy.try_timeout_ms;
@@ -570,7 +572,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		    req->body, req->body_len, timeout, resp, ebuf,
 		    sizeof(ebuf));
 		pool_put(g, h);
-		gcs_wipe(auth, strlen(auth)); /* only the bytes written */
+		util_wipe(auth, strlen(auth)); /* only the bytes written */
 		/* A possible silent resend by libcurl counts as a try: the
 		 * first send may have been applied. */
 		tries++;
@@ -595,7 +597,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			gcs_token_invalidate(g->tok, serial);
 			deadline = give_up_by(deadline);
 			if (!reauthed &&
-			    gcs_mono_ms() + try_min(g) <= deadline) {
+			    util_mono_ms() + try_min(g) <= deadline) {
 				reauthed = 1;
 				gcs_resp_clear(resp);
 				gcs_stat_retry();
@@ -607,7 +609,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 		rc = sent == 0 ? (int)resp->status : 0;
 		if (!retryable(rc))
 			break;
-		now = gcs_mono_ms();
+		now = util_mono_ms();
 		pause = (int64_t)(rand64() % (uint64_t)(cap + 1));
 		deadline = give_up_by(deadline);
 		/* Only while a useful try still fits: one cut short by the

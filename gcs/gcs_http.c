@@ -28,22 +28,6 @@ gcs_curl_global_init(void)
 	pthread_once(&curl_once, curl_init_once);
 }
 
-int64_t
-gcs_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-gcs_wipe(void *p, size_t n)
-{
-	if (p != NULL && n > 0)
-		explicit_bzero(p, n);
-}
-
 struct gcs_http {
 	CURL *h;
 	gcs_resp *resp; /* the answer being received, during a transfer */

@@ -71,10 +71,6 @@ int gcs_http_perform(gcs_http *c, const char *method, const char *url,
     gcs_resp *resp, char *errbuf, size_t errlen);
 void gcs_resp_clear(gcs_resp *r);
 
-/* Monotonic milliseconds, for deadlines. */
-int64_t gcs_mono_ms(void);
-/* Overwrite N bytes at P so the compiler cannot drop it (secrets). */
-void gcs_wipe(void *p, size_t n);
 /* Initialise libcurl once per process (thread-safe). */
 void gcs_curl_global_init(void);
 /* Parse an RFC 3339 UTC time ("2019-04-02T14:16:31.530Z", offsets allowed)

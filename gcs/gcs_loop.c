@@ -29,6 +29,7 @@
 #endif
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "gcs_http.h"
 #include "gcs_loop.h"
 
@@ -456,7 +457,7 @@ on_timer(CURLM *m, long ms, void *userp)
 	gcs_loop *l = userp;
 
 	(void)m;
-	l->curl_due = ms < 0 ? -1 : gcs_mono_ms() + ms;
+	l->curl_due = ms < 0 ? -1 : util_mono_ms() + ms;
 	return 0;
 }
 
@@ -685,7 +686,7 @@ gcs_loop_wait_fd(int fd, bool out, int64_t deadline_ms)
 		p.fd = fd;
 		p.events = out ? POLLOUT : POLLIN;
 		for (;;) {
-			left = deadline_ms - gcs_mono_ms();
+			left = deadline_ms - util_mono_ms();
 			if (left < 0)
 				left = 0;
 			rc = poll(&p, 1,
@@ -770,7 +771,7 @@ gcs_loop_sleep(int64_t ms)
 			;
 		return;
 	}
-	t->wake_ms = gcs_mono_ms() + ms;
+	t->wake_ms = util_mono_ms() + ms;
 	sleeper_add(t->loop, t);
 	task_yield(t);
 }
@@ -936,7 +937,7 @@ gcs_loop_run_once(gcs_loop *l, int timeout_ms)
 		due = l->curl_due;
 	if (l->sleepers != NULL && (due < 0 || l->sleepers->wake_ms < due))
 		due = l->sleepers->wake_ms;
-	if (due >= 0 && due - (now = gcs_mono_ms()) < timeout_ms)
+	if (due >= 0 && due - (now = util_mono_ms()) < timeout_ms)
 		timeout_ms = due <= now ? 0 : (int)(due - now);
 	if (l->ready != NULL || timeout_ms < 0)
 		timeout_ms = 0;
@@ -944,7 +945,7 @@ gcs_loop_run_once(gcs_loop *l, int timeout_ms)
 	for (i = 0; i < n; i++)
 		dispatch(l, &ev[i]);
 	if (l->curl_due >= 0 || l->sleepers != NULL)
-		now = gcs_mono_ms();
+		now = util_mono_ms();
 	if (l->multi != NULL) {
 		if (l->curl_due >= 0 && l->curl_due <= now) {
 			l->curl_due = -1;

@@ -106,7 +106,7 @@ void *gcs_loop_cache_take(void (*free_fn)(void *));
 CURLcode gcs_loop_perform(CURL *h);
 
 /* Wait until FD can be read (OUT false) or written (OUT true), at most
- * until DEADLINE_MS (gcs_mono_ms clock).  In a task the task yields, and
+ * until DEADLINE_MS (util_mono_ms clock).  In a task the task yields, and
  * FD stays in the loop's epoll set for reading afterwards, so that the
  * next wait on it costs no system call, until gcs_loop_fd_forget.
  * Elsewhere, poll(2).  1: ready (an error or hang-up on FD counts: the

@@ -27,7 +27,7 @@ util_mono_us(void)
 	return util_mono_ns() / 1000;
 }
 
-/* Milliseconds on the monotonic clock (the same clock as gcs_mono_ms). */
+/* Milliseconds on the monotonic clock . */
 static inline int64_t
 util_mono_ms(void)
 {

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "util/clock.h"
 #include "fake_gcs_proc.h"
 #include "gcs/gcs.h"
 #include "gcs/gcs_client.h"
@@ -914,16 +915,16 @@ test_give_up_at_shutdown(void **state)
 	gcs_gs_set_retry(s, &p);
 	insert_ok(s, "gu", &o);
 	gcs_object_clear(&o);
-	gcs_give_up_at(gcs_mono_ms() - 1);
+	gcs_give_up_at(util_mono_ms() - 1);
 	assert_int_equal(gcs_get(s, "gu", &o, &err), GCS_UNAVAILABLE);
 	assert_int_equal(err.attempts, 0);
 	assert_non_null(strstr(err.msg, "shutting down"));
 	assert_int_equal(fake_gcs_count(&fake, "get"), 0);
 	fault("get", "503", -1);
-	t0 = gcs_mono_ms();
+	t0 = util_mono_ms();
 	gcs_give_up_at(t0 + 300);
 	assert_int_equal(gcs_get(s, "gu", &o, &err), GCS_UNAVAILABLE);
-	took = gcs_mono_ms() - t0;
+	took = util_mono_ms() - t0;
 	gcs_give_up_at(0);
 	assert_true(err.attempts >= 1);
 	assert_int_equal(fake_gcs_count(&fake, "get"), err.attempts);

@@ -30,6 +30,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
+#include "util/clock.h"
 #include "fake_gcs_proc.h"
 #include "gcs/gcs.h"
 #include "gcs/gcs_client.h"
@@ -49,9 +50,9 @@ static fake_gcs fake;
 static void
 run_until_idle(gcs_loop *l)
 {
-	int64_t end = gcs_mono_ms() + RUN_MAX_MS;
+	int64_t end = util_mono_ms() + RUN_MAX_MS;
 
-	while (gcs_loop_tasks(l) > 0 && gcs_mono_ms() < end)
+	while (gcs_loop_tasks(l) > 0 && util_mono_ms() < end)
 		gcs_loop_run_once(l, 50);
 	assert_int_equal(gcs_loop_tasks(l), 0);
 }
@@ -69,10 +70,10 @@ count_fn(void *arg)
 	counter *c = arg;
 
 	c->in_task = gcs_loop_in_task();
-	c->started = gcs_mono_ms();
+	c->started = util_mono_ms();
 	if (c->sleep_ms > 0)
 		gcs_loop_sleep(c->sleep_ms);
-	c->ended = gcs_mono_ms();
+	c->ended = util_mono_ms();
 	c->ran++;
 }
 
@@ -743,7 +744,7 @@ test_wait_fd(void **state)
 	assert_int_equal(pipe(pfd), 0);
 	w.fd = pfd[0];
 	w.rc = -9;
-	w.deadline = gcs_mono_ms() + RUN_MAX_MS;
+	w.deadline = util_mono_ms() + RUN_MAX_MS;
 	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
 	gcs_loop_run_once(l, 0);
 	assert_int_equal(w.rc, -9); /* still waiting */
@@ -756,11 +757,11 @@ test_wait_fd(void **state)
 
 	/* The deadline: nothing to read. */
 	w.rc = -9;
-	w.deadline = gcs_mono_ms() + 60;
+	w.deadline = util_mono_ms() + 60;
 	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
 	run_until_idle(l);
 	assert_int_equal(w.rc, 0);
-	assert_true(gcs_mono_ms() >= w.deadline);
+	assert_true(util_mono_ms() >= w.deadline);
 	assert_int_equal(gcs_loop_epoll_ctls(l), ctls); /* still watched */
 
 	/* Readable with nobody waiting: seen once, then no longer watched
@@ -775,12 +776,12 @@ test_wait_fd(void **state)
 	assert_false(gcs_loop_fd_hung_up(pfd[0])); /* not in a task */
 
 	/* Outside a task: poll. */
-	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, gcs_mono_ms() + 1000),
+	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, util_mono_ms() + 1000),
 	    1);
 	assert_int_equal(read(pfd[0], &b, 1), 1);
-	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, gcs_mono_ms() + 30),
+	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, util_mono_ms() + 30),
 	    0);
-	assert_int_equal(gcs_loop_wait_fd(pfd[1], true, gcs_mono_ms() + 1000),
+	assert_int_equal(gcs_loop_wait_fd(pfd[1], true, util_mono_ms() + 1000),
 	    1);
 	close(pfd[0]);
 	close(pfd[1]);
