@@ -75,6 +75,24 @@ lg_front_conns() {
 	awk '{ print $1 }' "$1" | sort -u | wc -l | tr -d ' '
 }
 
+# lg_front_conns_at_once LOG: the most client connections in use at once in
+# access log LOG: a connection is in use from its first request to its
+# last (by line), and the largest number of such spans that overlap.  A
+# connection the client replaces (one closes, the next opens) does not
+# count twice, as it does in lg_front_conns.
+lg_front_conns_at_once() {
+	awk '{ if (!($1 in first)) first[$1] = NR; last[$1] = NR }
+	END {
+		for (p in first) { open[first[p]]++; shut[last[p]]++ }
+		for (i = 1; i <= NR; i++) {
+			n += open[i]
+			if (n > max) max = n
+			n -= shut[i]
+		}
+		print max + 0
+	}' "$1"
+}
+
 # lg_front_alpns LOG: the protocols chosen, distinct, space-separated.
 lg_front_alpns() {
 	awk '{ print $2 }' "$1" | sort -u | tr '\n' ' ' | sed 's/ $//'

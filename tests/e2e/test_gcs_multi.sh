@@ -1,14 +1,15 @@
 #!/bin/sh
 # Three lockgate instances on one fake GCS (one write per second per object
 # enforced, faults injected all along): 12 clients contend for one lock for
-# 20 s; a checker asserts that no two grants overlap and no fencing token
-# repeats.  Then a waiter on instance B is granted within the poll bound
+# 30 s (one write a second per object and a fault every 300 ms make a grant
+# take seconds: 20 s gave as few as 3 on a busy machine); a checker asserts
+# that no two grants overlap and no fencing token repeats.  Then a waiter on instance B is granted within the poll bound
 # after a release on instance A.  Always runs on gs:// against the fake.
 LG_STORE=gs
 LG_FAKE_GCS_ARGS=--rate-limit
 . tests/e2e/lib.sh
 CLIENTS=12
-RUN_S=${LG_MULTI_SECONDS:-20}
+RUN_S=${LG_MULTI_SECONDS:-30}
 POLL_BOUND_MS=2500   # SRV_POLL_MAX_MS (1 s) + round trips on a busy machine
 LG_ENV="LOCKGATE_GCS_RETRY_TOTAL_MS=4000"
 lg_start
