@@ -3,8 +3,9 @@
 # enforced, faults injected all along): 12 clients contend for one lock for
 # 30 s (one write a second per object and a fault every 300 ms make a grant
 # take seconds: 20 s gave as few as 3 on a busy machine); a checker asserts
-# that no two grants overlap and no fencing token repeats.  Then a waiter on instance B is granted within the poll bound
-# after a release on instance A.  Always runs on gs:// against the fake.
+# that no two grants overlap and no fencing token repeats.  Then a waiter
+# on instance B is granted within the poll bound after a release on
+# instance A.  Always runs on gs:// against the fake.
 LG_STORE=gs
 LG_FAKE_GCS_ARGS=--rate-limit
 . tests/e2e/lib.sh
