@@ -52,8 +52,16 @@ async def request(port, method, path, token, timeout=BOUND_S):
 
 
 async def holder(port, token, k, held, stop):
-    """Take lock h/K, refresh it, release it, again, until STOP; keep the
-    lease it holds in HELD[K] (None between leases)."""
+    """Take lock h/K, refresh it, release it, again, until STOP or the
+    server is gone; keep the lease it holds in HELD[K] (None between
+    leases)."""
+    try:
+        await holder_loop(port, token, k, held, stop)
+    except (OSError, asyncio.TimeoutError):
+        pass  # the server went away under a request: SIGTERM
+
+
+async def holder_loop(port, token, k, held, stop):
     while not stop.is_set():
         st, _, body = await request(port, "POST",
                                     "/v1/locks/h/%d:acquire?ttl=%d" %
