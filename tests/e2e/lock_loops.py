@@ -14,6 +14,7 @@ then a check of what they saw.  Python's standard library only.
       answers were (check judges them).
 
   lock_loops.py check --out FILE --held HELD_JSON [--allow-503]
+      (--allow-503 also lets a release be answered 404, counted)
                       [--min-grants G]
       Judges FILE: every answer is 200/204/409 (or 503 with Retry-After
       when --allow-503; a transport error fails); on each name, the
@@ -107,7 +108,17 @@ def run(a):
 def check(a):
     rows = [json.loads(l) for l in open(a.out)]
     ok = {200, 204, 409} | ({503} if a.allow_503 else set())
-    bad = [r for r in rows if r["code"] not in ok or
+    # Across a restart of the front, a release may be answered 404
+    # lease_not_found: its lease was taken over after expiring while the
+    # storage was out of reach, or its delete went through and the answer
+    # was lost unseen (an open question of issue 19).  Counted and shown;
+    # the exclusion checks below hold either way.
+    lost = [r for r in rows if a.allow_503 and r["op"] == "release" and
+            r["code"] == 404]
+    if lost:
+        print("lock_loops: %d releases answered 404 across the outage"
+              % len(lost))
+    bad = [r for r in rows if (r["code"] not in ok and r not in lost) or
            (r["code"] == 503 and not r["retry_after"])]
     assert not bad, "unexpected answers: %s" % bad[:5]
     grants = [r for r in rows if r["op"] == "acquire" and r["code"] == 200]
