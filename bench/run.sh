@@ -18,6 +18,9 @@
 #          instrument, not a client; 64 clients only)
 #   gs20   the same as gs with 20 ms added to every write by the fake, as
 #          a real bucket answers in tens of ms, over plain http (HTTP/1.1)
+#   gs20floor storage_floor against a fake with gs20's 20 ms writes, 64
+#          clients and 1 (pinned with the fake): what a bare libcurl client
+#          with no lockgate sees there, the floor of gs20's p50
 #   gs20h2 the same as gs20 through an HTTP/2 TLS front to the fake
 #          (nghttpx, a certificate made with openssl), as Cloud Storage
 #          serves it
@@ -41,7 +44,8 @@
 #
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
-# BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20 gs20h2")
+# BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20 gs20floor
+# gs20h2")
 # picks targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -49,7 +53,7 @@ cd "$(dirname "$0")/.." || exit 1
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20h2}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
@@ -145,7 +149,7 @@ printed_port() {
 	i=0
 	while [ $i -lt $START_TRIES ]; do
 		port=$(sed -n -e 's/.*"message":"listening".*"port":\([0-9]*\).*/\1/p' \
-		    -e 's/^\([0-9][0-9]*\)$/\1/p' "$2" | head -n 1)
+		    -e 's/^\([0-9][0-9]*\)$/\1/p' "$2" 2>/dev/null | head -n 1)
 		if [ -n "$port" ]; then
 			echo "$port"
 			return 0
@@ -193,6 +197,37 @@ CONNS=$TMP/conns
 # with no argument, and the connections lockgate opened to the storage
 # since MARK when called with one; "" when nothing is counted.
 CONN_COUNT=""
+# STORAGE_PORT: for a gs target, the port lockgate's storage connections go
+# to (the fake's, or the front's); the 64-client runs then also sample how
+# many of them are open at once, every 0.1 s ("" when nothing is counted).
+STORAGE_PORT=""
+
+# peak_start PID PORT: sample in the background the TCP connections PID
+# has established to 127.0.0.1:PORT, keeping the highest count in
+# $TMP/peak; sets speak (the sampler's PID).  peak_stop stops it.
+peak_start() {
+	echo 0 >"$TMP/peak"
+	: >"$TMP/sampling"
+	(
+		m=0
+		while [ -e "$TMP/sampling" ]; do
+			n=$(ss -Htnp state established "( dport = :$2 )" \
+			    2>/dev/null | grep -c "pid=$1,")
+			if [ "$n" -gt "$m" ]; then
+				m=$n
+				echo "$m" >"$TMP/peak"
+			fi
+			sleep 0.1
+		done
+	) &
+	speak=$!
+	PIDS="$PIDS $speak"
+}
+peak_stop() {
+	rm -f "$TMP/sampling"
+	stop_pid "$speak"
+	cat "$TMP/peak"
+}
 
 # pin_all PID...: every thread of each PID (threads they start later
 # inherit it) onto BENCH_CPU.
@@ -261,12 +296,17 @@ run_target() {
 			echo "bench: $name: 1 client: server${1:+, fake_gcs}" \
 			    "and loadgen pinned to CPU $BENCH_CPU" >&2
 		fi
-		[ "$c" = 64 ] && [ -n "$CONN_COUNT" ] && c0=$($CONN_COUNT)
+		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
+			c0=$($CONN_COUNT)
+			peak_start "$spid" "$STORAGE_PORT"
+		fi
 		run_series "$name" "$spid" "$sport" "$c" || return 1
 		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
 			c1=$($CONN_COUNT "$c0")
-			echo "  label=$name clients=64 storage_conns=$c1" >&2
-			echo "$name $c1" >>"$CONNS"
+			cp=$(peak_stop)
+			echo "  label=$name clients=64 storage_conns_opened=$c1" \
+			    "storage_conns_open_at_once=$cp" >&2
+			echo "$name $c1 $cp" >>"$CONNS"
 		fi
 	done
 	# Informational: the same serial runs with the loadgen on another CPU
@@ -329,6 +369,9 @@ bench_floor() {
 
 # start_fake NAME: a fresh fake_gcs; sets fpid and fport.
 start_fake() {
+	# Removed first: the child truncates it only once it runs, and the
+	# last fake's port must not be read for this one's.
+	rm -f "$TMP/fake_gcs.port"
 	"$FAKE_GCS" --port 0 >"$TMP/fake_gcs.port" 2>"$TMP/fake_gcs.err" &
 	fpid=$!
 	PIDS="$PIDS $fpid"
@@ -358,10 +401,11 @@ bench_gs() {
 		stop_pid "$fpid"
 		return 1
 	fi
-	[ "$glat" -gt 0 ] && CONN_COUNT=fake_conns
+	[ "$glat" -gt 0 ] && CONN_COUNT=fake_conns && STORAGE_PORT=$fport
 	bench_lockgate "$gname" gs://bench-bucket/p/ "$fpid" \
 	    STORAGE_EMULATOR_HOST="127.0.0.1:$fport" "$@"
 	CONN_COUNT=""
+	STORAGE_PORT=""
 	stop_pid "$fpid"
 }
 
@@ -428,6 +472,7 @@ bench_gs20h2() {
 	done
 	echo "bench: $1: nghttpx h2 front (pid $npid, port $nport)" >&2
 	CONN_COUNT=front_conns
+	STORAGE_PORT=$nport
 	# shellcheck disable=SC2046 # the front's worker process(es)
 	bench_lockgate "$1" gs://bench-bucket/p/ \
 	    "$fpid $npid $(ps -o pid= --ppid "$npid" | tr -d ' ')" \
@@ -435,31 +480,59 @@ bench_gs20h2() {
 	    LOCKGATE_GCS_ENDPOINT="https://127.0.0.1:$nport" \
 	    LOCKGATE_GCS_CA_FILE="$TMP/cert.pem"
 	CONN_COUNT=""
+	STORAGE_PORT=""
 	alpn=$(awk '{ print $2 }' "$TMP/front.log" | sort -u | tr '\n' ' ')
 	echo "bench: $1: protocols at the front: $alpn" >&2
 	stop_pid "$npid"
 	stop_pid "$fpid"
 }
 
-# bench_gsfloor NAME RAW: the storage floor, 64 clients, against a fresh
-# fake, through libcurl (RAW 0) or hand-written HTTP (RAW 1).  Its CPU per
-# cycle is its own (the client's side of the two requests).
+# bench_gsfloor NAME RAW [LATENCY_MS CLIENTS...]: the storage floor against
+# a fresh fake, through libcurl (RAW 0) or hand-written HTTP (RAW 1), with
+# LATENCY_MS added by the fake to every write (default 0), for each client
+# count (default GSFLOOR_CLIENTS).  For 1 client the fake and the floor
+# are pinned to BENCH_CPU, as lockgate and the fake are for gs and gs20.
+# Its CPU per cycle is its own (the client's side of the two requests).
 bench_gsfloor() {
-	start_fake "$1" || return 1
-	r=1
-	while [ $r -le "$BENCH_RUNS" ]; do
-		if ! out=$("$STORAGE_FLOOR" --port "$fport" \
-		    --clients "$GSFLOOR_CLIENTS" --seconds "$BENCH_SECONDS" \
-		    --warmup "$BENCH_WARMUP_MS" --label "$1" --raw "$2"); then
-			echo "bench: $1, run $r: storage_floor failed" \
-			    "(see above)" >&2
-			BROKEN=1
-			stop_pid "$fpid"
-			return 1
+	fname=$1
+	fraw=$2
+	flat=${3:-0}
+	[ $# -gt 3 ] && shift 3 || set -- "$GSFLOOR_CLIENTS"
+	start_fake "$fname" || return 1
+	if [ "$flat" -gt 0 ] && ! curl -sf -o /dev/null \
+	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$flat"; then
+		echo "bench: cannot set the fake's latency" >&2
+		BROKEN=1
+		stop_pid "$fpid"
+		return 1
+	fi
+	for fc in "$@"; do
+		pin=""
+		if [ "$fc" = 1 ]; then
+			pin_all "$fpid" || {
+				echo "bench: $fname: cannot pin to CPU $BENCH_CPU" >&2
+				BROKEN=1
+				stop_pid "$fpid"
+				return 1
+			}
+			pin="taskset -c $BENCH_CPU"
 		fi
-		echo "  $out" >&2
-		echo "$out" >>"$RESULTS"
-		r=$((r + 1))
+		r=1
+		while [ $r -le "$BENCH_RUNS" ]; do
+			if ! out=$($pin "$STORAGE_FLOOR" --port "$fport" \
+			    --clients "$fc" --seconds "$BENCH_SECONDS" \
+			    --warmup "$BENCH_WARMUP_MS" --label "$fname" \
+			    --raw "$fraw"); then
+				echo "bench: $fname, run $r: storage_floor failed" \
+				    "(see above)" >&2
+				BROKEN=1
+				stop_pid "$fpid"
+				return 1
+			fi
+			echo "  $out" >&2
+			echo "$out" >>"$RESULTS"
+			r=$((r + 1))
+		done
 	done
 	stop_pid "$fpid"
 }
@@ -476,12 +549,22 @@ for t in $BENCH_TARGETS; do
 	gsfloor) bench_gsfloor gsfloor 0 ;;
 	rawfloor) bench_gsfloor rawfloor 1 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
+	gs20floor) bench_gsfloor gs20floor 0 "$GS_SLOW_MS" $BENCH_CLIENTS ;;
 	gs20h2) bench_gs20h2 gs20h2 ;;
-	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20 gs20h2)" ;;
+	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2)" ;;
 	esac
 done
 
 LOAD_AFTER=$(load)
+# How late this VM wakes a thread that slept 20 ms (the median of 50
+# sleeps): every 20 ms hold in the fake and every wait on it in a client
+# pays it, so it sets how close gs20 and gs20floor can come to 2 x 20 ms.
+WAKE=$(python3 -c 'import time
+d = []
+for _ in range(50):
+    t = time.perf_counter(); time.sleep(0.02)
+    d.append((time.perf_counter() - t - 0.02) * 1e6)
+print("%.0f" % sorted(d)[25])' 2>/dev/null || echo n/a)
 STEAL=$(echo "$STAT_BEFORE $(cpu_ticks)" |
     awk '{ d = $4 - $2; if (d > 0) printf "%.1f", 100 * ($3 - $1) / d; else print "n/a" }')
 
@@ -491,6 +574,7 @@ echo
 echo "machine before: $LOAD_BEFORE"
 echo "machine after:  $LOAD_AFTER"
 echo "CPU time taken by the VM's host (steal) during the runs: ${STEAL}%"
+echo "a 20 ms sleep ends late by (median of 50): ${WAKE} us"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
     -v tg20="$T_GS20_P50" -v th2="$T_CONNS_H2" -v th1="$T_CONNS_H1" \
     -v conns="$CONNS" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" \
@@ -579,12 +663,25 @@ END {
 			printf "%-40s %10d %10s  %s\n", t " p50 us, " c " client" (c > 1 ? "s" : ""), r, "<= " tg20, verdict(r <= tg20)
 		}
 	}
+	# What lockgate adds to gs20 over a bare libcurl client against the
+	# same slow fake: the part of the p50 that lockgate adds.  A 20 ms
+	# hold alone costs this VM about 0.3 ms of wake-up from idle
+	# (docs/bench.md), twice per cycle, in every client alike.
+	for (c = 1; c <= 64; c += 63) {
+		kl = "gs20" SUBSEP c; kf = "gs20floor" SUBSEP c
+		if ((kl in m_p50) && (kf in m_p50))
+			printf "%-40s %10d %10s  %s\n", "  gs20 - gs20floor p50 us, " c " client" (c > 1 ? "s" : ""), m_p50[kl] - m_p50[kf], "", ""
+	}
 	# Connections to the storage during the 64-client runs (one count
-	# for the whole series).
+	# for the whole series): the most open at once (sampled every 0.1 s)
+	# against the target, and every one opened (a connection closed and
+	# replaced counts twice: between runs the load generator reconnects
+	# and its clients land on the event loops in other numbers).
 	while ((getline line < conns) > 0) {
 		split(line, cw, " ")
 		lim = cw[1] == "gs20h2" ? th2 : th1
-		printf "%-40s %10d %10s  %s\n", cw[1] " storage connections, 64 clients", cw[2], "<= " lim, verdict(cw[2] <= lim)
+		printf "%-40s %10d %10s  %s\n", cw[1] " storage conns open at once, 64 cl.", cw[3], "<= " lim, verdict(cw[3] <= lim)
+		printf "%-40s %10d %10s  %s\n", "  opened over the 64-client runs", cw[2], "", ""
 	}
 }' "$RESULTS"
 
