@@ -4,37 +4,25 @@
 # test that exits 77 (lg_skip in tests/e2e/lib.sh) cannot run in that
 # combination: it is listed with its reason and counted apart, never as a
 # pass.
+#
+# Tests run TEST_JOBS at a time (default: the number of CPUs), each with
+# its own log in build/logs and, for the end-to-end ones, its own servers
+# on ports the kernel picks and its own temporary directory, so they do
+# not meet.  TEST_JOBS=1 runs them one after another.
 set -u
 cd "$(dirname "$0")/.."
 what=${1:-all}
-pass=0
-fail=0
-skip=0
-failed=""
-skipped=""
+jobs=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 
-run() { # name command...
-	name=$1
-	shift
-	start=$(date +%s)
-	"$@" >"build/logs/$name.log" 2>&1
-	st=$?
-	if [ "$st" -eq 0 ]; then
-		pass=$((pass + 1))
-		echo "PASS $name ($(($(date +%s) - start)) s)"
-	elif [ "$st" -eq 77 ]; then
-		skip=$((skip + 1))
-		skipped="$skipped $name"
-		echo "SKIP $name: $(sed -n 's/^SKIP: //p' "build/logs/$name.log" | head -n 1)"
-	else
-		fail=$((fail + 1))
-		failed="$failed $name"
-		echo "FAIL $name ($(($(date +%s) - start)) s), log follows:"
-		tail -n 60 "build/logs/$name.log" | sed 's/^/    /'
-	fi
+# Queued as one line each: NAME COMMAND ARG...  (no argument holds a
+# space); tests/run_one.sh runs a line and leaves NAME's status.
+list=build/logs/.jobs
+run() {
+	echo "$*" >>"$list"
 }
 
 mkdir -p build/logs
+: >"$list"
 if [ "$what" = all ] || [ "$what" = unit ]; then
 	for t in build/tests/test_*; do
 		[ -x "$t" ] || continue
@@ -97,6 +85,29 @@ if [ "$what" = all ] || [ "$what" = browser ]; then
 		run "browser-$(basename "$t" .mjs)" sh tests/browser/run.sh "$t"
 	done
 fi
+# The longest first would balance the jobs better; the order above is
+# kept so that a serial run reads as it always did.
+rm -f build/logs/*.status
+xargs -P "$jobs" -L 1 sh tests/run_one.sh <"$list"
+pass=0
+fail=0
+skip=0
+failed=""
+skipped=""
+while read -r name _; do
+	st=$(cat "build/logs/$name.status" 2>/dev/null || echo lost)
+	case $st in
+	0) pass=$((pass + 1)) ;;
+	77)
+		skip=$((skip + 1))
+		skipped="$skipped $name"
+		;;
+	*)
+		fail=$((fail + 1))
+		failed="$failed $name"
+		;;
+	esac
+done <"$list"
 [ -n "$skipped" ] && echo "skipped:$skipped"
 [ -n "$failed" ] && echo "failed:$failed"
 echo "$pass passed, $fail failed, $skip skipped"
