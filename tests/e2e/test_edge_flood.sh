@@ -1,0 +1,39 @@
+#!/bin/sh
+# Issue 20, 7: a holder is served under a flood.  With 10,000
+# authenticated waiters (wait=60) parked on one lock and 4,000 connections
+# trickling half a request head, the holder's refresh (which keeps the
+# lease), inspect and release are each answered, and the release wakes the
+# first waiter; a parked waiter costs at most 20 KiB of RSS.  See
+# edge_flood.py for the steps and bounds.
+#
+# mem:// is enough: what is measured is the HTTP edge and the waiter queue
+# (connections, requests, waiters), which are the same whatever the store;
+# a parked waiter holds no store call (only the head of the queue polls).
+#
+# The release build, not the AddressSanitizer one: ASan's shadow memory,
+# redzones and quarantine of freed blocks would make RSS measure ASan.
+# The limits are raised for the flood (about 14,000 connections; the
+# server's open-file limit is raised to its hard limit, 20,000 here), and
+# the head timeout is longer than the test, so that the half-open
+# connections stay open throughout.
+LG_BIN=${LG_FLOOD_BIN:-build/lockgate}
+. tests/e2e/lib.sh
+[ "$(ulimit -Hn)" -ge 16000 ] 2>/dev/null ||
+	lg_skip "the open-file hard limit is $(ulimit -Hn); this test needs 16000"
+ulimit -n "$(ulimit -Hn)"
+LG_ENV="LOCKGATE_MAX_CONNECTIONS=15500 LOCKGATE_MAX_WAITERS=10000
+    LOCKGATE_MAX_OWNER_WAITERS=10000 LOCKGATE_HEAD_TIMEOUT=300" lg_start
+H=$(lg_token holder)
+W=$(lg_token flood)
+out=$LG_TMP/out
+
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "Authorization: Bearer $H" \
+    "$LG_URL/v1/locks/flood/held:acquire?ttl=60")
+lg_eq "$code" 200 "the holder acquires"
+L=$(lg_json lease_id <"$out")
+
+python3 tests/e2e/edge_flood.py --port "${LG_URL##*:}" --pid "$LG_PID" \
+    --name flood/held --holder-token "$H" --lease "$L" --waiter-token "$W" \
+    --waiters 10000 --half-open 4000 || lg_fail "flood"
+lg_stop
+echo ok
