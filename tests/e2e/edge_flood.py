@@ -178,9 +178,13 @@ def holder_served(fl, a):
 def main(a):
     fl = Flood(a.port, a.pid)
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+    start = rss_kib(a.pid)
     fl.open_many(a.half_open, head, fl.half_open)
     fl.pump(0.2)
     before = rss_kib(a.pid)
+    print("VmRSS %d KiB, %d KiB with %d half-open connections: %.1f KiB "
+          "each (for the record)" % (start, before, a.half_open,
+                                     (before - start) / a.half_open))
     acquire = ("POST /v1/locks/%s:acquire?wait=60&ttl=30 HTTP/1.1\r\n"
                "Host: x\r\nAuthorization: Bearer %s\r\n"
                "Content-Length: 0\r\n\r\n" % (a.name, a.waiter_token))
