@@ -1,25 +1,55 @@
 /*
- * events.c: the per-instance ring buffer of recent lock events (events.h).
+ * events.c: the per-instance buffer of recent lock events (events.h).
  *
  * Each slot owns one allocation holding its strings back to back; the
- * slot's pointers point into it (NULL for an absent string).  Writing into
- * a full ring frees the oldest slot's allocation.
+ * slot's pointers point into it (NULL for an absent string).
+ *
+ * Every event is in two lists, oldest to newest: its lock's and its
+ * owner's (an event without an owner is in the list of the owner "").
+ * A list's group counts its events, and each index (by lock, by owner)
+ * keeps its groups in buckets by count, so that the group with the most
+ * events is found at once; counts move by one, so keeping that maximum
+ * is constant work too.  A full buffer makes room fairly (events.h):
+ * the oldest event of the lock with the most events goes, unless the
+ * owner with the most has more than twice as many, and then that
+ * owner's oldest goes.  An insert is two hash lookups and a few pointer
+ * moves, however full the buffer.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/events.h"
 
 #define EV_TIME_LEN  32 /* "2026-11-22T03:04:05.678Z" and NUL */
 #define EV_TOKEN_LEN 24 /* an int64 in decimal and NUL */
 #define EV_STRINGS   5  /* name, owner, holder, actor, reason */
+#define EV_HASH      1024
+#define EV_NONE      (-1) /* no slot */
+
+enum { BY_LOCK, BY_OWNER, EV_KEYS };
+
+/* The events of one lock, or of one owner. */
+typedef struct ev_group {
+	struct ev_group *hnext;         /* the same hash */
+	struct ev_group *cprev, *cnext; /* the same count: a circle */
+	int oldest, newest;             /* slots; EV_NONE when empty */
+	size_t count;
+	char key[];
+} ev_group;
+
+/* The groups of one kind: by key, and by count. */
+typedef struct ev_index {
+	ev_group *hash[EV_HASH];
+	/* Groups with that many events, the first to get that many first. */
+	ev_group *by_count[SRV_EVENTS_MAX + 1];
+	size_t max; /* the most events of any group */
+} ev_index;
 
 typedef struct ev_slot {
-	char *blob; /* owns the strings below; NULL = empty slot */
+	char *blob; /* owns the strings below; NULL = free slot */
 	const char *name;
 	const char *owner;
 	const char *holder;
@@ -29,12 +59,16 @@ typedef struct ev_slot {
 	int64_t fencing_token;
 	int64_t at_ms;
 	long count; /* refreshes folded into this entry */
+	/* Its place in its lock's and its owner's lists: */
+	ev_group *group[EV_KEYS];
+	int prev[EV_KEYS], next[EV_KEYS];
 } ev_slot;
 
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
-static ev_slot ev_ring[SRV_EVENTS_MAX];
-static size_t ev_head; /* the slot the next event goes into */
-static size_t ev_len;  /* slots in use */
+static ev_slot ev_slots[SRV_EVENTS_MAX];
+static ev_index ev_idx[EV_KEYS];
+static int ev_used;           /* slots ever taken since the last reset */
+static int ev_free = EV_NONE; /* freed slots, through next[BY_LOCK] */
 
 static const char *
 kind_str(api_event_kind kind)
@@ -71,18 +105,129 @@ present(const char *s)
 	return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
-/* Index of the I-th newest slot (0 = newest); I < ev_len. */
-static size_t
-newest(size_t i)
-{
-	return (ev_head + SRV_EVENTS_MAX - 1 - i) % SRV_EVENTS_MAX;
-}
-
 static void
 slot_clear(ev_slot *s)
 {
 	free(s->blob);
 	memset(s, 0, sizeof(*s));
+}
+
+static unsigned
+hash_of(const char *key)
+{
+	unsigned h = 5381;
+
+	for (; *key != '\0'; key++)
+		h = h * 33 + (unsigned char)*key;
+	return h % EV_HASH;
+}
+
+/* With ev_mu held: the group of KEY in X; made (empty) when CREATE, else
+ * NULL when there is none; NULL when out of memory. */
+static ev_group *
+group_get(ev_index *x, const char *key, bool create)
+{
+	ev_group **p = &x->hash[hash_of(key)], *g;
+	size_t len = strlen(key);
+
+	for (g = *p; g != NULL; g = g->hnext)
+		if (strcmp(g->key, key) == 0)
+			return g;
+	if (!create || (g = calloc(1, sizeof(*g) + len + 1)) == NULL)
+		return NULL;
+	memcpy(g->key, key, len + 1);
+	g->oldest = g->newest = EV_NONE;
+	g->hnext = *p;
+	*p = g;
+	return g;
+}
+
+/* With ev_mu held: G of X freed, when it has no events. */
+static void
+group_drop_empty(ev_index *x, ev_group *g)
+{
+	ev_group **p;
+
+	if (g == NULL || g->count > 0)
+		return;
+	for (p = &x->hash[hash_of(g->key)]; *p != NULL; p = &(*p)->hnext)
+		if (*p == g) {
+			*p = g->hnext;
+			break;
+		}
+	free(g);
+}
+
+/* G's count in X moves by DELTA (+1 or -1): it changes buckets, joining
+ * the new one last. */
+static void
+group_count(ev_index *x, ev_group *g, int delta)
+{
+	ev_group **head = &x->by_count[g->count];
+
+	if (g->count > 0) {
+		if (g->cnext == g) {
+			*head = NULL;
+		} else {
+			g->cprev->cnext = g->cnext;
+			g->cnext->cprev = g->cprev;
+			if (*head == g)
+				*head = g->cnext;
+		}
+	}
+	g->count = delta > 0 ? g->count + 1 : g->count - 1;
+	if (g->count > 0) {
+		head = &x->by_count[g->count];
+		if (*head == NULL) {
+			g->cprev = g->cnext = g;
+			*head = g;
+		} else {
+			g->cprev = (*head)->cprev;
+			g->cnext = *head;
+			(*head)->cprev->cnext = g;
+			(*head)->cprev = g;
+		}
+	}
+	if (g->count > x->max)
+		x->max = g->count;
+	while (x->max > 0 && x->by_count[x->max] == NULL)
+		x->max--;
+}
+
+/* Slot I joins G's list (kind K) as its newest. */
+static void
+slot_link(int i, int k, ev_group *g)
+{
+	ev_slot *s = &ev_slots[i];
+
+	s->group[k] = g;
+	s->prev[k] = g->newest;
+	s->next[k] = EV_NONE;
+	if (g->newest != EV_NONE)
+		ev_slots[g->newest].next[k] = i;
+	else
+		g->oldest = i;
+	g->newest = i;
+	group_count(&ev_idx[k], g, +1);
+}
+
+/* Slot I leaves its list of kind K; a group left empty is freed. */
+static void
+slot_unlink(int i, int k)
+{
+	ev_slot *s = &ev_slots[i];
+	ev_group *g = s->group[k];
+
+	if (s->prev[k] != EV_NONE)
+		ev_slots[s->prev[k]].next[k] = s->next[k];
+	else
+		g->oldest = s->next[k];
+	if (s->next[k] != EV_NONE)
+		ev_slots[s->next[k]].prev[k] = s->prev[k];
+	else
+		g->newest = s->prev[k];
+	group_count(&ev_idx[k], g, -1);
+	group_drop_empty(&ev_idx[k], g);
 }
 
 /* Fill S with copies of EV's strings: 0, or -1 when out of memory. */
@@ -127,25 +272,69 @@ slot_fill(ev_slot *s, const api_event *ev)
 	return 0;
 }
 
-/* With ev_mu held: the newest slot of NAME when it is a refresh of the
- * same lease as EV, else NULL.  Stops at the first slot of NAME. */
+/* With ev_mu held: the newest slot of EV's lock when it is a refresh of
+ * the same lease as EV, else NULL. */
 static ev_slot *
 foldable(const api_event *ev)
 {
-	size_t i;
+	ev_group *g = group_get(&ev_idx[BY_LOCK], ev->name, false);
 	ev_slot *s;
 
-	for (i = 0; i < ev_len; i++) {
-		s = &ev_ring[newest(i)];
-		if (!same_str(s->name, present(ev->name)))
-			continue;
-		if (s->kind == API_EV_REFRESHED &&
-		    s->fencing_token == ev->fencing_token &&
-		    same_str(s->owner, present(ev->owner)))
-			return s;
+	if (g == NULL)
 		return NULL;
-	}
+	s = &ev_slots[g->newest];
+	if (s->kind == API_EV_REFRESHED &&
+	    s->fencing_token == ev->fencing_token &&
+	    same_str(s->owner, present(ev->owner)))
+		return s;
 	return NULL;
+}
+
+/* With ev_mu held, the buffer full: the event that makes room goes (see
+ * the top of this file), and its slot is free. */
+static void
+evict(void)
+{
+	ev_group *lock = ev_idx[BY_LOCK].by_count[ev_idx[BY_LOCK].max];
+	ev_group *owner = ev_idx[BY_OWNER].by_count[ev_idx[BY_OWNER].max];
+	int i = owner->count > 2 * lock->count ? owner->oldest : lock->oldest;
+
+	slot_unlink(i, BY_LOCK);
+	slot_unlink(i, BY_OWNER);
+	slot_clear(&ev_slots[i]);
+	ev_slots[i].next[BY_LOCK] = ev_free;
+	ev_free = i;
+}
+
+/* With ev_mu held: a free slot for FRESH (its strings taken), which joins
+ * the lists of its lock and owner; -1 when out of memory (FRESH is then
+ * the caller's still). */
+static int
+place(ev_slot *fresh)
+{
+	ev_group *lock, *owner;
+	int i;
+
+	if (ev_free == EV_NONE && ev_used == SRV_EVENTS_MAX)
+		evict();
+	lock = group_get(&ev_idx[BY_LOCK], fresh->name, true);
+	owner = group_get(&ev_idx[BY_OWNER],
+	    fresh->owner != NULL ? fresh->owner : "", true);
+	if (lock == NULL || owner == NULL) {
+		group_drop_empty(&ev_idx[BY_LOCK], lock);
+		group_drop_empty(&ev_idx[BY_OWNER], owner);
+		return -1;
+	}
+	if (ev_free != EV_NONE) {
+		i = ev_free;
+		ev_free = ev_slots[i].next[BY_LOCK];
+	} else {
+		i = ev_used++;
+	}
+	ev_slots[i] = *fresh;
+	slot_link(i, BY_LOCK, lock);
+	slot_link(i, BY_OWNER, owner);
+	return 0;
 }
 
 void
@@ -161,47 +350,10 @@ srv_events_record(const api_event *ev)
 		if (ev->at_ms > s->at_ms)
 			s->at_ms = ev->at_ms;
 		s->count++;
-		goto done;
+	} else if (slot_fill(&fresh, ev) == 0 && place(&fresh) != 0) {
+		slot_clear(&fresh); /* out of memory: dropped */
 	}
-	if (slot_fill(&fresh, ev) == -1)
-		goto done;
-	slot_clear(&ev_ring[ev_head]);
-	ev_ring[ev_head] = fresh;
-	ev_head = (ev_head + 1) % SRV_EVENTS_MAX;
-	if (ev_len < SRV_EVENTS_MAX)
-		ev_len++;
-done:
 	pthread_mutex_unlock(&ev_mu);
-}
-
-/* MS since the epoch as RFC 3339 UTC with milliseconds, into BUF of
- * EV_TIME_LEN bytes. */
-static void
-fmt_time(int64_t ms, char buf[EV_TIME_LEN])
-{
-	int64_t sec = ms / 1000, frac = ms % 1000;
-	time_t t;
-	struct tm tm;
-	size_t n;
-
-	if (frac < 0) {
-		frac += 1000;
-		sec--;
-	}
-	t = (time_t)sec;
-	if (gmtime_r(&t, &tm) == NULL ||
-	    (n = strftime(buf, EV_TIME_LEN - 6, "%Y-%m-%dT%H:%M:%S", &tm)) ==
-	        0) {
-		snprintf(buf, EV_TIME_LEN, "1970-01-01T00:00:00.000Z");
-		return;
-	}
-	/* ".mmmZ" and NUL fit in the 6 bytes kept back */
-	buf[n++] = '.';
-	buf[n++] = (char)('0' + frac / 100);
-	buf[n++] = (char)('0' + frac / 10 % 10);
-	buf[n++] = (char)('0' + frac % 10);
-	buf[n++] = 'Z';
-	buf[n] = '\0';
 }
 
 static json_t *
@@ -216,7 +368,7 @@ slot_json(const ev_slot *s)
 	char at[EV_TIME_LEN], tok[EV_TOKEN_LEN];
 	json_t *o;
 
-	fmt_time(s->at_ms, at);
+	api_time_str(s->at_ms, at, sizeof(at));
 	snprintf(tok, sizeof(tok), "%lld", (long long)s->fencing_token);
 	o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:I}", "kind",
 	    kind_str(s->kind), "at", at, "owner", str_or_null(s->owner),
@@ -230,19 +382,19 @@ json_t *
 srv_events_json(const char *name, size_t max)
 {
 	json_t *root = NULL, *arr, *o;
-	size_t i, found = 0;
-	const ev_slot *s;
+	size_t found = 0;
+	ev_group *g;
+	int i;
 
 	if (max == 0 || max > SRV_EVENTS_ANSWER_MAX)
 		max = SRV_EVENTS_ANSWER_MAX;
 	if ((arr = json_array()) == NULL)
 		return NULL;
 	pthread_mutex_lock(&ev_mu);
-	for (i = 0; i < ev_len && found < max; i++) {
-		s = &ev_ring[newest(i)];
-		if (name == NULL || !same_str(s->name, name))
-			continue;
-		if ((o = slot_json(s)) == NULL ||
+	g = name != NULL ? group_get(&ev_idx[BY_LOCK], name, false) : NULL;
+	for (i = g != NULL ? g->newest : EV_NONE; i != EV_NONE && found < max;
+	     i = ev_slots[i].prev[BY_LOCK]) {
+		if ((o = slot_json(&ev_slots[i])) == NULL ||
 		    json_array_append_new(arr, o) == -1) {
 			pthread_mutex_unlock(&ev_mu);
 			goto fail;
@@ -267,12 +419,21 @@ fail:
 void
 srv_events_reset(void)
 {
-	size_t i;
+	ev_group *g;
+	int i, k, h;
 
 	pthread_mutex_lock(&ev_mu);
 	for (i = 0; i < SRV_EVENTS_MAX; i++)
-		slot_clear(&ev_ring[i]);
-	ev_head = 0;
-	ev_len = 0;
+		slot_clear(&ev_slots[i]);
+	for (k = 0; k < EV_KEYS; k++) {
+		for (h = 0; h < EV_HASH; h++)
+			while ((g = ev_idx[k].hash[h]) != NULL) {
+				ev_idx[k].hash[h] = g->hnext;
+				free(g);
+			}
+		memset(&ev_idx[k], 0, sizeof(ev_idx[k]));
+	}
+	ev_used = 0;
+	ev_free = EV_NONE;
 	pthread_mutex_unlock(&ev_mu);
 }

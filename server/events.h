@@ -1,15 +1,26 @@
 /*
  * events.h: the per-instance timeline of recent lock events.
  *
- * A bounded ring buffer of the last SRV_EVENTS_MAX events this process saw
- * (from the api service's event callback), read back per lock name for the
- * dashboard's detail view (GET /v1/locks/{name}:events).  It is only what
- * this instance saw: another instance's events are not here, and the ring
- * is lost on restart.  It never holds a lease_id.
+ * A bounded buffer of the recent events this process saw (at most
+ * SRV_EVENTS_MAX, from the api service's event callback), read back per
+ * lock name for the dashboard's detail view (GET /v1/locks/{name}:events).
+ * It is only what this instance saw: another instance's events are not
+ * here, and the buffer is lost on restart.  It never holds a lease_id.
  *
  * Consecutive refreshes of one lease are folded into one entry (its time
  * moves forward, its count goes up), so a lock refreshed every second does
- * not push every other lock's history out of the ring.
+ * not push every other lock's history out.
+ *
+ * Fair eviction: one lock or one owner cannot flood the buffer so that
+ * the others' events vanish.  When it is full, the event that makes room
+ * is the oldest of the lock with the most events; but when the owner with
+ * the most events has more than twice as many as that lock (one owner
+ * spread over many locks), it is that owner's oldest.  Among locks (or
+ * owners) with as many, the one that got that many first.  So a flooding
+ * lock or owner pushes out only its own events once it has the most; and
+ * where one owner has every event (one token for all of CI), one lock
+ * keeps at most half of the buffer.  Events without an owner count as
+ * the owner "".  Bounded work per event: no scan of the buffer.
  *
  * All functions are thread-safe (one mutex; no call blocks on I/O).
  */

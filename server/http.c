@@ -593,6 +593,8 @@ typedef struct srv_target {
 	bool path_too_long;          /* path is empty then */
 	bool encoded_nul;            /* "%00" in the target */
 	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
+	bool served;                 /* a request was answered on it */
+	bool head_begun;             /* the next head's first line is in */
 } srv_target;
 
 /*
@@ -656,6 +658,12 @@ conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 	}
 	if (t == NULL)
 		return;
+	/* Its client left with a head pending (not one idle between two
+	 * requests; head_by is 0 for one closed by a sweep or refused; at
+	 * a stop, lockgate closes them). */
+	if (t->head_by != 0 && (!t->served || t->head_begun) &&
+	    !lp->srv->draining)
+		srv_drop(SRV_DROP_HEAD, 1);
 	lp->nconns--;
 	if (t->prev != NULL)
 		t->prev->next = t->next;
@@ -673,7 +681,7 @@ conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
  * byte restarts libmicrohttpd's idle timeout) would otherwise hold them
  * all, and nobody else, a lock's holder included, could connect.  The
  * socket is shut down; libmicrohttpd sees it end and closes it.  Counted,
- * and logged once per sweep.  On the loop's thread.
+ * and logged in aggregate (drops.c).  On the loop's thread.
  */
 static void
 sweep_slow_heads(srv_loop *lp)
@@ -691,12 +699,7 @@ sweep_slow_heads(srv_loop *lp)
 			t->head_by = 0;
 			n++;
 		}
-	if (n == 0)
-		return;
-	metrics_slow_heads(n);
-	srv_logf("WARNING",
-	    "closed %u connection%s whose request head took over %d s", n,
-	    n == 1 ? "" : "s", lp->srv->cfg->head_timeout);
+	srv_drop(SRV_DROP_SLOW_HEAD, n);
 }
 
 /* CONN's srv_target; NULL when there was no memory for one. */
@@ -736,6 +739,7 @@ uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 		return NULL;
 	t->path[0] = '\0';
 	t->encoded_nul = t->many_args = false;
+	t->head_begun = true;
 	t->len = strlen(uri);
 	t->path_too_long = plen > SRV_PATH_MAX;
 	if (!t->path_too_long) {
@@ -1052,6 +1056,7 @@ access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 		    (r = req_start(s, conn, t, method)) == NULL)
 			return MHD_NO; /* out of memory: close */
 		t->head_by = 0;        /* the head is in */
+		t->head_begun = false;
 		*con_cls = r;
 		return req_begin(r, t, method, url, version);
 	}
@@ -1103,19 +1108,26 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	/* The next head on this connection, if any, is due within the idle
 	 * timeout (libmicrohttpd's own) plus the head timeout. */
-	if (t != NULL)
+	if (t != NULL) {
+		t->served = true;
 		t->head_by = util_mono_ms() +
 		    (int64_t)(s->cfg->connection_timeout +
 		        s->cfg->head_timeout) *
 		        1000;
+	}
 	if (r == NULL) /* the client left before its head was in */
 		return;
 	secs = (double)(util_mono_us() - r->start_us) / 1e6;
 	if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		r->status = 499; /* the client left before an answer */
-	srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
-	    r->route, r->status, secs * 1000.0, r->lock, r->owner, r->reason,
-	    r->error, r->trace);
+	/* Waiters leave in thousands when a flood ends: counted and logged
+	 * in aggregate, not a line each. */
+	if (r->waiter.hung_up)
+		srv_drop(SRV_DROP_WAITER, 1);
+	else
+		srv_log_request(r->status >= 500 ? "ERROR" : "INFO", r->method,
+		    r->route, r->status, secs * 1000.0, r->lock, r->owner,
+		    r->reason, r->error, r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
 	if (r->job_resp != NULL)
@@ -1238,6 +1250,7 @@ loop_main(void *arg)
 		srv_log_flush(); /* before it may wait */
 		gcs_loop_run_once(lp->io, ms);
 		sweep_slow_heads(lp);
+		srv_drops_report(false);
 		if (run ||
 		    __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
 		    (MHD_get_timeout(lp->daemon, &to) == MHD_YES && to == 0))
@@ -1545,6 +1558,7 @@ srv_stop(srv_server *s)
 	 * store's deadlines), at the latest when the drain budget does. */
 	loops_join(s, deadline);
 	loops_free(s);
+	srv_drops_report(true);
 	jobs_free(s->jobs);
 	s->jobs = NULL;
 	srv_waits_free(s->waits);

@@ -163,6 +163,8 @@ static hist wait_hist;
 static int64_t waiters;
 static uint64_t slow_heads;    /* connections closed for a slow head */
 static uint64_t conns_refused; /* answered 503 over the limit */
+static uint64_t waiters_gone;  /* waiters whose client left */
+static uint64_t heads_dropped; /* closed by the client mid-head */
 static uint64_t store_count[N_OPS][N_STORE_STATUSES];
 static hist store_hist[N_OPS];
 static double start_time_s;
@@ -271,6 +273,18 @@ void
 metrics_conns_refused(unsigned n)
 {
 	add(&conns_refused, n);
+}
+
+void
+metrics_waiters_abandoned(unsigned n)
+{
+	add(&waiters_gone, n);
+}
+
+void
+metrics_heads_dropped(unsigned n)
+{
+	add(&heads_dropped, n);
 }
 
 void
@@ -459,6 +473,16 @@ render_locks(buf *b)
 	    "reached.");
 	buf_printf(b, "lockgate_connections_refused_total %llu\n",
 	    (unsigned long long)load(&conns_refused));
+	family(b, "lockgate_waiters_abandoned_total", "counter",
+	    "Waiting acquires whose client left before their answer.");
+	buf_printf(b, "lockgate_waiters_abandoned_total %llu\n",
+	    (unsigned long long)load(&waiters_gone));
+	family(b, "lockgate_heads_dropped_total", "counter",
+	    "Connections their client closed with a request head pending "
+	    "(a new connection before its first head was in, or a kept one "
+	    "in the middle of its next).");
+	buf_printf(b, "lockgate_heads_dropped_total %llu\n",
+	    (unsigned long long)load(&heads_dropped));
 }
 
 static void

@@ -37,6 +37,15 @@ void metrics_wait_observe(double seconds);
  * (lockgate_slow_heads_closed_total). */
 void metrics_slow_heads(unsigned n);
 
+/* N waiting acquires whose client left before their answer
+ * (lockgate_waiters_abandoned_total). */
+void metrics_waiters_abandoned(unsigned n);
+
+/* N connections their client closed with a request head pending: a new
+ * connection whose first head never came whole, or a kept one that had
+ * begun its next (lockgate_heads_dropped_total). */
+void metrics_heads_dropped(unsigned n);
+
 /* N connections answered 503 at once, over the connection limit
  * (lockgate_connections_refused_total). */
 void metrics_conns_refused(unsigned n);

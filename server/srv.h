@@ -149,6 +149,23 @@ void srv_log_batch_begin(void);
 void srv_log_flush(void);
 void srv_log_batch_end(void);
 
+/* --- drops.c --- */
+
+/* Clients that went away, as counted in /metrics and logged in
+ * aggregate (at most one line every SRV_LOG_INTERVAL_MS for them all). */
+typedef enum srv_drop_kind {
+	SRV_DROP_WAITER,    /* a waiting acquire whose client left */
+	SRV_DROP_HEAD,      /* a connection its client closed with a request
+			       head pending */
+	SRV_DROP_SLOW_HEAD, /* a connection closed for a slow request head */
+	SRV_DROP_KINDS
+} srv_drop_kind;
+/* N of KIND went away: counted now, logged with the next line. */
+void srv_drop(srv_drop_kind kind, unsigned n);
+/* Log one line for what went away since the last, if any, and if the
+ * last was SRV_LOG_INTERVAL_MS ago or NOW (shutdown).  Thread-safe. */
+void srv_drops_report(bool now);
+
 /* --- http.c --- */
 
 typedef struct srv_server srv_server;

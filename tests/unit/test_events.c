@@ -1,6 +1,7 @@
 /* test_events.c: the per-instance event ring (server/events.c). */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -294,6 +295,138 @@ test_ring_is_bounded(void **state)
 	json_decref(arr);
 }
 
+/* The number of events of lock NAME (up to the answer's maximum). */
+static size_t
+count_of(const char *name)
+{
+	json_t *arr = events_of(name, SRV_EVENTS_ANSWER_MAX);
+	size_t n = json_array_size(arr);
+
+	json_decref(arr);
+	return n;
+}
+
+#define QUIET 100 /* locks with one event each before a flood */
+
+static void
+quiet_locks(bool one_owner)
+{
+	char name[32], owner[32];
+	int i;
+
+	for (i = 0; i < QUIET; i++) {
+		snprintf(name, sizeof(name), "quiet/%d", i);
+		snprintf(owner, sizeof(owner), "q%d", i);
+		ev(API_EV_GRANTED, name, one_owner ? "ci" : owner, NULL, NULL,
+		    i, T0 + i);
+	}
+}
+
+static void
+assert_quiet_kept(void)
+{
+	char name[32];
+	int i;
+
+	for (i = 0; i < QUIET; i++) {
+		snprintf(name, sizeof(name), "quiet/%d", i);
+		assert_int_equal(count_of(name), 1);
+	}
+}
+
+/* One lock flooded (by any number of owners) pushes out its own oldest
+ * events once it has the most, never the other locks'. */
+static void
+test_one_lock_cannot_flood(void **state)
+{
+	char owner[16];
+	json_t *arr;
+	int i, n = 3 * SRV_EVENTS_MAX;
+
+	(void)state;
+	quiet_locks(false);
+	for (i = 0; i < n; i++) {
+		snprintf(owner, sizeof(owner), "x%d", i % 10);
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, "noisy", owner,
+		    NULL, NULL, i, T0 + i);
+	}
+	assert_quiet_kept();
+	arr = events_of("noisy", 1);
+	assert_string_equal(field(arr, 0, "fencing_token"), "12287");
+	json_decref(arr);
+}
+
+/* One owner flooding many locks pushes out its own oldest events, never
+ * another owner's: a lock with ten events of its own stays whole. */
+static void
+test_one_owner_cannot_flood(void **state)
+{
+	char name[32];
+	int i, n = 3 * SRV_EVENTS_MAX;
+
+	(void)state;
+	quiet_locks(false);
+	for (i = 0; i < 10; i++)
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, "busy", "b", NULL,
+		    NULL, i, T0 + i);
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "flood/%d", i);
+		ev(API_EV_GRANTED, name, "x", NULL, NULL, i, T0 + i);
+	}
+	assert_quiet_kept();
+	assert_int_equal(count_of("busy"), 10);
+	snprintf(name, sizeof(name), "flood/%d", n - 1);
+	assert_int_equal(count_of(name), 1);
+	assert_int_equal(count_of("flood/0"), 0);
+}
+
+/* Where one owner has every event (one token for all of CI), one lock
+ * flooded by it takes at most half the buffer: the newest half of the
+ * other locks' events stays. */
+static void
+test_one_lock_of_one_owner(void **state)
+{
+	char name[32];
+	int i, half = SRV_EVENTS_MAX / 2;
+
+	(void)state;
+	for (i = 0; i < SRV_EVENTS_MAX; i++) {
+		snprintf(name, sizeof(name), "quiet/%d", i);
+		ev(API_EV_GRANTED, name, "ci", NULL, NULL, i, T0 + i);
+	}
+	for (i = 0; i < 3 * SRV_EVENTS_MAX; i++)
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, "noisy", "ci",
+		    NULL, NULL, i, T0 + i);
+	snprintf(name, sizeof(name), "quiet/%d", half - 1);
+	assert_int_equal(count_of(name), 0);
+	snprintf(name, sizeof(name), "quiet/%d", half);
+	assert_int_equal(count_of(name), 1);
+	snprintf(name, sizeof(name), "quiet/%d", SRV_EVENTS_MAX - 1);
+	assert_int_equal(count_of(name), 1);
+	assert_int_equal(count_of("noisy"), SRV_EVENTS_ANSWER_MAX);
+}
+
+/* Before a flood fills it, one owner's events on its own fill the
+ * buffer: nothing is pushed out early. */
+static void
+test_single_owner_fills_the_buffer(void **state)
+{
+	char name[32];
+	int i;
+
+	(void)state;
+	quiet_locks(true);
+	for (i = 0; i < SRV_EVENTS_MAX - QUIET; i++)
+		ev(i % 2 ? API_EV_RELEASED : API_EV_GRANTED, "noisy", "ci",
+		    NULL, NULL, i, T0 + i);
+	assert_quiet_kept();
+	/* full now: the next event of the lock with the most goes */
+	ev(API_EV_GRANTED, "noisy", "ci", NULL, NULL, 99999, T0);
+	assert_quiet_kept();
+	snprintf(name, sizeof(name), "noisy");
+	assert_int_equal(count_of(name), SRV_EVENTS_ANSWER_MAX);
+}
+
 /* An event the store gave no time for (a delete answers without one) is
  * stamped with this machine's clock when recorded, not with 1970. */
 static void
@@ -394,6 +527,14 @@ main(void)
 		    reset),
 		cmocka_unit_test_setup_teardown(test_missing_time_is_now, reset,
 		    reset),
+		cmocka_unit_test_setup_teardown(test_one_lock_cannot_flood,
+		    reset, reset),
+		cmocka_unit_test_setup_teardown(test_one_owner_cannot_flood,
+		    reset, reset),
+		cmocka_unit_test_setup_teardown(test_one_lock_of_one_owner,
+		    reset, reset),
+		cmocka_unit_test_setup_teardown(
+		    test_single_owner_fills_the_buffer, reset, reset),
 		cmocka_unit_test_setup_teardown(test_threads, reset, reset),
 	};
 
