@@ -16,7 +16,8 @@
 #include "util/clock.h"
 
 static const char *const acquire_params[] = { "ttl", "wait", "holder",
-	"purpose", "expected_duration", "labels", "lease_id", "format", NULL };
+	"purpose", "expected_duration", "labels", "lease_id", "limit", "mode",
+	"format", NULL };
 static const char *const refresh_params[] = { "lease_id", "ttl", "format",
 	NULL };
 static const char *const release_params[] = { "lease_id", "format", NULL };
@@ -241,6 +242,40 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	return MHD_YES;
 }
 
+/* The limit and mode of an acquire into Q; 0, or -1 with ERR. */
+static int
+acquire_kind(srv_req *r, api_acquire_req *q, api_err *err)
+{
+	char mode[16];
+	long limit;
+	int have;
+
+	if (params_int(&r->params, "limit", 1, API_LIMIT_MAX, 1, &limit, err) ||
+	    (have = params_str(&r->params, "mode", mode, sizeof(mode), err)) <
+	        0)
+		return -1;
+	if (have == 0 || strcmp(mode, "exclusive") == 0)
+		q->mode = API_MODE_EXCLUSIVE;
+	else if (strcmp(mode, "shared") == 0)
+		q->mode = API_MODE_SHARED;
+	else {
+		api_fail(err, API_BAD_REQUEST,
+		    "mode must be exclusive or shared");
+		err->reason = "bad_mode";
+		return -1;
+	}
+	if (q->mode == API_MODE_SHARED && limit != 1) {
+		api_fail(err, API_BAD_REQUEST,
+		    "mode=shared takes no limit: any number of shared leases "
+		    "may hold the lock at once (or one exclusive lease); "
+		    "leave limit out");
+		err->reason = "bad_limit";
+		return -1;
+	}
+	q->limit = (int)limit;
+	return 0;
+}
+
 static enum MHD_Result
 do_acquire(srv_req *r, const char *name)
 {
@@ -269,7 +304,8 @@ do_acquire(srv_req *r, const char *name)
 	        &err) < 0 ||
 	    params_str(&r->params, "lease_id", q->key, sizeof(q->key), &err) <
 	        0 ||
-	    params_labels(&r->params, &q->labels, &err))
+	    params_labels(&r->params, &q->labels, &err) ||
+	    acquire_kind(r, q, &err))
 		return http_error(r, &err, NULL);
 	/* An acquire's lease_id is the client's idempotency key; the lease
 	 * it is granted gets a lease_id of its own (api_acquire_prepare). */
