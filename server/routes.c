@@ -336,6 +336,15 @@ do_acquire(srv_req *r, const char *name)
 		err.retry_after = 1;
 		return start_wait(r, (int)wait, NULL, API_LOCKED, &err);
 	}
+	/* Writers do not starve: a reader asking without wait while a
+	 * writer waits here is refused (with wait it queued above). */
+	if (q->mode == API_MODE_SHARED &&
+	    srv_waits_has_writer(r->srv->waits, name)) {
+		metrics_lock_outcome("conflict");
+		return http_fail(r, API_LOCKED, NULL,
+		    "an exclusive acquire is waiting for this lock: new "
+		    "shared leases wait behind it; retry, or ask with wait");
+	}
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {
 		mr = answer_lock(r, 200, &lock, true);

@@ -85,6 +85,13 @@ jitter(int ms, unsigned *seed)
 	return ms / 2 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
 }
 
+/* A semaphore or shared acquire, whose grant may leave room. */
+static bool
+is_group(const api_acquire_req *q)
+{
+	return q->mode == API_MODE_SHARED || q->limit > 1;
+}
+
 static wlock *
 find(srv_waits *ws, const char *name)
 {
@@ -483,6 +490,11 @@ poller(void *arg)
 			ms = jitter(l->backoff, &seed);
 			if (hint >= 0 && hint < ms)
 				ms = (int)hint;
+			/* A semaphore or shared lock may have more free
+			 * slots: the next waiter looks at once, and so on
+			 * until one is refused. */
+			if (rc == API_OK && is_group(w->req))
+				ms = 0;
 			l->next_poll = now + ms;
 			if (l->head == NULL)
 				unlink_lock(ws, l);
@@ -593,6 +605,22 @@ srv_waits_has(srv_waits *ws, const char *name)
 
 	pthread_mutex_lock(&ws->mu);
 	has = find(ws, name) != NULL;
+	pthread_mutex_unlock(&ws->mu);
+	return has;
+}
+
+int
+srv_waits_has_writer(srv_waits *ws, const char *name)
+{
+	srv_waiter *w;
+	wlock *l;
+	int has = 0;
+
+	pthread_mutex_lock(&ws->mu);
+	if ((l = find(ws, name)) != NULL)
+		for (w = l->head; w != NULL && !has; w = w->next)
+			has = w->req->mode == API_MODE_EXCLUSIVE &&
+			    w->req->limit <= 1;
 	pthread_mutex_unlock(&ws->mu);
 	return has;
 }
