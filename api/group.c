@@ -197,10 +197,12 @@ by_acquired(const void *a, const void *b)
 	                                     : 0;
 }
 
-/* Every live lease of V as holder objects, earliest acquired first, into
- * OUT->holders; the number, or -1 out of memory. */
+/* Every live lease of V but the object named SKIP (NULL: none) as holder
+ * objects, earliest acquired first, into OUT->holders; the number, or -1
+ * out of memory. */
 static int
-view_holders(const group_view *v, const char *name, api_lock *out)
+view_holders(const group_view *v, const char *name, const char *skip,
+    api_lock *out)
 {
 	const gcs_object **live;
 	api_lock one;
@@ -210,7 +212,8 @@ view_holders(const group_view *v, const char *name, api_lock *out)
 	if ((live = calloc(v->n + 1, sizeof(*live))) == NULL)
 		return -1;
 	for (i = 0; i < v->n; i++)
-		if (!lease_expired(&v->leases[i].obj))
+		if (!lease_expired(&v->leases[i].obj) &&
+		    (skip == NULL || strcmp(v->leases[i].name, skip) != 0))
 			live[n++] = &v->leases[i].obj;
 	qsort(live, n, sizeof(*live), by_acquired);
 	json_decref(out->holders);
@@ -265,14 +268,16 @@ group_refuse(const api_acquire_req *req, const gcs_object *held,
 	return API_LOCKED;
 }
 
-/* A refusal showing V's live leases (HELD the one on top). */
+/* A refusal showing V's live leases (HELD the one on top) but the
+ * refused one's own, OWN (NULL: none). */
 static int
 refuse_view(const api_acquire_req *req, const group_view *v,
-    const gcs_object *held, bool mismatch, api_lock *out, api_err *err)
+    const gcs_object *held, const char *own, bool mismatch, api_lock *out,
+    api_err *err)
 {
 	int rc = group_refuse(req, held, mismatch, out, err);
 
-	if (view_holders(v, req->name, out) < 0) {
+	if (view_holders(v, req->name, own, out) < 0) {
 		api_lock_clear(out);
 		return api_fail(err, API_INTERNAL, "out of memory");
 	}
@@ -558,7 +563,7 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 	            0))) {
 		rc = AGAIN;
 	} else if (judge(&v, req, oname, &held, &mismatch) != 0) {
-		rc = refuse_view(req, &v, held, mismatch, out, err);
+		rc = refuse_view(req, &v, held, oname, mismatch, out, err);
 	} else {
 		rc = grant(svc, req, oname, &mine, false, out);
 		gcs_object_clear(&mine);
@@ -682,7 +687,8 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	if (view_scan(svc, req->name, &v, &ge) != GCS_OK)
 		return svc_store_fail(err, &ge);
 	if (judge(&v, req, NULL, &held, &mismatch) != 0) {
-		rc = refuse_view(req, &v, held, mismatch, out, err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out,
+		    err);
 		view_clear(&v);
 		return rc;
 	}
@@ -705,7 +711,8 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	}
 	rc = view_scan(svc, req->name, &v, &ge);
 	if (rc == GCS_OK && judge(&v, req, NULL, &held, &mismatch) != 0) {
-		rc = refuse_view(req, &v, held, mismatch, out, err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out,
+		    err);
 		if (patch_to_head(svc, req->name, &lease, &back, &ge) == GCS_OK)
 			gcs_object_clear(&back);
 	} else if (rc != GCS_OK) {
@@ -923,7 +930,7 @@ group_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
 		return api_fail(err, API_NOT_HELD, "nobody holds this lock");
 	}
 	lease_read(name, top, false, out);
-	if (view_holders(&v, name, out) < 0) {
+	if (view_holders(&v, name, NULL, out) < 0) {
 		view_clear(&v);
 		api_lock_clear(out);
 		return api_fail(err, API_INTERNAL, "out of memory");
@@ -1005,7 +1012,8 @@ group_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		if (is_ours(&v.leases[i].obj, req))
 			break; /* an attempt renews it */
 	if (i == v.n && judge(&v, req, NULL, &held, &mismatch) != 0)
-		rc = refuse_view(req, &v, held, mismatch, out, err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out,
+		    err);
 	view_clear(&v);
 	return rc;
 }
