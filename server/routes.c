@@ -158,8 +158,10 @@ routes_finish_wait(srv_req *r)
 		r->status = 499;
 		return MHD_NO; /* nobody to answer */
 	}
-	if (w->rc == API_OK)
+	if (w->rc == API_OK) {
+		metrics_grant(r->acq.mode, r->acq.limit);
 		return answer_lock(r, 200, &w->lock, true);
+	}
 	if (w->rc == API_SHUTTING_DOWN)
 		return http_fail(r, API_SHUTTING_DOWN, NULL,
 		    "this instance is shutting down; retry and another "
@@ -220,6 +222,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 		MHD_suspend_connection(r->conn);
 	switch ((added = srv_waits_add(r->srv->waits, w))) {
 	case SRV_WAITS_QUEUED:
+		metrics_wait_start(r->acq.mode, r->acq.limit);
 		break;
 	case SRV_WAITS_FULL:
 	case SRV_WAITS_OWNER_FULL:
@@ -347,6 +350,7 @@ do_acquire(srv_req *r, const char *name)
 	}
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {
+		metrics_grant(q->mode, q->limit);
 		mr = answer_lock(r, 200, &lock, true);
 		api_lock_clear(&lock);
 		return mr;
