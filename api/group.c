@@ -245,8 +245,8 @@ retry_after_lock(const api_lock *l)
 }
 
 int
-group_refuse(const api_acquire_req *req, const gcs_object *held,
-    bool mismatch, api_lock *out, api_err *err)
+group_refuse(const api_acquire_req *req, const gcs_object *held, bool mismatch,
+    api_lock *out, api_err *err)
 {
 	char lim[16];
 
@@ -590,7 +590,8 @@ group_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		json_decref(meta);
 		return API_BAD_REQUEST;
 	}
-	if (req->key[0] != '\0' && (rc = renew_keyed(svc, req, out, err)) != 0) {
+	if (req->key[0] != '\0' &&
+	    (rc = renew_keyed(svc, req, out, err)) != 0) {
 		json_decref(meta);
 		return rc == 1 ? API_OK : (int)err->code;
 	}
@@ -615,8 +616,7 @@ group_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 /* Insert the marker NAME#LEASE_ID whose generation is an exclusive lease
  * over a group's fencing token; 0 and *TOKEN, or the store's status. */
 static int
-insert_marker(api_service *svc, const char *oname, int64_t *token,
-    gcs_err *ge)
+insert_marker(api_service *svc, const char *oname, int64_t *token, gcs_err *ge)
 {
 	gcs_object o;
 	json_t *m = json_pack("{s:s}", LEASE_KEY_KIND, LEASE_KIND_TOKEN);
@@ -687,8 +687,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	if (view_scan(svc, req->name, &v, &ge) != GCS_OK)
 		return svc_store_fail(err, &ge);
 	if (judge(&v, req, NULL, &held, &mismatch) != 0) {
-		rc = refuse_view(req, &v, held, NULL, mismatch, out,
-		    err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out, err);
 		view_clear(&v);
 		return rc;
 	}
@@ -711,8 +710,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	}
 	rc = view_scan(svc, req->name, &v, &ge);
 	if (rc == GCS_OK && judge(&v, req, NULL, &held, &mismatch) != 0) {
-		rc = refuse_view(req, &v, held, NULL, mismatch, out,
-		    err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out, err);
 		if (patch_to_head(svc, req->name, &lease, &back, &ge) == GCS_OK)
 			gcs_object_clear(&back);
 	} else if (rc != GCS_OK) {
@@ -918,8 +916,7 @@ group_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
 	memset(out, 0, sizeof(*out));
 	if (view_scan(svc, name, &v, &ge) != GCS_OK)
 		return svc_store_fail(err, &ge);
-	if (v.has_head && !lease_is_head(&v.head) &&
-	    !lease_expired(&v.head)) {
+	if (v.has_head && !lease_is_head(&v.head) && !lease_expired(&v.head)) {
 		/* An exclusive lease took the name meanwhile. */
 		lease_read(name, &v.head, false, out);
 		view_clear(&v);
@@ -1012,8 +1009,7 @@ group_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		if (is_ours(&v.leases[i].obj, req))
 			break; /* an attempt renews it */
 	if (i == v.n && judge(&v, req, NULL, &held, &mismatch) != 0)
-		rc = refuse_view(req, &v, held, NULL, mismatch, out,
-		    err);
+		rc = refuse_view(req, &v, held, NULL, mismatch, out, err);
 	view_clear(&v);
 	return rc;
 }

@@ -10,16 +10,16 @@
 #include "api.h"
 
 /* Metadata keys of a lock object.  Every value is a string. */
-#define LEASE_KEY_ID       "lease_id"
-#define LEASE_KEY_CLIENT   "client_key" /* the acquire's key, if it had one */
-#define LEASE_KEY_OWNER    "owner"
-#define LEASE_KEY_HOLDER   "holder"
-#define LEASE_KEY_PURPOSE  "purpose"
-#define LEASE_KEY_TTL      "ttl"
-#define LEASE_KEY_EXPECTED "expected_duration"
-#define LEASE_KEY_LABELS   "labels"
-#define LEASE_KEY_CLAIMS   "claims"
-#define LEASE_KEY_REFRESH  "refresh_seq"
+#define LEASE_KEY_ID           "lease_id"
+#define LEASE_KEY_CLIENT       "client_key" /* the acquire's key, if it had one */
+#define LEASE_KEY_OWNER        "owner"
+#define LEASE_KEY_HOLDER       "holder"
+#define LEASE_KEY_PURPOSE      "purpose"
+#define LEASE_KEY_TTL          "ttl"
+#define LEASE_KEY_EXPECTED     "expected_duration"
+#define LEASE_KEY_LABELS       "labels"
+#define LEASE_KEY_CLAIMS       "claims"
+#define LEASE_KEY_REFRESH      "refresh_seq"
 /* Semaphores and shared locks (group.c).  A group's head object at NAME
  * carries LEASE_KEY_KIND = LEASE_KIND_GROUP and no lease; each of its
  * leases is an object NAME#LEASE_ID with the keys above plus its mode,
@@ -115,16 +115,16 @@ int svc_store_fail(api_err *err, const gcs_err *ge);
 void svc_emit(api_service *svc, api_event_kind kind, const char *name,
     const char *owner, const char *holder, const char *actor,
     const char *reason, int64_t token, int64_t at);
-int svc_renew(api_service *svc, const char *name, int64_t gen,
-    int64_t metagen, int ttl, gcs_object *out, gcs_err *ge);
+int svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
+    int ttl, gcs_object *out, gcs_err *ge);
 void svc_remember(api_service *svc, const char *key, const char *lease_id,
     const char *owner, const gcs_object *o);
 int svc_meta_fits(const json_t *meta, api_err *err);
 
 /* group.c: semaphores and shared locks.  Contracts as the api_*
  * functions they serve. */
-int group_acquire(api_service *svc, const api_acquire_req *req,
-    api_lock *out, api_err *err);
+int group_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
+    api_err *err);
 /* An exclusive acquire (limit 1) that found the group head HEAD at
  * req->name: API_OK with OUT the lease, or a refusal; API_BUSY with
  * err->reason "moved" when the head moved (start over). */
@@ -145,8 +145,8 @@ int group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 int group_release(api_service *svc, const api_lease_req *req, api_err *err);
 /* The lock NAME whose object is the head HEAD (or an exclusive lease
  * over a group): every valid lease, as api_inspect. */
-int group_inspect(api_service *svc, const char *name, api_lock *out,
-    api_err *err);
+int
+group_inspect(api_service *svc, const char *name, api_lock *out, api_err *err);
 /* A waiter's read-only look (api_acquire_peek) at a group, for REQ or
  * for an exclusive REQ that met a group head. */
 int group_peek(api_service *svc, const api_acquire_req *req, api_lock *out,

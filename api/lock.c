@@ -541,8 +541,8 @@ api_lock_json(const api_lock *l, bool with_lease)
 	    json_object_set_new(j, "state",
 	        json_string(l->expired ? "expired" : "held")) ||
 	    json_object_set_new(j, "mode",
-	        json_string(l->mode == API_MODE_SHARED ? "shared"
-	                                               : "exclusive")) ||
+	        json_string(
+	            l->mode == API_MODE_SHARED ? "shared" : "exclusive")) ||
 	    json_object_set_new(j, "limit", limit_json(l)) ||
 	    json_object_set_new(j, "holders", holders_json(l)))
 		goto fail;

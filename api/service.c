@@ -180,8 +180,8 @@ found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
  * *OUT is the patched object on GCS_OK.
  */
 int
-svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen, int ttl,
-    gcs_object *out, gcs_err *ge)
+svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
+    int ttl, gcs_object *out, gcs_err *ge)
 {
 	char seq[32], ttls[16];
 	json_t *patch;
@@ -366,7 +366,8 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		rc = gcs_insert(svc->store, req->name, meta, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
-			svc_remember(svc, req->name, lease_id, req->owner, &obj);
+			svc_remember(svc, req->name, lease_id, req->owner,
+			    &obj);
 			emit(svc, API_EV_GRANTED, req->name, req->owner,
 			    req->holder, req->owner, obj.generation,
 			    obj.updated_ms);
@@ -578,8 +579,8 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			return rc;
 		}
 		seen = true;
-		rc = svc_renew(svc, req->name, ref.generation, ref.metageneration,
-		    req->ttl, &obj, &ge);
+		rc = svc_renew(svc, req->name, ref.generation,
+		    ref.metageneration, req->ttl, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
 			svc_remember(svc, req->name, req->lease_id, ref.owner,
@@ -727,6 +728,34 @@ list_take(api_service *svc, const api_list_req *req, const gcs_entry *e,
 	return API_OK;
 }
 
+/* Take the entries of the store's PAGE into OUT until it is full (*MORE
+ * set when an entry follows a full page); SEEN (API_NAME_MAX + 1 bytes)
+ * is the last name taken.  API_OK or a store failure. */
+static int
+list_page(api_service *svc, const api_list_req *req, const gcs_page *page,
+    api_list_res *out, char *seen, int *more, api_err *err)
+{
+	size_t i;
+	int rc = API_OK;
+
+	for (i = 0; i < page->n && !*more && rc == API_OK; i++) {
+		const gcs_entry *e = &page->items[i];
+
+		/* A lease of a semaphore or shared lock: read with its
+		 * head. */
+		if (strchr(e->name, '#') != NULL)
+			continue;
+		if (out->n == (size_t)req->page_size)
+			*more = 1; /* E follows a full page */
+		else if (req->visible == NULL ||
+		    req->visible(req->visible_ctx, e->name)) {
+			api_copy(seen, API_NAME_MAX + 1, e->name);
+			rc = list_take(svc, req, e, out, err);
+		}
+	}
+	return rc;
+}
+
 /*
  * A page of up to page_size locks the caller may see, read from as many
  * store pages as that takes (at most API_LIST_SCAN_PAGES).  The page token
@@ -741,7 +770,6 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 	char seen[API_NAME_MAX + 1], *token = NULL;
 	gcs_page page;
 	gcs_err ge;
-	size_t i;
 	int rc, pages, more = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -777,21 +805,7 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 			return svc_store_fail(err, &ge);
 		}
 		out->now_ms = page.now_ms;
-		for (i = 0; i < page.n && !more && rc == API_OK; i++) {
-			const gcs_entry *e = &page.items[i];
-
-			/* A lease of a semaphore or shared lock: read with
-			 * its head. */
-			if (strchr(e->name, '#') != NULL)
-				continue;
-			if (out->n == (size_t)req->page_size)
-				more = 1; /* E follows a full page */
-			else if (req->visible == NULL ||
-			    req->visible(req->visible_ctx, e->name)) {
-				api_copy(seen, sizeof(seen), e->name);
-				rc = list_take(svc, req, e, out, err);
-			}
-		}
+		rc = list_page(svc, req, &page, out, seen, &more, err);
 		token = page.next_token;
 		page.next_token = NULL;
 		gcs_page_clear(&page);

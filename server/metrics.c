@@ -160,8 +160,7 @@ static uint64_t http_count[N_ROUTES][METRICS_STATUS_SLOTS];
 static hist http_hist[N_ROUTES];
 static uint64_t outcome_count[N_OUTCOMES];
 /* Grants and waits by the kind of lease asked for (api_mode and limit). */
-static const char *const mode_names[] = { "exclusive", "shared",
-	"semaphore" };
+static const char *const mode_names[] = { "exclusive", "shared", "semaphore" };
 #define N_MODES (sizeof(mode_names) / sizeof(mode_names[0]))
 static uint64_t grant_count[N_MODES], wait_count[N_MODES];
 static hist wait_hist;

@@ -279,6 +279,22 @@ acquire_kind(srv_req *r, api_acquire_req *q, api_err *err)
 	return 0;
 }
 
+/* Writers do not starve: a reader asking without wait while a writer
+ * waits here is refused (with wait it queues behind the writer).  1 when
+ * refused (answered, result in *MR). */
+static int
+reader_held_back(srv_req *r, const api_acquire_req *q, enum MHD_Result *mr)
+{
+	if (q->mode != API_MODE_SHARED ||
+	    !srv_waits_has_writer(r->srv->waits, q->name))
+		return 0;
+	metrics_lock_outcome("conflict");
+	*mr = http_fail(r, API_LOCKED, NULL,
+	    "an exclusive acquire is waiting for this lock: new shared "
+	    "leases wait behind it; retry, or ask with wait");
+	return 1;
+}
+
 static enum MHD_Result
 do_acquire(srv_req *r, const char *name)
 {
@@ -339,15 +355,8 @@ do_acquire(srv_req *r, const char *name)
 		err.retry_after = 1;
 		return start_wait(r, (int)wait, NULL, API_LOCKED, &err);
 	}
-	/* Writers do not starve: a reader asking without wait while a
-	 * writer waits here is refused (with wait it queued above). */
-	if (q->mode == API_MODE_SHARED &&
-	    srv_waits_has_writer(r->srv->waits, name)) {
-		metrics_lock_outcome("conflict");
-		return http_fail(r, API_LOCKED, NULL,
-		    "an exclusive acquire is waiting for this lock: new "
-		    "shared leases wait behind it; retry, or ask with wait");
-	}
+	if (reader_held_back(r, q, &mr))
+		return mr;
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {
 		metrics_grant(q->mode, q->limit);

@@ -102,10 +102,11 @@ take(gc_state *st, const char *owner, api_mode mode, int limit, int want,
 			assert_string_equal(err.reason, reason);
 		/* The refusal names the holders, without their lease_id. */
 		j = api_lock_json(out, false);
-		assert_true(json_array_size(json_object_get(j, "holders")) >=
-		    1);
-		assert_null(json_object_get(
-		    json_array_get(json_object_get(j, "holders"), 0),
+		assert_true(
+		    json_array_size(json_object_get(j, "holders")) >= 1);
+		assert_null(json_object_get(json_array_get(json_object_get(j,
+		                                               "holders"),
+		                                0),
 		    "lease_id"));
 		json_decref(j);
 		api_lock_clear(out);
@@ -233,8 +234,8 @@ test_shared_and_exclusive(void **state)
 	}
 	/* The head stays after the last release. */
 	assert_int_equal(gcs_get(&st->ws->base, st->name, &o, &ge), GCS_OK);
-	assert_string_equal(
-	    json_string_value(json_object_get(o.metadata, "lg_kind")),
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
 	    "group");
 	gcs_object_clear(&o);
 	assert_int_equal(holders_now(st), -1);
@@ -404,8 +405,8 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		    gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_limit_mismatch, gc_setup,
 		    gc_teardown),
-		cmocka_unit_test_setup_teardown(test_reacquire_by_key,
-		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(test_reacquire_by_key, gc_setup,
+		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_other_instance, gc_setup,
 		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_force_per_lease, gc_setup,

@@ -1275,8 +1275,8 @@ test_group_flagged_takeover(void **state)
 	                     &w, &err),
 	    API_OK);
 	assert_int_equal(gcs_get(&f->ws->base, "rw", &o, &ge), GCS_OK);
-	assert_string_equal(
-	    json_string_value(json_object_get(o.metadata, "lg_over_group")),
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_over_group")),
 	    "1");
 	gcs_object_clear(&o);
 	clock_ms += 5000; /* the writer's lease expired */
@@ -1292,8 +1292,8 @@ test_group_flagged_takeover(void **state)
 	    API_LOCKED);
 	api_lock_clear(&x);
 	assert_int_equal(gcs_get(&f->ws->base, "rw", &o, &ge), GCS_OK);
-	assert_string_equal(
-	    json_string_value(json_object_get(o.metadata, "lg_kind")),
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
 	    "group");
 	gcs_object_clear(&o);
 	api_lock_clear(&r);
@@ -1439,8 +1439,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_flagged_takeover,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_group_refresh_after_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_refresh_after_expiry,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
 	};
