@@ -23,6 +23,7 @@
 #include "lease.h"
 
 #define GROUP_LIST_PAGE 100 /* objects per listing page */
+#define GROUP_SWEEP_MAX 8   /* expired leases one acquire removes */
 
 /* The objects of one group, as one listing saw them. */
 typedef struct group_view {
@@ -379,6 +380,23 @@ remove_quietly(api_service *svc, const char *name, const gcs_object *o)
 	    &ge);
 }
 
+/* Remove up to GROUP_SWEEP_MAX leases V saw expired: a crashed holder's
+ * object would otherwise stay in every listing.  Safe: an expired lease
+ * counts for nothing, and its holder's refresh would be lost anyway. */
+static void
+sweep_expired(api_service *svc, const group_view *v)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < v->n && n < GROUP_SWEEP_MAX; i++)
+		if (lease_expired(&v->leases[i].obj)) {
+			remove_quietly(svc, v->leases[i].name,
+			    &v->leases[i].obj);
+			n++;
+		}
+}
+
 #define AGAIN (-1) /* the head moved: start over */
 
 /*
@@ -566,10 +584,13 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 		rc = refuse_view(req, &v, held, oname, mismatch, out, err);
 	} else {
 		rc = grant(svc, req, oname, &mine, false, out);
+		sweep_expired(svc, &v);
 		gcs_object_clear(&mine);
 		view_clear(&v);
 		return rc;
 	}
+	if (rc != AGAIN)
+		sweep_expired(svc, &v);
 	remove_quietly(svc, oname, &mine);
 	gcs_object_clear(&mine);
 	view_clear(&v);

@@ -1379,6 +1379,39 @@ test_group_json(void **state)
 	api_lock_clear(&a);
 }
 
+/* A holder that stops refreshing frees its slot after its TTL, and the
+ * grant that takes it removes the dead lease's object. */
+static void
+test_group_expired_slot_swept(void **state)
+{
+	fixture *f = *state;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+	char oname[400];
+
+	assert_int_equal(group_take(f, "s1", "a", API_MODE_EXCLUSIVE, 2, 2, &a,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "b", API_MODE_EXCLUSIVE, 2, 30, &b,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_LOCKED);
+	api_lock_clear(&c);
+	clock_ms += 3500;
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_OK);
+	snprintf(oname, sizeof(oname), "s1#%s", a.lease_id);
+	assert_int_equal(gcs_get(&f->ws->base, oname, &o, &ge), GCS_NOT_FOUND);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
 int
 main(void)
 {
@@ -1443,6 +1476,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
