@@ -308,15 +308,18 @@ judge(const group_view *v, const api_acquire_req *req, const char *own,
 			continue;
 		live++;
 		if (!group || !same_kind(o, req->mode, limit)) {
-			/* A semaphore's holders, to anyone but their own
-			 * kind: another limit.  Shared readers to an
-			 * exclusive acquire: simply locked. */
+			/* Shown: the earliest lease, as on every answer,
+			 * unless it is of our kind (the others pending).  A
+			 * semaphore's holders, to anyone but their own kind:
+			 * another limit.  Shared readers to an exclusive
+			 * acquire: simply locked. */
 			api_mode m;
 			int l;
-			lease_mode_of(o, &m, &l);
+			if (group && same_kind(*held, req->mode, limit))
+				*held = o;
+			lease_mode_of(*held, &m, &l);
 			*mismatch = !(m == API_MODE_SHARED &&
 			    req->mode == API_MODE_EXCLUSIVE && limit == 1);
-			*held = o;
 			return 1;
 		}
 	}
