@@ -112,8 +112,12 @@ view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 			v->truncated = true;
 			break;
 		}
-		rc = gcs_list(svc->store, name, GROUP_LIST_PAGE, token, &page,
-		    ge);
+		/* Small first: most groups are; then as the store allows,
+		 * so that a limit of API_LIMIT_MAX (and as many pending)
+		 * fits in API_GROUP_SCAN_PAGES. */
+		rc = gcs_list(svc->store, name,
+		    pages == 0 ? GROUP_LIST_PAGE : GCS_LIST_PAGE_MAX, token,
+		    &page, ge);
 		free(token);
 		token = NULL;
 		if (rc != GCS_OK)
@@ -137,6 +141,18 @@ view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 	if (rc != GCS_OK)
 		view_clear(v);
 	return rc;
+}
+
+/* V saw the lease object ONAME (a force release may have removed it). */
+static bool
+view_has(const group_view *v, const char *oname)
+{
+	size_t i;
+
+	for (i = 0; i < v->n; i++)
+		if (strcmp(v->leases[i].name, oname) == 0)
+			return true;
+	return false;
 }
 
 /* The head as V saw it is the group head of generation GEN and
@@ -578,7 +594,8 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 		gcs_object_clear(&mine);
 		return svc_store_fail(err, &ge);
 	}
-	if (!head_is(&v,
+	if (!view_has(&v, oname) ||
+	    !head_is(&v,
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_GEN, 1, GCS_GEN_MAX, 0),
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_METAGEN, 1, GCS_GEN_MAX,
 	            0))) {
