@@ -496,7 +496,7 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 	lease_read(req->name, o, true, out);
 	svc_remember(svc, oname, lease_id_of(o), req->owner, o);
 	svc_emit(svc, announced ? API_EV_REFRESHED : API_EV_GRANTED, req->name,
-	    req->owner, req->holder, req->owner, NULL, o->generation,
+	    req->owner, req->holder, req->owner, NULL, lease_token_of(o),
 	    o->updated_ms);
 	return API_OK;
 }
@@ -705,6 +705,16 @@ patch_to_lease(api_service *svc, const char *name, const json_t *meta,
 	return rc;
 }
 
+/* Remove the marker ONAME of generation TOKEN (never patched, so of
+ * metageneration 1); a failure leaves it to be ignored by every lister. */
+static void
+remove_marker(api_service *svc, const char *oname, int64_t token)
+{
+	gcs_err ge;
+
+	(void)gcs_remove(svc->store, oname, token, 1, &ge);
+}
+
 /*
  * The exclusive acquire over a group head: list; with no live group
  * lease, patch the head into our lease (flagged lg_over_group, one
@@ -734,15 +744,15 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	}
 	view_clear(&v);
 	obj_name(oname, sizeof(oname), req->name, req->lease_id);
-	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK)
-		return svc_store_fail(err, &ge);
+	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK) {
+		if (rc != GCS_PRECONDITION)
+			return svc_store_fail(err, &ge);
+		err->reason = "moved"; /* not ours there: start over */
+		return API_BUSY;
+	}
 	rc = patch_to_lease(svc, req->name, meta, head, token, &lease, &ge);
 	if (rc != GCS_OK) {
-		gcs_err ig;
-		(void)gcs_get(svc->store, oname, &back, &ig);
-		if (back.generation == token)
-			remove_quietly(svc, oname, &back);
-		gcs_object_clear(&back);
+		remove_marker(svc, oname, token);
 		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
 			err->reason = "moved";
 			return API_BUSY;
@@ -763,12 +773,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 		rc = grant(svc, req, req->name, &lease, false, out);
 	}
 	view_clear(&v);
-	/* The marker served for its generation only. */
-	if (gcs_get(svc->store, oname, &back, &ge) == GCS_OK) {
-		if (is_marker(&back))
-			remove_quietly(svc, oname, &back);
-		gcs_object_clear(&back);
-	}
+	remove_marker(svc, oname, token); /* it served for its generation */
 	gcs_object_clear(&lease);
 	return rc;
 }

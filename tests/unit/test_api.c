@@ -1247,6 +1247,16 @@ group_take(fixture *f, const char *name, const char *owner, api_mode mode,
 	return api_acquire(f->svc, &q, out, err);
 }
 
+/* The fencing token an exclusive lease over a group recorded. */
+static int64_t
+lease_token_fetch(const gcs_object *o)
+{
+	const char *t =
+	    json_string_value(json_object_get(o->metadata, "lg_token"));
+
+	return t != NULL ? strtoll(t, NULL, 10) : 0;
+}
+
 /*
  * A reader's lease object inserted (pending: its acquire not done) while
  * an exclusive lease over the group expired: the next exclusive acquire
@@ -1259,6 +1269,7 @@ test_group_flagged_takeover(void **state)
 	fixture *f = *state;
 	api_lock r, w, x;
 	api_err err;
+	gcs_page pg;
 	gcs_object o;
 	gcs_err ge;
 	json_t *m;
@@ -1278,7 +1289,16 @@ test_group_flagged_takeover(void **state)
 	assert_string_equal(json_string_value(
 	                        json_object_get(o.metadata, "lg_over_group")),
 	    "1");
+	/* Its token came from a marker object, gone again; a token of its
+	 * own, above the reader's. */
+	assert_int_equal(lease_token_fetch(&o), w.fencing_token);
+	assert_true(w.fencing_token > r.fencing_token);
+	assert_true(w.fencing_token != o.generation);
 	gcs_object_clear(&o);
+	assert_int_equal(gcs_list(&f->ws->base, "rw#", 10, NULL, &pg, &ge),
+	    GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
 	clock_ms += 5000; /* the writer's lease expired */
 	m = json_pack("{s:s,s:s,s:s,s:s,s:s}", "lease_id", "pendingreader1",
 	    "owner", "r2", "ttl", "30", "mode", "shared", "limit", "1");
