@@ -79,8 +79,13 @@ view_take(group_view *v, const char *name, gcs_entry *e)
 		v->has_head = true;
 		return 0;
 	}
-	if (strncmp(e->name, name, len) != 0 || e->name[len] != LEASE_GROUP_SEP)
+	if (strncmp(e->name, name, len) != 0 ||
+	    (unsigned char)e->name[len] > LEASE_GROUP_SEP)
 		return 1;
+	/* Another client's object that sorts below the group (no lock name
+	 * holds such a byte): not ours, and the group follows it. */
+	if (e->name[len] != LEASE_GROUP_SEP)
+		return 0;
 	if (is_marker(&e->obj))
 		return 0;
 	if (v->n == v->cap) {
@@ -503,8 +508,9 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 
 /*
  * A keyed acquire whose client key names a live lease of its owner in
- * the group: renew that lease and answer it (1), or 0 when there is none,
- * or an api code (< 0 never) on failure... returned as 2 with ERR set.
+ * the group: 1 when that lease was renewed and OUT is the answer, 0 when
+ * there is none (or it moved meanwhile: acquire anew), 2 on a store
+ * failure (ERR set).
  */
 static int
 renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
@@ -590,7 +596,9 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 	if (rc != GCS_OK)
 		return svc_store_fail(err, &ge);
 	if ((rc = view_scan(svc, req->name, &v, &ge)) != GCS_OK) {
-		/* Left pending: it only ever causes refusals, and expires. */
+		/* Unjudged, so not granted: withdrawn if the store lets us
+		 * (else it only causes refusals until it expires). */
+		remove_quietly(svc, oname, &mine);
 		gcs_object_clear(&mine);
 		return svc_store_fail(err, &ge);
 	}
