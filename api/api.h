@@ -54,6 +54,19 @@
 #define API_EXPIRY_MARGIN_MS  1000  /* store time resolution */
 #define API_REFRESH_DIVISOR   8     /* refresh_interval = ttl / 8, >= 1 s */
 #define API_LEASE_CACHE_MAX   65536 /* leases remembered by this instance */
+#define API_LIMIT_MAX         1000  /* leases a counted semaphore allows */
+/* A group's objects read at most per listing (leases of one name): past
+ * that the lock is treated as full (API_LOCKED), never as free. */
+#define API_GROUP_SCAN_PAGES  4
+
+/* How a lease shares its lock (design section 2): an exclusive lease
+ * (limit 1: today's lock; limit > 1: one of a counted semaphore's
+ * leases), or a shared (read) lease, any number of which may hold the
+ * lock together but none alongside an exclusive lease. */
+typedef enum api_mode {
+	API_MODE_EXCLUSIVE = 0,
+	API_MODE_SHARED,
+} api_mode;
 
 typedef enum api_code {
 	API_OK = 0,
@@ -104,6 +117,12 @@ typedef struct api_lock {
 	int expires_in;
 	bool overdue;
 	bool expired; /* past its TTL, awaiting takeover */
+	api_mode mode;
+	int limit; /* leases the lock allows at once; 1 for exclusive and
+		      for shared (where it is shown as null) */
+	/* Every valid lease of the lock as JSON holder objects (never a
+	 * lease_id), owned; NULL: the one lease above is the only one. */
+	json_t *holders;
 } api_lock;
 
 typedef struct api_acquire_req {
@@ -124,6 +143,12 @@ typedef struct api_acquire_req {
 	int ttl;
 	int wait; /* the server's business; api ignores it */
 	int expected_duration;
+	/* API_MODE_EXCLUSIVE with limit 1 is today's lock (one object, the
+	 * default path); limit 2..API_LIMIT_MAX is a counted semaphore;
+	 * API_MODE_SHARED takes limit 1.  Zero-initialised = exclusive,
+	 * limit 0, which is read as 1. */
+	api_mode mode;
+	int limit;
 } api_acquire_req;
 
 typedef struct api_lease_req {
@@ -223,6 +248,9 @@ int api_acquire_check(const api_acquire_req *req, api_err *err);
  * a new one, so a refresh or release naming the old grant is refused
  * (API_LEASE_LOST) instead of acting on the new one. */
 void api_acquire_prepare(api_acquire_req *req);
+/* REQ asks for a lease of a semaphore or shared lock (api/group.c), not
+ * today's exclusive lock. */
+bool api_acquire_is_group(const api_acquire_req *req);
 /* One attempt to take the lock for REQ, prepared by api_acquire_prepare
  * (an empty lease_id is API_INTERNAL).  API_OK fills OUT with the lease
  * (and its lease_id); a lease that was already REQ's own (same owner,

@@ -77,6 +77,12 @@ api_time_str(int64_t ms, char *buf, size_t len)
 	buf[24] = '\0';
 }
 
+bool
+api_acquire_is_group(const api_acquire_req *req)
+{
+	return req->mode == API_MODE_SHARED || req->limit > 1;
+}
+
 void
 api_lock_clear(api_lock *lock)
 {
@@ -84,6 +90,7 @@ api_lock_clear(api_lock *lock)
 		return;
 	json_decref(lock->labels);
 	json_decref(lock->claims);
+	json_decref(lock->holders);
 	memset(lock, 0, sizeof(*lock));
 }
 
@@ -135,6 +142,19 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	    set_int(m, LEASE_KEY_EXPECTED, req->expected_duration) ||
 	    json_object_set_new(m, LEASE_KEY_LABELS, encoded(req->labels)) ||
 	    json_object_set_new(m, LEASE_KEY_CLAIMS, encoded(req->claims))) {
+		json_decref(m);
+		return NULL;
+	}
+	/* A group lease's keys; the head's generations at their widest
+	 * until group.c writes the real ones, so that the size check
+	 * counts them. */
+	if (api_acquire_is_group(req) &&
+	    (set_str(m, LEASE_KEY_MODE,
+	         req->mode == API_MODE_SHARED ? "shared" : "exclusive") ||
+	        set_int(m, LEASE_KEY_LIMIT,
+	            req->mode == API_MODE_SHARED ? 1 : req->limit) ||
+	        set_int(m, LEASE_KEY_HEAD_GEN, INT64_MAX) ||
+	        set_int(m, LEASE_KEY_HEAD_METAGEN, INT64_MAX))) {
 		json_decref(m);
 		return NULL;
 	}
@@ -338,6 +358,53 @@ lease_owner_of(const gcs_object *o)
 	return meta_str(o, LEASE_KEY_OWNER);
 }
 
+long
+lease_meta_long(const gcs_object *o, const char *key, long min, long max,
+    long def)
+{
+	return meta_long(o, key, min, max, def);
+}
+
+int
+lease_is_head(const gcs_object *o)
+{
+	return strcmp(meta_str(o, LEASE_KEY_KIND), LEASE_KIND_GROUP) == 0;
+}
+
+int
+lease_over_group(const gcs_object *o)
+{
+	return strcmp(meta_str(o, LEASE_KEY_OVER_GROUP), "1") == 0;
+}
+
+int64_t
+lease_token_of(const gcs_object *o)
+{
+	const char *s;
+	char *end;
+	long long v;
+
+	if (!lease_over_group(o))
+		return o->generation;
+	s = meta_str(o, LEASE_KEY_TOKEN);
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v <= 0)
+		return o->generation;
+	return (int64_t)v;
+}
+
+void
+lease_mode_of(const gcs_object *o, api_mode *mode, int *limit)
+{
+	*mode = strcmp(meta_str(o, LEASE_KEY_MODE), "shared") == 0
+	    ? API_MODE_SHARED
+	    : API_MODE_EXCLUSIVE;
+	*limit = *mode == API_MODE_SHARED
+	    ? 1
+	    : (int)meta_long(o, LEASE_KEY_LIMIT, 1, API_LIMIT_MAX, 1);
+}
+
 void
 lease_read(const char *name, const gcs_object *o, bool with_lease,
     api_lock *out)
@@ -357,7 +424,8 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	    API_TTL_DEFAULT);
 	out->expected_duration =
 	    (int)meta_long(o, LEASE_KEY_EXPECTED, 0, API_EXPECTED_MAX, 0);
-	out->fencing_token = o->generation;
+	out->fencing_token = lease_token_of(o);
+	lease_mode_of(o, &out->mode, &out->limit);
 	out->acquired_at_ms = o->created_ms;
 	out->refreshed_at_ms = o->updated_ms;
 	out->expires_at_ms = add_sat(o->updated_ms, (int64_t)out->ttl * 1000);
@@ -387,6 +455,70 @@ add_time(json_t *j, const char *key, int64_t ms)
 	return json_object_set_new(j, key, json_string(buf));
 }
 
+/* The fields of a lease L that a holder object and a lock share; 0 or -1
+ * on allocation failure. */
+static int
+lease_fields_json(json_t *j, const api_lock *l)
+{
+	char tok[32];
+
+	api_fmt_int(tok, sizeof(tok), l->fencing_token);
+	if (json_object_set_new(j, "owner", json_string(l->owner)) ||
+	    json_object_set_new(j, "holder", json_string(l->holder)) ||
+	    json_object_set_new(j, "purpose", json_string(l->purpose)) ||
+	    json_object_set_new(j, "labels",
+	        l->labels ? json_deep_copy(l->labels) : json_object()) ||
+	    json_object_set_new(j, "fencing_token", json_string(tok)) ||
+	    add_time(j, "acquired_at", l->acquired_at_ms) ||
+	    add_time(j, "refreshed_at", l->refreshed_at_ms) ||
+	    add_time(j, "expires_at", l->expires_at_ms) ||
+	    json_object_set_new(j, "ttl", json_integer(l->ttl)) ||
+	    json_object_set_new(j, "expected_duration",
+	        json_integer(l->expected_duration)) ||
+	    json_object_set_new(j, "overdue", json_boolean(l->overdue)))
+		return -1;
+	return 0;
+}
+
+json_t *
+lease_holder_json(const api_lock *l)
+{
+	json_t *j = json_object();
+
+	if (j != NULL && lease_fields_json(j, l) != 0) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* The limit as shown: a number, or null for a shared lock. */
+static json_t *
+limit_json(const api_lock *l)
+{
+	if (l->mode == API_MODE_SHARED)
+		return json_null();
+	return json_integer(l->limit > 1 ? l->limit : 1);
+}
+
+/* The holders of L: its own array, or L's one lease. */
+static json_t *
+holders_json(const api_lock *l)
+{
+	json_t *a, *h;
+
+	if (l->holders != NULL)
+		return json_deep_copy(l->holders);
+	if ((a = json_array()) == NULL)
+		return NULL;
+	if ((h = lease_holder_json(l)) == NULL ||
+	    json_array_append_new(a, h) != 0) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
 json_t *
 api_lock_json(const api_lock *l, bool with_lease)
 {
@@ -413,7 +545,12 @@ api_lock_json(const api_lock *l, bool with_lease)
 	        json_integer(l->expected_duration)) ||
 	    json_object_set_new(j, "overdue", json_boolean(l->overdue)) ||
 	    json_object_set_new(j, "state",
-	        json_string(l->expired ? "expired" : "held")))
+	        json_string(l->expired ? "expired" : "held")) ||
+	    json_object_set_new(j, "mode",
+	        json_string(
+	            l->mode == API_MODE_SHARED ? "shared" : "exclusive")) ||
+	    json_object_set_new(j, "limit", limit_json(l)) ||
+	    json_object_set_new(j, "holders", holders_json(l)))
 		goto fail;
 	if (with_lease &&
 	    (json_object_set_new(j, "lease_id", json_string(l->lease_id)) ||
@@ -448,6 +585,42 @@ jw_object(api_jw *jw, const char *key, const json_t *o)
 	free(text);
 }
 
+/* The holders member, as holders_json makes it; the one lease of an
+ * exclusive lock (every acquire's answer) written directly. */
+static void
+jw_holders(api_jw *jw, const api_lock *l)
+{
+	char *text;
+
+	api_jw_key(jw, "holders", false);
+	if (l->holders == NULL) {
+		api_jw_lit(jw, "[{");
+		api_jw_kstr(jw, "owner", l->owner, true);
+		api_jw_kstr(jw, "holder", l->holder, false);
+		api_jw_kstr(jw, "purpose", l->purpose, false);
+		jw_object(jw, "labels", l->labels);
+		api_jw_key(jw, "fencing_token", false);
+		api_jw_lit(jw, "\"");
+		api_jw_int(jw, l->fencing_token);
+		api_jw_lit(jw, "\"");
+		api_jw_ktime(jw, "acquired_at", l->acquired_at_ms);
+		api_jw_ktime(jw, "refreshed_at", l->refreshed_at_ms);
+		api_jw_ktime(jw, "expires_at", l->expires_at_ms);
+		api_jw_kint(jw, "ttl", l->ttl);
+		api_jw_kint(jw, "expected_duration", l->expected_duration);
+		api_jw_kbool(jw, "overdue", l->overdue);
+		api_jw_lit(jw, "}]");
+		return;
+	}
+	text = json_dumps(l->holders, JSON_COMPACT);
+	if (text == NULL) {
+		jw->full = true;
+		return;
+	}
+	api_jw_lit(jw, text);
+	free(text);
+}
+
 char *
 api_lock_text(const api_lock *l, bool with_lease, size_t *len)
 {
@@ -472,6 +645,14 @@ api_lock_text(const api_lock *l, bool with_lease, size_t *len)
 	api_jw_kint(&jw, "expected_duration", l->expected_duration);
 	api_jw_kbool(&jw, "overdue", l->overdue);
 	api_jw_kstr(&jw, "state", l->expired ? "expired" : "held", false);
+	api_jw_kstr(&jw, "mode",
+	    l->mode == API_MODE_SHARED ? "shared" : "exclusive", false);
+	api_jw_key(&jw, "limit", false);
+	if (l->mode == API_MODE_SHARED)
+		api_jw_lit(&jw, "null");
+	else
+		api_jw_int(&jw, l->limit > 1 ? l->limit : 1);
+	jw_holders(&jw, l);
 	if (with_lease) {
 		api_jw_kstr(&jw, "lease_id", l->lease_id, false);
 		api_jw_kint(&jw, "refresh_interval", l->refresh_interval);

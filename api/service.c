@@ -17,13 +17,6 @@
 #include "lease.h"
 #include "util/wipe.h"
 
-struct api_service {
-	gcs_store *store;
-	lease_cache *cache;
-	api_event_fn on_event;
-	void *ctx;
-};
-
 api_service *
 api_new(gcs_store *store, api_event_fn on_event, void *ctx)
 {
@@ -56,8 +49,8 @@ api_store(api_service *svc)
 	return svc->store;
 }
 
-static void
-emit_why(api_service *svc, api_event_kind kind, const char *name,
+void
+svc_emit(api_service *svc, api_event_kind kind, const char *name,
     const char *owner, const char *holder, const char *actor,
     const char *reason, int64_t token, int64_t at)
 {
@@ -80,12 +73,12 @@ static void
 emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
     const char *holder, const char *actor, int64_t token, int64_t at)
 {
-	emit_why(svc, kind, name, owner, holder, actor, NULL, token, at);
+	svc_emit(svc, kind, name, owner, holder, actor, NULL, token, at);
 }
 
 /* Translate a store failure into the API's terms. */
-static int
-store_fail(api_err *err, const gcs_err *ge)
+int
+svc_store_fail(api_err *err, const gcs_err *ge)
 {
 	switch (ge->status) {
 	case GCS_BUSY:
@@ -139,8 +132,10 @@ new_lease_id(char *buf, size_t len)
 	util_wipe(r, n);
 }
 
-static void
-remember(api_service *svc, const char *name, const char *lease_id,
+/* Remember lease O under KEY: the lock name, or a group lease's object
+ * name. */
+void
+svc_remember(api_service *svc, const char *key, const char *lease_id,
     const char *owner, const gcs_object *o)
 {
 	lease_ref ref;
@@ -150,7 +145,10 @@ remember(api_service *svc, const char *name, const char *lease_id,
 	api_copy(ref.owner, sizeof(ref.owner), owner);
 	ref.generation = o->generation;
 	ref.metageneration = o->metageneration;
-	lease_cache_put(svc->cache, name, &ref);
+	ref.updated_ms = o->updated_ms;
+	ref.ttl = (int)lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN,
+	    API_TTL_MAX, API_TTL_DEFAULT);
+	lease_cache_put(svc->cache, key, &ref);
 }
 
 /*
@@ -169,9 +167,10 @@ found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
 	    lease_cache_get(svc->cache, req->name, lease_id_of(o), &known) &&
 	    known.generation == o->generation;
 
-	remember(svc, req->name, lease_id_of(o), req->owner, o);
+	svc_remember(svc, req->name, lease_id_of(o), req->owner, o);
 	emit(svc, announced ? API_EV_REFRESHED : API_EV_GRANTED, req->name,
-	    req->owner, req->holder, req->owner, o->generation, o->updated_ms);
+	    req->owner, req->holder, req->owner, lease_token_of(o),
+	    o->updated_ms);
 }
 
 /*
@@ -180,9 +179,9 @@ found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
  * TTL when it is above 0: one conditional patch.  The store's status;
  * *OUT is the patched object on GCS_OK.
  */
-static int
-renew(api_service *svc, const char *name, int64_t gen, int64_t metagen, int ttl,
-    gcs_object *out, gcs_err *ge)
+int
+svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
+    int ttl, gcs_object *out, gcs_err *ge)
 {
 	char seq[32], ttls[16];
 	json_t *patch;
@@ -228,8 +227,8 @@ retry_after_of(const gcs_object *o, const api_lock *held)
 
 /* API_OK when lease metadata META fits the store's cap (see
  * api_acquire_check), else API_BAD_REQUEST in ERR. */
-static int
-meta_fits(const json_t *meta, api_err *err)
+int
+svc_meta_fits(const json_t *meta, api_err *err)
 {
 	size_t n = lease_stored_bytes(meta);
 
@@ -260,7 +259,7 @@ api_acquire_check(const api_acquire_req *req, api_err *err)
 		    0);
 	if ((meta = lease_metadata(req, lease_id)) == NULL)
 		return api_fail(err, API_INTERNAL, "out of memory");
-	rc = meta_fits(meta, err);
+	rc = svc_meta_fits(meta, err);
 	json_decref(meta);
 	return rc;
 }
@@ -311,9 +310,14 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 	if (rc == GCS_NOT_FOUND)
 		return API_OK;
 	if (rc != GCS_OK)
-		return store_fail(err, &ge);
-	if (is_ours(&cur, req) || lease_expired(&cur))
+		return svc_store_fail(err, &ge);
+	if (lease_is_head(&cur))
+		rc = group_peek(svc, req, out, err);
+	else if (is_ours(&cur, req) || lease_expired(&cur))
 		rc = API_OK; /* an attempt renews it, or takes over */
+	else if (api_acquire_is_group(req))
+		rc = group_refuse(req, &cur, req->mode != API_MODE_SHARED, out,
+		    err);
 	else
 		rc = held_by(req, &cur, out, err);
 	gcs_object_clear(&cur);
@@ -340,11 +344,13 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 	if (lease_id[0] == '\0')
 		return api_fail(err, API_INTERNAL,
 		    "an acquire without a lease_id (not prepared)");
+	if (api_acquire_is_group(req))
+		return group_acquire(svc, req, out, err);
 	if ((meta = lease_metadata(req, lease_id)) == NULL)
 		return api_fail(err, API_INTERNAL, "out of memory");
 	/* Before any store call: a store would refuse it as a bug of ours,
 	 * and mem:// would not refuse it at all. */
-	if (meta_fits(meta, err) != API_OK) {
+	if (svc_meta_fits(meta, err) != API_OK) {
 		json_decref(meta);
 		return API_BAD_REQUEST;
 	}
@@ -353,7 +359,8 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		rc = gcs_insert(svc->store, req->name, meta, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
-			remember(svc, req->name, lease_id, req->owner, &obj);
+			svc_remember(svc, req->name, lease_id, req->owner,
+			    &obj);
 			emit(svc, API_EV_GRANTED, req->name, req->owner,
 			    req->holder, req->owner, obj.generation,
 			    obj.updated_ms);
@@ -363,7 +370,7 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 		}
 		if (rc != GCS_PRECONDITION) {
 			json_decref(meta);
-			return store_fail(err, &ge);
+			return svc_store_fail(err, &ge);
 		}
 		/* Someone holds it, or did a moment ago: look. */
 		rc = gcs_get(svc->store, req->name, &cur, &ge);
@@ -371,7 +378,19 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			continue;
 		if (rc != GCS_OK) {
 			json_decref(meta);
-			return store_fail(err, &ge);
+			return svc_store_fail(err, &ge);
+		}
+		if (lease_is_head(&cur)) {
+			rc = group_exclusive_over(svc, req, meta, &cur, out,
+			    err);
+			gcs_object_clear(&cur);
+			if (rc == API_BUSY && err->reason != NULL &&
+			    strcmp(err->reason, "moved") == 0) {
+				memset(err, 0, sizeof(*err));
+				continue;
+			}
+			json_decref(meta);
+			return rc;
 		}
 		if (is_ours(&cur, req)) {
 			/* Ours: a retried insert that had succeeded, an
@@ -380,18 +399,29 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			 * Renewed before it is answered: it may be close to
 			 * its expiry, and the caller counts its TTL from
 			 * now.  A 412 or 404 means it moved: look again. */
-			rc = renew(svc, req->name, cur.generation,
+			rc = svc_renew(svc, req->name, cur.generation,
 			    cur.metageneration, req->ttl, &obj, &ge);
 			gcs_object_clear(&cur);
 			if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
 				continue;
 			json_decref(meta);
 			if (rc != GCS_OK)
-				return store_fail(err, &ge);
+				return svc_store_fail(err, &ge);
 			lease_read(req->name, &obj, true, out);
 			found_ours(svc, req, &obj);
 			gcs_object_clear(&obj);
 			return API_OK;
+		}
+		if (lease_expired(&cur) && lease_over_group(&cur) &&
+		    (rc = group_guard_removal(svc, req->name, &cur, err)) !=
+		        0) {
+			/* Group leases live (it became a head again) or
+			 * it moved: look again; or a store failure. */
+			gcs_object_clear(&cur);
+			if (rc > 0)
+				continue;
+			json_decref(meta);
+			return (int)err->code;
 		}
 		if (lease_expired(&cur)) {
 			/* Both preconditions: a re-created object restarts
@@ -405,12 +435,13 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 				    json_string_value(
 				        json_object_get(cur.metadata,
 				            LEASE_KEY_HOLDER)),
-				    req->owner, cur.generation, cur.now_ms);
+				    req->owner, lease_token_of(&cur),
+				    cur.now_ms);
 			} else if (rc != GCS_NOT_FOUND &&
 			    rc != GCS_PRECONDITION) {
 				gcs_object_clear(&cur);
 				json_decref(meta);
-				return store_fail(err, &ge);
+				return svc_store_fail(err, &ge);
 			}
 			/* 404/412: someone else moved first; start over. */
 			gcs_object_clear(&cur);
@@ -459,7 +490,15 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		    "expired and taken over; stop the work it protected");
 	}
 	if (rc != GCS_OK)
-		return store_fail(err, &ge);
+		return svc_store_fail(err, &ge);
+	if (lease_is_head(&cur)) {
+		/* A semaphore or shared lock: the caller looks among its
+		 * leases (group.c). */
+		gcs_object_clear(&cur);
+		return api_fail(err, API_LEASE_NOT_FOUND,
+		    "no lease holds this lock any more: it was released or "
+		    "expired and taken over; stop the work it protected");
+	}
 	if (strcmp(lease_id_of(&cur), req->lease_id) != 0 ||
 	    (known != 0 && cur.generation != known)) {
 		gcs_object_clear(&cur);
@@ -482,6 +521,14 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	return API_OK;
 }
 
+/* RC of a first lease_lookup says the lock's object is not this lease:
+ * it may be a lease of a semaphore or shared lock (group.c). */
+static bool
+not_exclusive(int rc)
+{
+	return rc == API_LEASE_LOST || rc == API_LEASE_NOT_FOUND;
+}
+
 /*
  * A lease whose TTL has passed but that nobody took over yet can still be
  * refreshed or released: the object never stopped existing, so nobody else
@@ -495,14 +542,26 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	lease_ref ref;
 	gcs_object obj;
 	gcs_err ge;
+	api_err gerr;
 	bool seen = false; /* the lease was found once: it was real */
-	int rc, i;
+	int rc, grc, i;
 
 	memset(out, 0, sizeof(*out));
 	memset(err, 0, sizeof(*err));
 	memset(&ref, 0, sizeof(ref));
+	if (group_known(svc, req))
+		return group_refresh(svc, req, out, err);
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
+		if (!seen && not_exclusive(rc)) {
+			/* Perhaps a lease of a semaphore or shared lock. */
+			memset(&gerr, 0, sizeof(gerr));
+			grc = group_refresh(svc, req, out, &gerr);
+			if (grc != API_LEASE_NOT_FOUND) {
+				*err = gerr;
+				return grc;
+			}
+		}
 		if (rc != API_OK) {
 			/* Only a lease known to have existed can be lost:
 			 * any caller can send a lease_id nobody ever held. */
@@ -513,11 +572,11 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			return rc;
 		}
 		seen = true;
-		rc = renew(svc, req->name, ref.generation, ref.metageneration,
-		    req->ttl, &obj, &ge);
+		rc = svc_renew(svc, req->name, ref.generation,
+		    ref.metageneration, req->ttl, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
-			remember(svc, req->name, req->lease_id, ref.owner,
+			svc_remember(svc, req->name, req->lease_id, ref.owner,
 			    &obj);
 			emit(svc, API_EV_REFRESHED, req->name, ref.owner,
 			    out->holder, req->owner, obj.generation,
@@ -536,7 +595,7 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			    "released or expired and taken over; stop the "
 			    "work it protected");
 		}
-		return store_fail(err, &ge);
+		return svc_store_fail(err, &ge);
 	}
 	err->retry_after = 1;
 	return api_fail(err, API_BUSY,
@@ -548,12 +607,24 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 {
 	lease_ref ref;
 	gcs_err ge;
+	api_err gerr;
 	int rc, i;
 
 	memset(err, 0, sizeof(*err));
 	memset(&ref, 0, sizeof(ref));
+	if (group_known(svc, req))
+		return group_release(svc, req, err);
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
+		if (i == 0 && not_exclusive(rc)) {
+			memset(&gerr, 0, sizeof(gerr));
+			if ((rc = group_release(svc, req, &gerr)) !=
+			    API_LEASE_NOT_FOUND) {
+				*err = gerr;
+				return rc;
+			}
+			rc = (int)err->code;
+		}
 		if (rc != API_OK)
 			return rc;
 		rc = gcs_remove(svc->store, req->name, ref.generation,
@@ -574,7 +645,7 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 			    "no lease holds this lock any more: it was "
 			    "released or expired and taken over");
 		}
-		return store_fail(err, &ge);
+		return svc_store_fail(err, &ge);
 	}
 	err->retry_after = 1;
 	return api_fail(err, API_BUSY,
@@ -594,7 +665,11 @@ api_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
 	if (rc == GCS_NOT_FOUND)
 		return api_fail(err, API_NOT_HELD, "nobody holds this lock");
 	if (rc != GCS_OK)
-		return store_fail(err, &ge);
+		return svc_store_fail(err, &ge);
+	if (lease_is_head(&cur)) {
+		gcs_object_clear(&cur);
+		return group_inspect(svc, name, out, err);
+	}
 	lease_read(name, &cur, false, out);
 	gcs_object_clear(&cur);
 	if (out->expired)
@@ -618,18 +693,60 @@ api_list_res_clear(api_list_res *res)
 }
 
 /* Append the store's entry E to OUT unless it is expired and REQ did not
- * ask for those. */
-static void
-list_take(const api_list_req *req, const gcs_entry *e, api_list_res *out)
+ * ask for those.  A group head is read with its leases (a group with no
+ * valid lease is not held, and left out); API_OK or a store failure. */
+static int
+list_take(api_service *svc, const api_list_req *req, const gcs_entry *e,
+    api_list_res *out, api_err *err)
 {
 	api_lock *l = &out->locks[out->n];
+	int rc;
 
+	if (lease_is_head(&e->obj)) {
+		rc = group_inspect(svc, e->name, l, err);
+		if (rc == API_OK)
+			out->n++;
+		if (rc == API_NOT_HELD) {
+			memset(err, 0, sizeof(*err));
+			rc = API_OK;
+		}
+		return rc;
+	}
 	lease_read(e->name, &e->obj, false, l);
 	if (l->expired && !req->include_expired) {
 		api_lock_clear(l);
-		return;
+		return API_OK;
 	}
 	out->n++;
+	return API_OK;
+}
+
+/* Take the entries of the store's PAGE into OUT until it is full (*MORE
+ * set when an entry follows a full page); SEEN (API_NAME_MAX + 1 bytes)
+ * is the last name taken.  API_OK or a store failure. */
+static int
+list_page(api_service *svc, const api_list_req *req, const gcs_page *page,
+    api_list_res *out, char *seen, int *more, api_err *err)
+{
+	size_t i;
+	int rc = API_OK;
+
+	for (i = 0; i < page->n && !*more && rc == API_OK; i++) {
+		const gcs_entry *e = &page->items[i];
+
+		/* A lease of a semaphore or shared lock: read with its
+		 * head. */
+		if (strchr(e->name, '#') != NULL)
+			continue;
+		if (out->n == (size_t)req->page_size)
+			*more = 1; /* E follows a full page */
+		else if (req->visible == NULL ||
+		    req->visible(req->visible_ctx, e->name)) {
+			api_copy(seen, API_NAME_MAX + 1, e->name);
+			rc = list_take(svc, req, e, out, err);
+		}
+	}
+	return rc;
 }
 
 /*
@@ -646,7 +763,6 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 	char seen[API_NAME_MAX + 1], *token = NULL;
 	gcs_page page;
 	gcs_err ge;
-	size_t i;
 	int rc, pages, more = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -679,23 +795,18 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 		token = NULL;
 		if (rc != GCS_OK) {
 			api_list_res_clear(out);
-			return store_fail(err, &ge);
+			return svc_store_fail(err, &ge);
 		}
 		out->now_ms = page.now_ms;
-		for (i = 0; i < page.n && !more; i++) {
-			const gcs_entry *e = &page.items[i];
-
-			if (out->n == (size_t)req->page_size)
-				more = 1; /* E follows a full page */
-			else if (req->visible == NULL ||
-			    req->visible(req->visible_ctx, e->name)) {
-				api_copy(seen, sizeof(seen), e->name);
-				list_take(req, e, out);
-			}
-		}
+		rc = list_page(svc, req, &page, out, seen, &more, err);
 		token = page.next_token;
 		page.next_token = NULL;
 		gcs_page_clear(&page);
+		if (rc != API_OK) {
+			free(token);
+			api_list_res_clear(out);
+			return rc;
+		}
 		if (more || token == NULL)
 			break;
 		if (out->n == (size_t)req->page_size) {
@@ -738,8 +849,18 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			return api_fail(err, API_NOT_HELD,
 			    "nobody holds this lock");
 		if (rc != GCS_OK)
-			return store_fail(err, &ge);
-		if (expect_token != 0 && cur.generation != expect_token) {
+			return svc_store_fail(err, &ge);
+		if (lease_is_head(&cur)) {
+			gcs_object_clear(&cur);
+			if (expect_token == 0)
+				return api_fail(err, API_BAD_REQUEST,
+				    "this lock is held by several leases (a "
+				    "semaphore or shared lock): name the lease "
+				    "to remove by fencing_token");
+			return group_force(svc, name, actor, reason,
+			    expect_token, err);
+		}
+		if (expect_token != 0 && lease_token_of(&cur) != expect_token) {
 			gcs_object_clear(&cur);
 			api_fail(err, API_LEASE_LOST,
 			    "the lock is now held by another lease (fencing "
@@ -749,21 +870,36 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			err->reason = "fencing_token_mismatch";
 			return API_LEASE_LOST;
 		}
-		rc = gcs_remove(svc->store, name, cur.generation,
-		    cur.metageneration, &ge);
+		/* An exclusive lease over a group: with group leases
+		 * live, it becomes a head again instead (the name must
+		 * exist while any may be valid). */
+		rc = lease_over_group(&cur)
+		    ? group_guard_removal(svc, name, &cur, err)
+		    : 0;
+		if (rc == 0)
+			rc = gcs_remove(svc->store, name, cur.generation,
+			    cur.metageneration, &ge);
+		else if (rc == 1)
+			rc = GCS_OK;
+		else if (rc == 2)
+			rc = GCS_PRECONDITION;
+		else {
+			gcs_object_clear(&cur);
+			return (int)err->code;
+		}
 		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
 			lease_cache_del(svc->cache, name);
-			emit_why(svc, API_EV_FORCED, name, lease_owner_of(&cur),
+			svc_emit(svc, API_EV_FORCED, name, lease_owner_of(&cur),
 			    json_string_value(json_object_get(cur.metadata,
 			        LEASE_KEY_HOLDER)),
-			    actor, reason, cur.generation, cur.now_ms);
+			    actor, reason, lease_token_of(&cur), cur.now_ms);
 			gcs_object_clear(&cur);
 			return API_OK;
 		}
 		gcs_object_clear(&cur);
 		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
 			continue;
-		return store_fail(err, &ge);
+		return svc_store_fail(err, &ge);
 	}
 	err->retry_after = 1;
 	return api_fail(err, API_BUSY,

@@ -14,7 +14,10 @@
  *   list    page through the objects whose names start with a prefix
  *
  * Names given to a store are lock names already validated by the caller
- * (api_name_valid); a store adds its own prefix.  The store knows nothing of
+ * (api_name_valid), or a lock name, '#' and a lease_id (a lease of a
+ * semaphore or shared lock: '#' is no lock-name character and sorts below
+ * all of them, so a lock's objects are contiguous in a listing); a store
+ * adds its own prefix.  The store knows nothing of
  * callers, JWTs or HTTP.
  *
  * Ownership: a gcs_object filled by a store owns its metadata reference;
@@ -32,7 +35,9 @@
 #include <jansson.h>
 
 /* Limits of the store layer. */
-#define GCS_NAME_MAX       256  /* bytes of a lock name (without prefix) */
+/* Bytes of an object name (without the store's prefix): a lock name
+ * (256), or a group lease's "NAME#LEASE_ID" (256 + 1 + 64). */
+#define GCS_NAME_MAX       321
 #define GCS_PREFIX_MAX     512  /* bytes of a store's own prefix */
 #define GCS_META_BYTES_MAX 8192 /* GCS caps custom metadata at 8 KiB */
 #define GCS_LIST_PAGE_MAX  1000 /* GCS caps a list page at 1000 */

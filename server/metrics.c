@@ -159,6 +159,10 @@ typedef struct hist {
 static uint64_t http_count[N_ROUTES][METRICS_STATUS_SLOTS];
 static hist http_hist[N_ROUTES];
 static uint64_t outcome_count[N_OUTCOMES];
+/* Grants and waits by the kind of lease asked for (api_mode and limit). */
+static const char *const mode_names[] = { "exclusive", "shared", "semaphore" };
+#define N_MODES (sizeof(mode_names) / sizeof(mode_names[0]))
+static uint64_t grant_count[N_MODES], wait_count[N_MODES];
 static hist wait_hist;
 static int64_t waiters;
 static uint64_t slow_heads;    /* connections closed for a slow head */
@@ -255,6 +259,24 @@ void
 metrics_lock_outcome(const char *outcome)
 {
 	add(&outcome_count[label_index(outcome_names, N_OUTCOMES, outcome)], 1);
+}
+
+static size_t
+mode_index(api_mode mode, int limit)
+{
+	return mode == API_MODE_SHARED ? 1 : limit > 1 ? 2 : 0;
+}
+
+void
+metrics_grant(api_mode mode, int limit)
+{
+	add(&grant_count[mode_index(mode, limit)], 1);
+}
+
+void
+metrics_wait_start(api_mode mode, int limit)
+{
+	add(&wait_count[mode_index(mode, limit)], 1);
 }
 
 void
@@ -460,6 +482,16 @@ render_locks(buf *b)
 	render_hist(b, "lockgate_wait_duration_seconds", "", &wait_hist,
 	    &wait_hist_def);
 	w = __atomic_load_n(&waiters, __ATOMIC_RELAXED);
+	family(b, "lockgate_grants_total", "counter",
+	    "Acquires answered with a lease, by the kind of lease.");
+	for (i = 0; i < N_MODES; i++)
+		buf_printf(b, "lockgate_grants_total{mode=\"%s\"} %llu\n",
+		    mode_names[i], (unsigned long long)load(&grant_count[i]));
+	family(b, "lockgate_waits_total", "counter",
+	    "Acquires that began to wait, by the kind of lease.");
+	for (i = 0; i < N_MODES; i++)
+		buf_printf(b, "lockgate_waits_total{mode=\"%s\"} %llu\n",
+		    mode_names[i], (unsigned long long)load(&wait_count[i]));
 	family(b, "lockgate_waiters", "gauge",
 	    "Acquire requests waiting for a lock right now.");
 	buf_printf(b, "lockgate_waiters %lld\n", (long long)(w < 0 ? 0 : w));

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "api/api.h"
 #include "gcs/gcs.h"
 
 /* Labels of lockgate_http_requests_total{route}: "acquire", "refresh",
@@ -29,6 +30,11 @@ void metrics_http(const char *route, int status, double seconds);
  * wait refused by the waiter caps); anything else is "other". */
 void metrics_lock_outcome(const char *outcome);
 
+/* An acquire answered with a lease, and one that began to wait, by the
+ * kind of lease asked for: mode="exclusive" (limit 1), "shared" or
+ * "semaphore" (limit > 1). */
+void metrics_grant(api_mode mode, int limit);
+void metrics_wait_start(api_mode mode, int limit);
 /* Time a waiter spent waiting, whatever the outcome (granted, timed out,
  * shut down, disconnected). */
 void metrics_wait_observe(double seconds);

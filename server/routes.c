@@ -16,7 +16,8 @@
 #include "util/clock.h"
 
 static const char *const acquire_params[] = { "ttl", "wait", "holder",
-	"purpose", "expected_duration", "labels", "lease_id", "format", NULL };
+	"purpose", "expected_duration", "labels", "lease_id", "limit", "mode",
+	"format", NULL };
 static const char *const refresh_params[] = { "lease_id", "ttl", "format",
 	NULL };
 static const char *const release_params[] = { "lease_id", "format", NULL };
@@ -157,8 +158,10 @@ routes_finish_wait(srv_req *r)
 		r->status = 499;
 		return MHD_NO; /* nobody to answer */
 	}
-	if (w->rc == API_OK)
+	if (w->rc == API_OK) {
+		metrics_grant(r->acq.mode, r->acq.limit);
 		return answer_lock(r, 200, &w->lock, true);
+	}
 	if (w->rc == API_SHUTTING_DOWN)
 		return http_fail(r, API_SHUTTING_DOWN, NULL,
 		    "this instance is shutting down; retry and another "
@@ -219,6 +222,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 		MHD_suspend_connection(r->conn);
 	switch ((added = srv_waits_add(r->srv->waits, w))) {
 	case SRV_WAITS_QUEUED:
+		metrics_wait_start(r->acq.mode, r->acq.limit);
 		break;
 	case SRV_WAITS_FULL:
 	case SRV_WAITS_OWNER_FULL:
@@ -239,6 +243,56 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 		wait_done(w, r);
 	}
 	return MHD_YES;
+}
+
+/* The limit and mode of an acquire into Q; 0, or -1 with ERR. */
+static int
+acquire_kind(srv_req *r, api_acquire_req *q, api_err *err)
+{
+	char mode[16];
+	long limit;
+	int have;
+
+	if (params_int(&r->params, "limit", 1, API_LIMIT_MAX, 1, &limit, err) ||
+	    (have = params_str(&r->params, "mode", mode, sizeof(mode), err)) <
+	        0)
+		return -1;
+	if (have == 0 || strcmp(mode, "exclusive") == 0)
+		q->mode = API_MODE_EXCLUSIVE;
+	else if (strcmp(mode, "shared") == 0)
+		q->mode = API_MODE_SHARED;
+	else {
+		api_fail(err, API_BAD_REQUEST,
+		    "mode must be exclusive or shared");
+		err->reason = "bad_mode";
+		return -1;
+	}
+	if (q->mode == API_MODE_SHARED && limit != 1) {
+		api_fail(err, API_BAD_REQUEST,
+		    "mode=shared takes no limit: any number of shared leases "
+		    "may hold the lock at once (or one exclusive lease); "
+		    "leave limit out");
+		err->reason = "bad_limit";
+		return -1;
+	}
+	q->limit = (int)limit;
+	return 0;
+}
+
+/* Writers do not starve: a reader asking without wait while a writer
+ * waits here is refused (with wait it queues behind the writer).  1 when
+ * refused (answered, result in *MR). */
+static int
+reader_held_back(srv_req *r, const api_acquire_req *q, enum MHD_Result *mr)
+{
+	if (q->mode != API_MODE_SHARED ||
+	    !srv_waits_has_writer(r->srv->waits, q->name))
+		return 0;
+	metrics_lock_outcome("conflict");
+	*mr = http_fail(r, API_LOCKED, NULL,
+	    "an exclusive acquire is waiting for this lock: new shared "
+	    "leases wait behind it; retry, or ask with wait");
+	return 1;
 }
 
 static enum MHD_Result
@@ -269,7 +323,8 @@ do_acquire(srv_req *r, const char *name)
 	        &err) < 0 ||
 	    params_str(&r->params, "lease_id", q->key, sizeof(q->key), &err) <
 	        0 ||
-	    params_labels(&r->params, &q->labels, &err))
+	    params_labels(&r->params, &q->labels, &err) ||
+	    acquire_kind(r, q, &err))
 		return http_error(r, &err, NULL);
 	/* An acquire's lease_id is the client's idempotency key; the lease
 	 * it is granted gets a lease_id of its own (api_acquire_prepare). */
@@ -300,8 +355,11 @@ do_acquire(srv_req *r, const char *name)
 		err.retry_after = 1;
 		return start_wait(r, (int)wait, NULL, API_LOCKED, &err);
 	}
+	if (reader_held_back(r, q, &mr))
+		return mr;
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {
+		metrics_grant(q->mode, q->limit);
 		mr = answer_lock(r, 200, &lock, true);
 		api_lock_clear(&lock);
 		return mr;

@@ -239,6 +239,9 @@ enum {
 int srv_waits_add(srv_waits *ws, srv_waiter *w);
 /* 1 when this instance has waiters queued for NAME. */
 int srv_waits_has(srv_waits *ws, const char *name);
+/* 1 when an exclusive acquire (limit 1) waits for NAME here: new shared
+ * leases wait behind it, so that writers do not starve (per instance). */
+int srv_waits_has_writer(srv_waits *ws, const char *name);
 /* A lease on NAME ended on this instance: poll it now. */
 void srv_waits_wake(srv_waits *ws, const char *name);
 /* Answer every waiter 503 shutting_down and refuse new ones. */

@@ -9,7 +9,10 @@
  * stays held, and is cut short by the lease's expiry or by a release
  * handled on this instance (srv_waits_wake), which tries the head at once.
  * Only the head ever tries, so waiters on one instance are served first
- * come, first served.
+ * come, first served.  A grant of a semaphore or shared lease may leave
+ * room for more: the next head then looks at once, and so on until one
+ * is refused, so a release wakes as many waiters as there are free slots
+ * (readers up to the first writer).
  *
  * Every wait has a deadline; a client that hangs up is noticed within
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
@@ -483,6 +486,11 @@ poller(void *arg)
 			ms = jitter(l->backoff, &seed);
 			if (hint >= 0 && hint < ms)
 				ms = (int)hint;
+			/* A semaphore or shared lock may have more free
+			 * slots: the next waiter looks at once, and so on
+			 * until one is refused. */
+			if (rc == API_OK && api_acquire_is_group(w->req))
+				ms = 0;
 			l->next_poll = now + ms;
 			if (l->head == NULL)
 				unlink_lock(ws, l);
@@ -593,6 +601,22 @@ srv_waits_has(srv_waits *ws, const char *name)
 
 	pthread_mutex_lock(&ws->mu);
 	has = find(ws, name) != NULL;
+	pthread_mutex_unlock(&ws->mu);
+	return has;
+}
+
+int
+srv_waits_has_writer(srv_waits *ws, const char *name)
+{
+	srv_waiter *w;
+	wlock *l;
+	int has = 0;
+
+	pthread_mutex_lock(&ws->mu);
+	if ((l = find(ws, name)) != NULL)
+		for (w = l->head; w != NULL && !has; w = w->next)
+			has = w->req->mode == API_MODE_EXCLUSIVE &&
+			    w->req->limit <= 1;
 	pthread_mutex_unlock(&ws->mu);
 	return has;
 }

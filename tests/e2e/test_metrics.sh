@@ -54,6 +54,8 @@ for fam in lockgate_http_requests_total:counter \
     lockgate_lock_outcomes_total:counter \
     lockgate_wait_duration_seconds:histogram \
     lockgate_waiters:gauge \
+    lockgate_grants_total:counter \
+    lockgate_waits_total:counter \
     lockgate_storage_requests_total:counter \
     lockgate_storage_request_duration_seconds:histogram \
     lockgate_storage_retries_total:counter \
@@ -103,6 +105,21 @@ $CHECK --moved "$W/m1" "$W/m2" \
     'lockgate_storage_request_duration_seconds_count{op="insert"}' 2 ||
     lg_fail "counters did not move as expected"
 lg_eq "$(val "$W/m2" lockgate_waiters)" 0 "lockgate_waiters after the waiter left"
+
+# Grants and waits by mode: a semaphore lease, a shared one, and a wait
+# for each that runs out.
+for q in "limit=2" "mode=shared"; do
+	code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST 	    -H "Authorization: Bearer $ALICE" 	    "$LG_URL/v1/locks/e2e/metrics/g${q%%=*}:acquire?ttl=60&$q")
+	lg_eq "$code" 200 "acquire with $q"
+done
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST     -H "Authorization: Bearer $BOB"     "$LG_URL/v1/locks/e2e/metrics/gmode:acquire?ttl=60&wait=1")
+lg_eq "$code" 409 "an exclusive wait behind readers"
+scrape "$W/m3" -H "Authorization: Bearer $ALICE"
+$CHECK --moved "$W/m2" "$W/m3" \
+    'lockgate_grants_total{mode="semaphore"}' 1 \
+    'lockgate_grants_total{mode="shared"}' 1 \
+    'lockgate_waits_total{mode="exclusive"}' 1 ||
+    lg_fail "grants and waits by mode did not move as expected"
 # A lock name never becomes a label.
 if grep -q 'e2e/metrics' "$W/m2"; then lg_fail "a lock name leaked into /metrics"; fi
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "store_contract.h"
+#include "group_contract.h"
 
 #define CT_NAME_BUF       (GCS_NAME_MAX + 1)
 #define CT_PREFIX_BUF     48
@@ -763,6 +764,8 @@ int
 store_contract_run(const char *suite_name, store_contract_open_fn open,
     store_contract_close_fn close, void *ctx)
 {
+	char groups[128];
+	int failed;
 	static const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_insert_get_roundtrip,
 		    ct_setup, ct_teardown),
@@ -798,6 +801,9 @@ store_contract_run(const char *suite_name, store_contract_open_fn open,
 	ct_open = open;
 	ct_close = close;
 	ct_ctx = ctx;
-	return _cmocka_run_group_tests(suite_name, tests,
+	failed = _cmocka_run_group_tests(suite_name, tests,
 	    sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+	/* Then semaphores and shared locks over the same store. */
+	snprintf(groups, sizeof(groups), "%s_groups", suite_name);
+	return failed + group_contract_run(groups, open, close, ctx);
 }

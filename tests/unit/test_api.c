@@ -1234,6 +1234,204 @@ test_copy_utf8_boundary(void **state)
 	assert_string_equal(dst, "\xc3\xa9");
 }
 
+/* An acquire of REQ's kind on NAME by OWNER with TTL. */
+static int
+group_take(fixture *f, const char *name, const char *owner, api_mode mode,
+    int limit, int ttl, api_lock *out, api_err *err)
+{
+	api_acquire_req q;
+
+	acq_req(&q, name, owner, ttl);
+	q.mode = mode;
+	q.limit = limit;
+	return api_acquire(f->svc, &q, out, err);
+}
+
+/* The fencing token an exclusive lease over a group recorded. */
+static int64_t
+lease_token_fetch(const gcs_object *o)
+{
+	const char *t =
+	    json_string_value(json_object_get(o->metadata, "lg_token"));
+
+	return t != NULL ? strtoll(t, NULL, 10) : 0;
+}
+
+/*
+ * A reader's lease object inserted (pending: its acquire not done) while
+ * an exclusive lease over the group expired: the next exclusive acquire
+ * must not remove the flagged lease; it becomes a group head again, and
+ * the acquire is refused while the reader's lease is live.
+ */
+static void
+test_group_flagged_takeover(void **state)
+{
+	fixture *f = *state;
+	api_lock r, w, x;
+	api_err err;
+	gcs_page pg;
+	gcs_object o;
+	gcs_err ge;
+	json_t *m;
+
+	assert_int_equal(group_take(f, "rw", "reader", API_MODE_SHARED, 1, 30,
+	                     &r, &err),
+	    API_OK);
+	{
+		api_lease_req q;
+		lease_req(&q, &r, "reader", 0);
+		assert_int_equal(api_release(f->svc, &q, &err), API_OK);
+	}
+	assert_int_equal(group_take(f, "rw", "writer", API_MODE_EXCLUSIVE, 1, 2,
+	                     &w, &err),
+	    API_OK);
+	assert_int_equal(gcs_get(&f->ws->base, "rw", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_over_group")),
+	    "1");
+	/* Its token came from a marker object, gone again; a token of its
+	 * own, above the reader's. */
+	assert_int_equal(lease_token_fetch(&o), w.fencing_token);
+	assert_true(w.fencing_token > r.fencing_token);
+	assert_true(w.fencing_token != o.generation);
+	gcs_object_clear(&o);
+	assert_int_equal(gcs_list(&f->ws->base, "rw#", 10, NULL, &pg, &ge),
+	    GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
+	clock_ms += 5000; /* the writer's lease expired */
+	m = json_pack("{s:s,s:s,s:s,s:s,s:s}", "lease_id", "pendingreader1",
+	    "owner", "r2", "ttl", "30", "mode", "shared", "limit", "1");
+	assert_int_equal(gcs_insert(&f->ws->base, "rw#pendingreader1", m, &o,
+	                     &ge),
+	    GCS_OK);
+	gcs_object_clear(&o);
+	json_decref(m);
+	assert_int_equal(group_take(f, "rw", "other", API_MODE_EXCLUSIVE, 1, 30,
+	                     &x, &err),
+	    API_LOCKED);
+	api_lock_clear(&x);
+	assert_int_equal(gcs_get(&f->ws->base, "rw", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
+	    "group");
+	gcs_object_clear(&o);
+	api_lock_clear(&r);
+	api_lock_clear(&w);
+}
+
+/* A group lease refreshed after its expiry (others may have counted its
+ * slot free meanwhile) is lost, and its object removed. */
+static void
+test_group_refresh_after_expiry(void **state)
+{
+	fixture *f = *state;
+	api_lease_req q;
+	api_lock a, b, r;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+	char oname[400];
+
+	assert_int_equal(group_take(f, "sem", "a", API_MODE_EXCLUSIVE, 2, 2, &a,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "sem", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	clock_ms += 2500; /* past its ttl, within the margin: still good */
+	lease_req(&q, &a, "a", 0);
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err), API_LEASE_LOST);
+	api_lock_clear(&r);
+	snprintf(oname, sizeof(oname), "sem#%s", a.lease_id);
+	assert_int_equal(gcs_get(&f->ws->base, oname, &o, &ge), GCS_NOT_FOUND);
+	/* Within its ttl a refresh is one write and keeps the lease. */
+	lease_req(&q, &b, "b", 0);
+	f->ws->calls[W_PATCH] = 0;
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err), API_OK);
+	assert_int_equal(f->ws->calls[W_PATCH], 1);
+	assert_int_equal(r.fencing_token, b.fencing_token);
+	api_lock_clear(&r);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/* The shapes of a group lock in JSON: mode, limit (null for shared),
+ * holders without lease_ids, the earliest lease on top. */
+static void
+test_group_json(void **state)
+{
+	fixture *f = *state;
+	api_lock a, b, l;
+	api_err err;
+	json_t *j;
+
+	assert_int_equal(group_take(f, "g", "first", API_MODE_SHARED, 1, 30, &a,
+	                     &err),
+	    API_OK);
+	clock_ms += 10;
+	assert_int_equal(group_take(f, "g", "second", API_MODE_SHARED, 1, 30,
+	                     &b, &err),
+	    API_OK);
+	assert_int_equal(api_inspect(f->svc, "g", &l, &err), API_OK);
+	j = api_lock_json(&l, false);
+	assert_string_equal(json_string_value(json_object_get(j, "mode")),
+	    "shared");
+	assert_true(json_is_null(json_object_get(j, "limit")));
+	assert_string_equal(json_string_value(json_object_get(j, "owner")),
+	    "first");
+	assert_int_equal(json_array_size(json_object_get(j, "holders")), 2);
+	assert_null(json_object_get(j, "lease_id"));
+	json_decref(j);
+	api_lock_clear(&l);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	/* An exclusive lock: today's fields, plus its one holder. */
+	assert_int_equal(group_take(f, "x", "solo", API_MODE_EXCLUSIVE, 1, 30,
+	                     &a, &err),
+	    API_OK);
+	j = api_lock_json(&a, true);
+	assert_string_equal(json_string_value(json_object_get(j, "mode")),
+	    "exclusive");
+	assert_int_equal(json_integer_value(json_object_get(j, "limit")), 1);
+	assert_int_equal(json_array_size(json_object_get(j, "holders")), 1);
+	json_decref(j);
+	api_lock_clear(&a);
+}
+
+/* A holder that stops refreshing frees its slot after its TTL, and the
+ * grant that takes it removes the dead lease's object. */
+static void
+test_group_expired_slot_swept(void **state)
+{
+	fixture *f = *state;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+	char oname[400];
+
+	assert_int_equal(group_take(f, "s1", "a", API_MODE_EXCLUSIVE, 2, 2, &a,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "b", API_MODE_EXCLUSIVE, 2, 30, &b,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_LOCKED);
+	api_lock_clear(&c);
+	clock_ms += 3500;
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_OK);
+	snprintf(oname, sizeof(oname), "s1#%s", a.lease_id);
+	assert_int_equal(gcs_get(&f->ws->base, oname, &o, &ge), GCS_NOT_FOUND);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
 int
 main(void)
 {
@@ -1292,6 +1490,14 @@ main(void)
 		    test_force_release_expected_token, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare_lease_id, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_flagged_takeover,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_refresh_after_expiry,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_json, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,446 @@
+/*
+ * group_contract.c: semaphores and shared locks (api/group.c) over any
+ * store, run by store_contract_run after the store's own contract, so on
+ * mem://, file:// and gs:// (the fake, plain and with transient faults).
+ * The store is wrapped to count writes: an uncontended acquire, refresh
+ * and release each cost exactly one once the group's head exists.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "group_contract.h"
+#include "wrap_store.h"
+
+#define GC_LEASES 3 /* the semaphore's limit in these tests */
+
+static store_contract_open_fn gc_open;
+static store_contract_close_fn gc_close;
+static void *gc_ctx;
+static unsigned gc_seq;
+
+typedef struct gc_state {
+	wrap_store *ws;
+	api_service *svc;
+	char name[API_NAME_MAX + 1]; /* this test's lock */
+	bool increasing; /* tokens strictly increase (mem://, file://) */
+} gc_state;
+
+static int
+gc_setup(void **state)
+{
+	gc_state *st = calloc(1, sizeof(*st));
+	gcs_store *s;
+
+	if (st == NULL || (s = gc_open(gc_ctx)) == NULL) {
+		free(st);
+		return -1;
+	}
+	st->increasing = strcmp(s->ops->scheme, "gs") != 0;
+	st->ws = wrap_store_new(s);
+	st->svc = api_new(&st->ws->base, NULL, NULL);
+	snprintf(st->name, sizeof(st->name), "gc%ldx%u/lock", (long)getpid(),
+	    ++gc_seq);
+	*state = st;
+	return 0;
+}
+
+static int
+gc_teardown(void **state)
+{
+	gc_state *st = *state;
+	gcs_store *inner;
+
+	if (st == NULL)
+		return 0;
+	api_free(st->svc);
+	/* The wrapper is ours; the store goes back to who made it. */
+	inner = st->ws->inner;
+	free(st->ws);
+	gc_close(inner, gc_ctx);
+	free(st);
+	return 0;
+}
+
+static void
+acq(api_acquire_req *q, const gc_state *st, const char *owner, api_mode mode,
+    int limit, int ttl)
+{
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%s", st->name);
+	snprintf(q->owner, sizeof(q->owner), "%s", owner);
+	snprintf(q->holder, sizeof(q->holder), "job-of-%s", owner);
+	q->ttl = ttl;
+	q->mode = mode;
+	q->limit = limit;
+	api_acquire_prepare(q);
+}
+
+/* Acquire, expecting WANT (and REASON, NULL for the default). */
+static void
+take(gc_state *st, const char *owner, api_mode mode, int limit, int want,
+    const char *reason, api_lock *out)
+{
+	api_acquire_req q;
+	api_err err;
+	json_t *j;
+
+	acq(&q, st, owner, mode, limit, 30);
+	assert_int_equal(api_acquire(st->svc, &q, out, &err), want);
+	if (want != API_OK) {
+		if (reason == NULL)
+			assert_null(err.reason);
+		else
+			assert_string_equal(err.reason, reason);
+		/* The refusal names the holders, without their lease_id. */
+		j = api_lock_json(out, false);
+		assert_true(
+		    json_array_size(json_object_get(j, "holders")) >= 1);
+		assert_null(json_object_get(json_array_get(json_object_get(j,
+		                                               "holders"),
+		                                0),
+		    "lease_id"));
+		json_decref(j);
+		api_lock_clear(out);
+	}
+}
+
+static void
+lease_of(api_lease_req *q, const api_lock *l)
+{
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%s", l->name);
+	snprintf(q->owner, sizeof(q->owner), "%s", l->owner);
+	snprintf(q->lease_id, sizeof(q->lease_id), "%s", l->lease_id);
+}
+
+static void
+give_back(gc_state *st, const api_lock *l)
+{
+	api_lease_req q;
+	api_err err;
+
+	lease_of(&q, l);
+	assert_int_equal(api_release(st->svc, &q, &err), API_OK);
+}
+
+/* Holders shown by inspect, or -1 when not held. */
+static int
+holders_now(gc_state *st)
+{
+	api_lock l;
+	api_err err;
+	int n = -1;
+	size_t i;
+
+	if (api_inspect(st->svc, st->name, &l, &err) == API_OK) {
+		json_t *j = api_lock_json(&l, false);
+		json_t *h = json_object_get(j, "holders");
+		n = (int)json_array_size(h);
+		for (i = 0; i < json_array_size(h); i++)
+			assert_null(
+			    json_object_get(json_array_get(h, i), "lease_id"));
+		json_decref(j);
+	}
+	api_lock_clear(&l);
+	return n;
+}
+
+static void
+test_semaphore_limit(void **state)
+{
+	gc_state *st = *state;
+	api_lock l[GC_LEASES + 1], extra;
+	api_lease_req rq;
+	api_err err;
+	int i, j;
+
+	/* The first use makes the head: two writes; then one each. */
+	take(st, "a0", API_MODE_EXCLUSIVE, GC_LEASES, API_OK, NULL, &l[0]);
+	assert_int_equal(wrap_writes(st->ws), 2);
+	for (i = 1; i < GC_LEASES; i++) {
+		wrap_reset(st->ws);
+		take(st, "a", API_MODE_EXCLUSIVE, GC_LEASES, API_OK, NULL,
+		    &l[i]);
+		assert_int_equal(wrap_writes(st->ws), 1);
+	}
+	for (i = 0; i < GC_LEASES; i++)
+		for (j = 0; j < i; j++) {
+			assert_true(l[i].fencing_token != l[j].fencing_token);
+			assert_string_not_equal(l[i].lease_id, l[j].lease_id);
+			if (st->increasing)
+				assert_true(
+				    l[i].fencing_token > l[j].fencing_token);
+		}
+	assert_int_equal(holders_now(st), GC_LEASES);
+	take(st, "b", API_MODE_EXCLUSIVE, GC_LEASES, API_LOCKED, NULL, &extra);
+	assert_int_equal(holders_now(st), GC_LEASES);
+
+	/* Refresh and release: one write each, per lease. */
+	wrap_reset(st->ws);
+	lease_of(&rq, &l[1]);
+	assert_int_equal(api_refresh(st->svc, &rq, &extra, &err), API_OK);
+	assert_int_equal(extra.fencing_token, l[1].fencing_token);
+	api_lock_clear(&extra);
+	assert_int_equal(wrap_writes(st->ws), 1);
+	wrap_reset(st->ws);
+	give_back(st, &l[1]);
+	assert_int_equal(wrap_writes(st->ws), 1);
+	assert_int_equal(api_refresh(st->svc, &rq, &extra, &err),
+	    API_LEASE_NOT_FOUND);
+	assert_int_equal(holders_now(st), GC_LEASES - 1);
+
+	take(st, "b", API_MODE_EXCLUSIVE, GC_LEASES, API_OK, NULL, &l[1]);
+	take(st, "c", API_MODE_EXCLUSIVE, GC_LEASES, API_LOCKED, NULL, &extra);
+	for (i = 0; i < GC_LEASES; i++) {
+		give_back(st, &l[i]);
+		api_lock_clear(&l[i]);
+	}
+	assert_int_equal(holders_now(st), -1);
+}
+
+static void
+test_shared_and_exclusive(void **state)
+{
+	gc_state *st = *state;
+	api_lock r[4], w, extra;
+	int64_t top = 0;
+	gcs_object o;
+	gcs_err ge;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		take(st, "reader", API_MODE_SHARED, 1, API_OK, NULL, &r[i]);
+		assert_int_equal(r[i].mode, API_MODE_SHARED);
+		if (r[i].fencing_token > top)
+			top = r[i].fencing_token;
+	}
+	assert_int_equal(holders_now(st), 4);
+	/* Readers refuse a writer: locked, not another limit. */
+	take(st, "writer", API_MODE_EXCLUSIVE, 1, API_LOCKED, NULL, &extra);
+	take(st, "sem", API_MODE_EXCLUSIVE, 2, API_LOCKED, "limit_mismatch",
+	    &extra);
+	for (i = 0; i < 4; i++) {
+		give_back(st, &r[i]);
+		api_lock_clear(&r[i]);
+	}
+	/* The head stays after the last release. */
+	assert_int_equal(gcs_get(&st->ws->base, st->name, &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
+	    "group");
+	gcs_object_clear(&o);
+	assert_int_equal(holders_now(st), -1);
+
+	/* An exclusive lease over the head, then readers are refused. */
+	take(st, "writer", API_MODE_EXCLUSIVE, 1, API_OK, NULL, &w);
+	assert_true(w.fencing_token != top);
+	if (st->increasing)
+		assert_true(w.fencing_token > top);
+	assert_int_equal(holders_now(st), 1);
+	take(st, "reader", API_MODE_SHARED, 1, API_LOCKED, NULL, &extra);
+	take(st, "sem", API_MODE_EXCLUSIVE, 2, API_LOCKED, "limit_mismatch",
+	    &extra);
+	/* Its release deletes the name: the default path again, one write. */
+	give_back(st, &w);
+	api_lock_clear(&w);
+	assert_int_equal(gcs_get(&st->ws->base, st->name, &o, &ge),
+	    GCS_NOT_FOUND);
+	wrap_reset(st->ws);
+	take(st, "writer", API_MODE_EXCLUSIVE, 1, API_OK, NULL, &w);
+	assert_int_equal(wrap_writes(st->ws), 1);
+	give_back(st, &w);
+	api_lock_clear(&w);
+}
+
+static void
+test_limit_mismatch(void **state)
+{
+	gc_state *st = *state;
+	api_lock a, extra;
+
+	take(st, "a", API_MODE_EXCLUSIVE, 3, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_LOCKED, "limit_mismatch",
+	    &extra);
+	take(st, "b", API_MODE_SHARED, 1, API_LOCKED, "limit_mismatch", &extra);
+	take(st, "b", API_MODE_EXCLUSIVE, 1, API_LOCKED, "limit_mismatch",
+	    &extra);
+	give_back(st, &a);
+	api_lock_clear(&a);
+	/* An exclusive holder refuses a semaphore as another limit, and a
+	 * reader as locked. */
+	take(st, "a", API_MODE_EXCLUSIVE, 1, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 3, API_LOCKED, "limit_mismatch",
+	    &extra);
+	take(st, "b", API_MODE_SHARED, 1, API_LOCKED, NULL, &extra);
+	give_back(st, &a);
+	api_lock_clear(&a);
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 3, API_LOCKED, "limit_mismatch",
+	    &extra);
+	give_back(st, &a);
+	api_lock_clear(&a);
+}
+
+static void
+test_reacquire_by_key(void **state)
+{
+	gc_state *st = *state;
+	api_acquire_req q;
+	api_lock a, b;
+	api_err err;
+
+	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, 30);
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(st->svc, &q, &a, &err), API_OK);
+	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, 30);
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(st->svc, &q, &b, &err), API_OK);
+	assert_int_equal(a.fencing_token, b.fencing_token);
+	assert_string_equal(a.lease_id, b.lease_id);
+	assert_int_equal(holders_now(st), 1);
+	give_back(st, &b);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	assert_int_equal(holders_now(st), -1);
+}
+
+static void
+test_other_instance(void **state)
+{
+	gc_state *st = *state;
+	api_service *other = api_new(&st->ws->base, NULL, NULL);
+	api_lease_req rq;
+	api_lock a, r;
+	api_err err;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	lease_of(&rq, &a);
+	wrap_reset(st->ws);
+	assert_int_equal(api_refresh(other, &rq, &r, &err), API_OK);
+	assert_int_equal(r.fencing_token, a.fencing_token);
+	assert_int_equal(wrap_writes(st->ws), 1);
+	api_lock_clear(&r);
+	assert_int_equal(api_release(other, &rq, &err), API_OK);
+	assert_int_equal(api_refresh(st->svc, &rq, &r, &err),
+	    API_LEASE_NOT_FOUND);
+	api_lock_clear(&a);
+	api_free(other);
+}
+
+static void
+test_force_per_lease(void **state)
+{
+	gc_state *st = *state;
+	api_lock a, b;
+	api_err err;
+
+	take(st, "a", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	assert_int_equal(api_force_release(st->svc, st->name, "admin", NULL, 0,
+	                     &err),
+	    API_BAD_REQUEST);
+	assert_int_equal(api_force_release(st->svc, st->name, "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_OK);
+	assert_int_equal(holders_now(st), 1);
+	assert_int_equal(api_force_release(st->svc, st->name, "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_LEASE_LOST);
+	give_back(st, &b);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/* A holder that stops refreshing frees its slot after its TTL (2 s, plus
+ * the store-time margin), on the store's own clock. */
+static void
+test_expired_slot(void **state)
+{
+	gc_state *st = *state;
+	struct timespec ts = { 3, 0 }, step = { 0, 250000000L };
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+	int i, rc = API_LOCKED;
+
+	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, API_TTL_MIN);
+	assert_int_equal(api_acquire(st->svc, &q, &a, &err), API_OK);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	take(st, "c", API_MODE_EXCLUSIVE, 2, API_LOCKED, NULL, &c);
+	/* gs:// tells its time in whole seconds (Date): up to one more. */
+	nanosleep(&ts, NULL);
+	for (i = 0; i < 20; i++) {
+		acq(&q, st, "c", API_MODE_EXCLUSIVE, 2, 30);
+		if ((rc = api_acquire(st->svc, &q, &c, &err)) != API_LOCKED)
+			break;
+		api_lock_clear(&c);
+		nanosleep(&step, NULL);
+	}
+	assert_int_equal(rc, API_OK);
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &b);
+	give_back(st, &c);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
+/* The longest lock name (256 bytes): its lease objects' names, with '#'
+ * and a lease_id, are longer than any lock name, on every store. */
+static void
+test_longest_name(void **state)
+{
+	gc_state *st = *state;
+	api_lock a, b;
+	size_t n = strlen(st->name);
+
+	memset(st->name + n, 'x', API_NAME_MAX - n);
+	st->name[API_NAME_MAX] = '\0';
+	take(st, "a", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &a);
+	give_back(st, &b);
+	assert_int_equal(holders_now(st), -1);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+int
+group_contract_run(const char *suite_name, store_contract_open_fn open,
+    store_contract_close_fn close, void *ctx)
+{
+	static const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_semaphore_limit, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_shared_and_exclusive,
+		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(test_limit_mismatch, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_reacquire_by_key, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_other_instance, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_force_per_lease, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_expired_slot, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
+		    gc_teardown),
+	};
+
+	gc_open = open;
+	gc_close = close;
+	gc_ctx = ctx;
+	return _cmocka_run_group_tests(suite_name, tests,
+	    sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+}
