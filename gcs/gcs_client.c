@@ -26,7 +26,8 @@
 #include "gcs.h"
 #include "gcs_client.h"
 #include "gcs_http.h"
-#include "gcs_loop.h"
+#include "gcs_multi.h"
+#include "rt/rt.h"
 #include "gcs_token.h"
 
 #define OBJ_FIELDS    "name,generation,metageneration,timeCreated,updated,metadata"
@@ -93,7 +94,7 @@ success(long status)
 /* ---- handle pool ---- */
 
 /* A handle for one request.  In a loop's task: one the loop keeps (its
- * transfers use the loop's connections; see gcs_loop_cache_take), so a
+ * transfers use the loop's connections; see gcs_multi_cache_take), so a
  * handle never moves between threads.  Elsewhere: the most recently used
  * idle handle of the store (its own connection is the likeliest to be
  * alive).  A new one when there is none; NULL when out of memory. */
@@ -108,8 +109,8 @@ pool_take(gs_store *g)
 {
 	gcs_http *h = NULL;
 
-	if (gcs_loop_in_task()) {
-		h = gcs_loop_cache_take(http_free);
+	if (rt_in_task()) {
+		h = gcs_multi_cache_take(http_free);
 		return h ? h : gcs_http_new();
 	}
 	pthread_mutex_lock(&g->pool_mu);
@@ -122,8 +123,8 @@ pool_take(gs_store *g)
 static void
 pool_put(gs_store *g, gcs_http *h)
 {
-	if (gcs_loop_in_task()) {
-		if (gcs_loop_cache_put(h, http_free) != 0)
+	if (rt_in_task()) {
+		if (gcs_multi_cache_put(h, http_free) != 0)
 			gcs_http_free(h);
 		return;
 	}
@@ -620,7 +621,7 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 			break;
 		gcs_resp_clear(resp);
 		gcs_stat_retry();
-		gcs_loop_sleep(pause); /* a task yields its thread */
+		rt_sleep(pause); /* a task yields its thread */
 		cap = cap * 2 > g->policy.max_ms ? g->policy.max_ms : cap * 2;
 	}
 	st = classify(sent == 0 ? resp->status : 0, req);

@@ -2,7 +2,7 @@
  * gcs_http.c: one HTTP transfer over a reusable handle, with the response
  * body, status and Date header collected; time helpers.  A transfer goes
  * through libcurl's HTTP engine, in a task on its loop's multi handle
- * (gcs_loop_perform), elsewhere on the handle's own connection.
+ * (gcs_multi_perform), elsewhere on the handle's own connection.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "gcs_http.h"
-#include "gcs_loop.h"
+#include "gcs_multi.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -295,7 +295,7 @@ set_request(gcs_http *c, const char *method, const char *url,
 	 * being made, or its protocol is not yet known, a new transfer waits
 	 * for it rather than opening another, so a burst of tasks shares one
 	 * HTTP/2 connection per loop (the multi handle multiplexes,
-	 * gcs_loop.c).  Not for http, which is HTTP/1.1 only here: a burst
+	 * gcs_multi.c).  Not for http, which is HTTP/1.1 only here: a burst
 	 * would wait a whole round trip for the first answer to say so. */
 	long pipewait = strncmp(url, "https:", 6) == 0;
 
@@ -344,7 +344,7 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
 		rc = CURLE_OUT_OF_MEMORY;
 	} else
-		rc = gcs_loop_perform(h);
+		rc = gcs_multi_perform(h);
 	/* Nothing borrowed outlives the call: the next request sets its
 	 * own body and headers. */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);

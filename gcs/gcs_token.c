@@ -24,7 +24,7 @@
 #include <openssl/pem.h>
 
 #include "gcs_http.h"
-#include "gcs_loop.h"
+#include "rt/rt.h"
 #include "gcs_token.h"
 #include "util/wipe.h"
 #include "util/clock.h"
@@ -499,12 +499,12 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			if (gcs_loop_in_task()) {
+			if (rt_in_task()) {
 				/* The fetcher may be a task of this very
 				 * thread: a condition wait would stop it.
 				 * Look again shortly, giving the thread up. */
 				pthread_mutex_unlock(&t->mu);
-				gcs_loop_sleep(GCS_TOKEN_WAIT_STEP_MS);
+				rt_sleep(GCS_TOKEN_WAIT_STEP_MS);
 				pthread_mutex_lock(&t->mu);
 			} else
 				while (t->refreshing && t->fetch_seq == seq &&

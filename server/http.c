@@ -75,7 +75,7 @@ http_release_hold(srv_req *r)
 	 * storage worker), wake it. */
 	__atomic_store_n(&lp->run_again, 1, __ATOMIC_SEQ_CST);
 	if (lp != tl_loop)
-		gcs_loop_wake(lp->io);
+		rt_loop_wake(lp->io);
 }
 
 /* ---- storage workers ---- */
@@ -202,7 +202,7 @@ task_submit(srv_req *r)
 {
 	int rc;
 
-	rc = gcs_loop_spawn(r->loop->io, task_body, r, task_done);
+	rc = rt_loop_spawn(r->loop->io, task_body, r, task_done);
 	if (rc == 1)
 		return r->job_rc;
 	if (rc < 0)
@@ -1216,7 +1216,7 @@ loop_main(void *arg)
 	srv_log_batch_begin();
 	for (;;) {
 		if (__atomic_load_n(&lp->stop, __ATOMIC_SEQ_CST) &&
-		    (gcs_loop_tasks(lp->io) == 0 ||
+		    (rt_loop_tasks(lp->io) == 0 ||
 		        util_mono_ms() >= lp->stop_by))
 			break;
 		if (__atomic_load_n(&lp->quiesce, __ATOMIC_SEQ_CST) &&
@@ -1236,7 +1236,7 @@ loop_main(void *arg)
 		    to < (MHD_UNSIGNED_LONG_LONG)ms)
 			ms = (int)to;
 		srv_log_flush(); /* before it may wait */
-		gcs_loop_run_once(lp->io, ms);
+		rt_loop_run_once(lp->io, ms);
 		sweep_slow_heads(lp);
 		if (run ||
 		    __atomic_exchange_n(&lp->run_again, 0, __ATOMIC_SEQ_CST) ||
@@ -1303,7 +1303,7 @@ loops_free(srv_server *s)
 			MHD_stop_daemon(lp->daemon);
 		if (lp->listen_fd >= 0)
 			close(lp->listen_fd);
-		gcs_loop_free(lp->io);
+		rt_loop_free(lp->io);
 		while (lp->spare != NULL) {
 			srv_req *r = lp->spare;
 
@@ -1330,7 +1330,7 @@ loops_join(srv_server *s, int64_t stop_by)
 			continue;
 		lp->stop_by = stop_by;
 		__atomic_store_n(&lp->stop, 1, __ATOMIC_SEQ_CST);
-		gcs_loop_wake(lp->io);
+		rt_loop_wake(lp->io);
 	}
 	for (i = 0; i < s->nloops; i++)
 		if (s->loops[i].started) {
@@ -1339,7 +1339,7 @@ loops_join(srv_server *s, int64_t stop_by)
 		}
 }
 
-/* Set up loop LP: its gcs_loop, its daemon on FD (taken) and its thread. */
+/* Set up loop LP: its rt_loop, its daemon on FD (taken) and its thread. */
 static int
 loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 {
@@ -1349,7 +1349,7 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	lp->srv = s;
 	lp->listen_fd = fd;
 	lp->max_conns = conns;
-	if ((lp->io = gcs_loop_new()) == NULL)
+	if ((lp->io = rt_loop_new()) == NULL)
 		return -1;
 	/*
 	 * External epoll mode: this loop's thread runs the daemon, so a
@@ -1374,7 +1374,7 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	lp->listen_fd = -1; /* the daemon's now */
 	info = MHD_get_daemon_info(lp->daemon, MHD_DAEMON_INFO_EPOLL_FD);
 	if (info == NULL ||
-	    gcs_loop_watch(lp->io, info->epoll_fd, mhd_readable, lp) != 0)
+	    rt_loop_watch(lp->io, info->epoll_fd, mhd_readable, lp) != 0)
 		return -1;
 	if (pthread_create(&lp->thread, NULL, loop_main, lp) != 0)
 		return -1;
@@ -1515,7 +1515,7 @@ srv_stop(srv_server *s)
 	 * quiesces its own daemon, on its own thread. */
 	for (i = 0; i < s->nloops; i++) {
 		__atomic_store_n(&s->loops[i].quiesce, 1, __ATOMIC_SEQ_CST);
-		gcs_loop_wake(s->loops[i].io);
+		rt_loop_wake(s->loops[i].io);
 	}
 	do {
 		all = true;

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 
-#include "gcs/gcs_loop.h"
+#include "rt/rt.h"
 
 #include "params.h"
 #include "srv.h"
@@ -41,13 +41,13 @@ typedef struct srv_jobs {
 /*
  * An event loop: one thread with its own libmicrohttpd daemon (external
  * epoll mode, on its own SO_REUSEPORT listen socket, so the kernel spreads
- * new connections over the loops) and a gcs_loop that runs the requests
+ * new connections over the loops) and an rt_loop that runs the requests
  * of a network store (gs://) as tasks: a task waiting on the storage
  * holds neither this thread nor any other.
  */
 typedef struct srv_loop {
 	struct srv_server *srv;
-	struct gcs_loop *io;
+	rt_loop *io;
 	struct MHD_Daemon *daemon;
 	int listen_fd; /* until the daemon has it */
 	pthread_t thread;
