@@ -149,7 +149,7 @@ void srv_log_batch_begin(void);
 void srv_log_flush(void);
 void srv_log_batch_end(void);
 
-/* --- http.c --- */
+/* --- http_loop.c --- */
 
 typedef struct srv_server srv_server;
 
