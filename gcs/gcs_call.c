@@ -442,132 +442,149 @@ give_up_by(int64_t deadline)
 	return cut > 0 && cut < deadline ? cut : deadline;
 }
 
-/* Perform REQ with retries.  GCS_OK with *resp holding a 2xx answer (caller
- * clears it); otherwise the classified status with err filled. */
-int
-gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
+/* One call's progress through its tries (gs_call). */
+typedef struct gs_try {
+	int64_t deadline; /* mono ms: no try starts after it */
+	int64_t cap;      /* of the next back-off pause */
+	uint64_t serial;  /* of the token the last try carried */
+	int sent;         /* the last gcs_http_perform's: 0 an answer came */
+	int tries, reached, reauthed;
+	char ct[128]; /* the Content-Type header, or empty */
+	char ebuf[GCS_ERRMSG_MAX];
+} gs_try;
+
+/* The Authorization header of a try into AUTH (empty when the store has
+ * no token source); the token's bytes are wiped once copied.  GCS_OK, or
+ * the failure with ERR filled. */
+static int
+auth_header(gs_store *g, gs_try *t, char *auth, size_t authsz, gcs_err *err)
 {
-	char auth[AUTH_HDR_MAX], ct[128], ebuf[GCS_ERRMSG_MAX], detail[160];
 	char tok[GCS_TOKEN_MAX];
-	int64_t deadline, now, cap, pause;
-	long timeout;
 	gcs_err terr;
-	gcs_status st;
+
+	auth[0] = '\0';
+	if (g->tok == NULL)
+		return GCS_OK;
+	memset(&terr, 0, sizeof(terr));
+	if (gcs_token_get(g->tok, t->deadline, tok, sizeof(tok), &t->serial,
+	        &terr) != GCS_OK)
+		return gcs_fail(err, GCS_UNAVAILABLE, "%s", terr.msg);
+	/* fits: AUTH_HDR_MAX has room for any token */
+	gs_str_join(auth, authsz, "Authorization: Bearer ", tok);
+	util_wipe(tok, strlen(tok));
+	return GCS_OK;
+}
+
+/* Send REQ once on a pooled handle, within the try's timeout, and count
+ * the try.  GCS_OK when it ended, with an answer in RESP (T->sent 0) or a
+ * transport error in T->ebuf; otherwise the failure with ERR filled. */
+static int
+try_send(gs_store *g, const gs_req *req, gs_try *t, gcs_resp *resp,
+    gcs_err *err)
+{
+	char auth[AUTH_HDR_MAX];
 	gs_hdrs hl;
 	gcs_http *h;
-	uint64_t serial = 0;
-	int rc, sent, tries = 0, reached = 0, reauthed = 0;
+	long timeout;
+	int rc;
 
-	deadline = util_mono_ms() + g->policy.total_ms;
-	cap = g->policy.initial_ms;
-	ebuf[0] = '\0';
-	ct[0] = '\0';
-	if (req->ctype != NULL &&
-	    gs_str_join(ct, sizeof(ct), "Content-Type: ", req->ctype) != 0)
-		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
-	memset(resp, 0, sizeof(*resp));
-	for (;;) {
-		/* A stopping process gives up in time to answer and exit. */
-		deadline = give_up_by(deadline);
-		if (tries == 0 && deadline <= util_mono_ms())
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "Cloud Storage %s not sent: %s", req->op,
-			    gcs_give_up_time() > 0 ? "lockgate is shutting down"
-			                           : "its caller's time is up");
-		err->attempts = reached;
-		auth[0] = '\0';
-		if (g->tok != NULL) {
-			memset(&terr, 0, sizeof(terr));
-			if (gcs_token_get(g->tok, deadline, tok, sizeof(tok),
-			        &serial, &terr) != GCS_OK)
-				return gcs_fail(err, GCS_UNAVAILABLE, "%s",
-				    terr.msg);
-			/* fits: AUTH_HDR_MAX has room for any token */
-			gs_str_join(auth, sizeof(auth),
-			    "Authorization: Bearer ", tok);
-			util_wipe(tok, strlen(tok));
-		}
-		hdrs_build(&hl, auth, ct, req->body != NULL);
-		h = pool_take(g);
-		if (h == NULL) {
-			util_wipe(auth, strlen(auth));
-			return gcs_fail(err, GCS_NOMEM, "out of memory");
-		}
-		gcs_http_set_buffer(h,
-		    req->large_answer ? GCS_HTTP_BUF_LARGE
-		                      : GCS_HTTP_BUF_SMALL);
-		now = util_mono_ms();
-		timeout = (long)(deadline - now);
-		if (timeout > g->policy.try_timeout_ms)
-			timeout = g->policy.try_timeout_ms;
-		if (timeout < 1)
-			timeout = 1;
-		sent = gcs_http_perform(h, req->method, req->url, hl.list,
-		    req->body, req->body_len, timeout, resp, ebuf,
-		    sizeof(ebuf));
-		pool_put(g, h);
-		util_wipe(auth, strlen(auth)); /* only the bytes written */
-		/* A possible silent resend by libcurl counts as a try: the
-		 * first send may have been applied. */
-		tries++;
-		reached += resp->sends;
-		err->attempts = reached;
-		err->http_status = sent == 0 ? (int)resp->status : 0;
-		if (sent == 0 && gs_success(resp->status)) {
-			if (resp->too_big) {
-				if (req->too_big != NULL)
-					*req->too_big = 1;
-				gcs_resp_clear(resp);
-				return gcs_fail(err, GCS_UNAVAILABLE,
-				    "Cloud Storage %s answer over %d bytes",
-				    req->op, GCS_RESP_MAX);
-			}
-			return GCS_OK;
-		}
-		if (sent == 0 && resp->status == 401 && g->tok != NULL) {
-			/* The token was refused (revoked, or expired before
-			 * its expires_in): a 401 applies nothing, so one more
-			 * try with a new token, at once, if it still fits. */
-			gcs_token_invalidate(g->tok, serial);
-			deadline = give_up_by(deadline);
-			if (!reauthed &&
-			    util_mono_ms() + try_min(g) <= deadline) {
-				reauthed = 1;
-				gcs_resp_clear(resp);
-				gcs_stat_retry();
-				continue;
-			}
-		}
-		/* Every request we send is a read or carries a precondition,
-		 * so each may be retried (facts §1). */
-		rc = sent == 0 ? (int)resp->status : 0;
-		if (!retryable(rc))
-			break;
-		now = util_mono_ms();
-		pause = (int64_t)(gs_rand64() % (uint64_t)(cap + 1));
-		deadline = give_up_by(deadline);
-		/* Only while a useful try still fits: one cut short by the
-		 * deadline would end the call on a transport error instead
-		 * of the storage's answer, and might apply a write whose
-		 * answer is lost. */
-		if (now + pause + try_min(g) > deadline)
-			break;
-		gcs_resp_clear(resp);
-		gcs_stat_retry();
-		rt_sleep(pause); /* a task yields its thread */
-		cap = cap * 2 > g->policy.max_ms ? g->policy.max_ms : cap * 2;
+	if ((rc = auth_header(g, t, auth, sizeof(auth), err)) != GCS_OK)
+		return rc;
+	hdrs_build(&hl, auth, t->ct, req->body != NULL);
+	if ((h = pool_take(g)) == NULL) {
+		util_wipe(auth, strlen(auth));
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	}
-	st = classify(sent == 0 ? resp->status : 0, req);
-	if (sent == 0 && resp->status == 404 && req->no_object)
+	gcs_http_set_buffer(h,
+	    req->large_answer ? GCS_HTTP_BUF_LARGE : GCS_HTTP_BUF_SMALL);
+	timeout = (long)(t->deadline - util_mono_ms());
+	if (timeout > g->policy.try_timeout_ms)
+		timeout = g->policy.try_timeout_ms;
+	if (timeout < 1)
+		timeout = 1;
+	t->sent = gcs_http_perform(h, req->method, req->url, hl.list, req->body,
+	    req->body_len, timeout, resp, t->ebuf, sizeof(t->ebuf));
+	pool_put(g, h);
+	util_wipe(auth, strlen(auth)); /* only the bytes written */
+	/* A possible silent resend by libcurl counts as a try: the first
+	 * send may have been applied. */
+	t->tries++;
+	t->reached += resp->sends;
+	err->attempts = t->reached;
+	err->http_status = t->sent == 0 ? (int)resp->status : 0;
+	return GCS_OK;
+}
+
+/* After a try that did not succeed: the pause (ms, 0: at once) before the
+ * next one, or -1 when there is to be none. */
+static int64_t
+try_again(gs_store *g, gs_try *t, const gcs_resp *resp)
+{
+	int64_t now, pause;
+	int rc;
+
+	if (t->sent == 0 && resp->status == 401 && g->tok != NULL) {
+		/* The token was refused (revoked, or expired before its
+		 * expires_in): a 401 applies nothing, so one more try with a
+		 * new token, at once, if it still fits. */
+		gcs_token_invalidate(g->tok, t->serial);
+		t->deadline = give_up_by(t->deadline);
+		if (!t->reauthed &&
+		    util_mono_ms() + try_min(g) <= t->deadline) {
+			t->reauthed = 1;
+			return 0;
+		}
+	}
+	/* Every request we send is a read or carries a precondition, so
+	 * each may be retried (Cloud Storage's retry strategy). */
+	rc = t->sent == 0 ? (int)resp->status : 0;
+	if (!retryable(rc))
+		return -1;
+	now = util_mono_ms();
+	pause = (int64_t)(gs_rand64() % (uint64_t)(t->cap + 1));
+	t->deadline = give_up_by(t->deadline);
+	/* Only while a useful try still fits: one cut short by the deadline
+	 * would end the call on a transport error instead of the storage's
+	 * answer, and might apply a write whose answer is lost. */
+	if (now + pause + try_min(g) > t->deadline)
+		return -1;
+	t->cap = t->cap * 2 > g->policy.max_ms ? g->policy.max_ms : t->cap * 2;
+	return pause;
+}
+
+/* A 2xx answer in RESP: GCS_OK, unless it passed GCS_RESP_MAX. */
+static int
+answer_ok(const gs_req *req, gcs_resp *resp, gcs_err *err)
+{
+	if (!resp->too_big)
+		return GCS_OK;
+	if (req->too_big != NULL)
+		*req->too_big = 1;
+	gcs_resp_clear(resp);
+	return gcs_fail(err, GCS_UNAVAILABLE,
+	    "Cloud Storage %s answer over %d bytes", req->op, GCS_RESP_MAX);
+}
+
+/* The last try's failure, classified, in ERR; RESP cleared. */
+static int
+call_failed(const gs_store *g, const gs_req *req, const gs_try *t,
+    gcs_resp *resp, gcs_err *err)
+{
+	char detail[160];
+	gcs_status st;
+	int rc;
+
+	st = classify(t->sent == 0 ? resp->status : 0, req);
+	if (t->sent == 0 && resp->status == 404 && req->no_object)
 		rc = gcs_fail(err, st,
 		    "Cloud Storage bucket '%s' not found (check --store)",
 		    g->bucket);
-	else if (sent != 0)
+	else if (t->sent != 0)
 		rc = gcs_fail(err, st,
 		    "Cloud Storage %s%s%s unreachable after "
 		    "%d tries: %s",
 		    req->op, req->name ? " of " : "",
-		    req->name ? req->name : "", tries, ebuf);
+		    req->name ? req->name : "", t->tries, t->ebuf);
 	else {
 		error_detail(resp, detail, sizeof(detail));
 		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
@@ -577,6 +594,44 @@ gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
 	}
 	gcs_resp_clear(resp);
 	return rc;
+}
+
+/* Perform REQ with retries.  GCS_OK with *resp holding a 2xx answer (caller
+ * clears it); otherwise the classified status with err filled. */
+int
+gs_call(gs_store *g, const gs_req *req, gcs_resp *resp, gcs_err *err)
+{
+	gs_try t;
+	int64_t pause;
+	int rc;
+
+	memset(&t, 0, sizeof(t));
+	t.deadline = util_mono_ms() + g->policy.total_ms;
+	t.cap = g->policy.initial_ms;
+	if (req->ctype != NULL &&
+	    gs_str_join(t.ct, sizeof(t.ct), "Content-Type: ", req->ctype) != 0)
+		return gcs_fail(err, GCS_INVALID, "Content-Type too long");
+	memset(resp, 0, sizeof(*resp));
+	for (;;) {
+		/* A stopping process gives up in time to answer and exit. */
+		t.deadline = give_up_by(t.deadline);
+		if (t.tries == 0 && t.deadline <= util_mono_ms())
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "Cloud Storage %s not sent: %s", req->op,
+			    gcs_give_up_time() > 0 ? "lockgate is shutting down"
+			                           : "its caller's time is up");
+		err->attempts = t.reached;
+		if ((rc = try_send(g, req, &t, resp, err)) != GCS_OK)
+			return rc;
+		if (t.sent == 0 && gs_success(resp->status))
+			return answer_ok(req, resp, err);
+		if ((pause = try_again(g, &t, resp)) < 0)
+			break;
+		gcs_resp_clear(resp);
+		gcs_stat_retry();
+		rt_sleep(pause); /* a task yields its thread */
+	}
+	return call_failed(g, req, &t, resp, err);
 }
 
 /* The storage's time of answer R.  Every GCS answer has a Date; one

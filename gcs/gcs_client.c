@@ -251,24 +251,18 @@ read_back(gs_store *g, const char *name, const json_t *metadata, int64_t gen,
 	return rc;
 }
 
-static int
-gs_insert(gcs_store *s, const char *name, const json_t *metadata,
-    gcs_object *out, gcs_err *err)
+/* An insert's multipart body into B: the resource JSON of FULL with
+ * METADATA (*META_LEN bytes), then the empty media; its Content-Type,
+ * with a random boundary, into CTYPE. */
+static void
+insert_body(gs_buf *b, const char *full, const json_t *metadata, char *ctype,
+    size_t ctypesz, size_t *meta_len)
 {
 	static const char hex[] = "0123456789abcdef";
-	gs_store *g = (gs_store *)s;
-	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1];
-	char boundary[2 * BOUNDARY_HEX + 1], ctype[96];
-	gs_buf b = { 0 };
-	size_t meta_len;
+	char boundary[2 * BOUNDARY_HEX + 1];
 	uint64_t x = 0;
-	gcs_resp r;
-	gs_req req;
-	int rc, i;
+	int i;
 
-	memset(&r, 0, sizeof(r));
-	if (gs_str_join(full, sizeof(full), g->prefix, name) != 0)
-		return gcs_fail(err, GCS_INVALID, "lock name too long");
 	for (i = 0; i < BOUNDARY_HEX; i++) {
 		if (i % 8 == 0)
 			x = gs_rand64();
@@ -277,22 +271,39 @@ gs_insert(gcs_store *s, const char *name, const json_t *metadata,
 		x >>= 8;
 	}
 	boundary[2 * BOUNDARY_HEX] = '\0';
-	gs_str_join(ctype, sizeof(ctype), "multipart/related; boundary=",
+	gs_str_join(ctype, ctypesz, "multipart/related; boundary=",
 	    boundary); /* fits: the boundary has a fixed size */
-	/* Two parts: the resource JSON, then the empty media. */
-	gs_buf_str(&b, "--");
-	gs_buf_str(&b, boundary);
-	gs_buf_str(&b,
+	gs_buf_str(b, "--");
+	gs_buf_str(b, boundary);
+	gs_buf_str(b,
 	    "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n");
-	meta_len = b.len;
-	buf_resource(&b, full, metadata);
-	meta_len = b.len - meta_len;
-	gs_buf_str(&b, "\r\n--");
-	gs_buf_str(&b, boundary);
-	gs_buf_str(&b,
+	*meta_len = b->len;
+	buf_resource(b, full, metadata);
+	*meta_len = b->len - *meta_len;
+	gs_buf_str(b, "\r\n--");
+	gs_buf_str(b, boundary);
+	gs_buf_str(b,
 	    "\r\nContent-Type: application/octet-stream\r\n\r\n\r\n--");
-	gs_buf_str(&b, boundary);
-	gs_buf_str(&b, "--\r\n");
+	gs_buf_str(b, boundary);
+	gs_buf_str(b, "--\r\n");
+}
+
+static int
+gs_insert(gcs_store *s, const char *name, const json_t *metadata,
+    gcs_object *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	char full[GCS_PREFIX_MAX + GCS_NAME_MAX + 1], ctype[96];
+	gs_buf b = { 0 };
+	size_t meta_len;
+	gcs_resp r;
+	gs_req req;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	if (gs_str_join(full, sizeof(full), g->prefix, name) != 0)
+		return gcs_fail(err, GCS_INVALID, "lock name too long");
+	insert_body(&b, full, metadata, ctype, sizeof(ctype), &meta_len);
 	if (b.failed) {
 		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;

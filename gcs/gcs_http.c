@@ -753,6 +753,34 @@ jvalue(jscan *s)
 	}
 }
 
+/* The member KEY (KLEN bytes) of value VAL..END into the picks that name
+ * it.  0, or 1 for a string value with an escape (gcs_json_pick's 1). */
+static int
+pick_member(gcs_jpick *pick, size_t n, const char *key, size_t klen,
+    const char *val, const char *end)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strlen(pick[i].key) != klen ||
+		    memcmp(pick[i].key, key, klen) != 0)
+			continue;
+		/* The last of duplicate names wins, as in jansson. */
+		pick[i].val = NULL;
+		pick[i].is_str = *val == '"';
+		if (pick[i].is_str) {
+			if (memchr(val, '\\', (size_t)(end - val)))
+				return 1;
+			pick[i].val = val + 1;
+			pick[i].len = (size_t)(end - val) - 2;
+		} else if (*val == '-' || (*val >= '0' && *val <= '9')) {
+			pick[i].val = val;
+			pick[i].len = (size_t)(end - val);
+		}
+	}
+	return 0;
+}
+
 int
 gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
 {
@@ -795,24 +823,8 @@ gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
 		val = s.p;
 		if ((rc = jvalue(&s)) != 0)
 			return rc;
-		for (i = 0; i < n; i++) {
-			if (strlen(pick[i].key) != klen ||
-			    memcmp(pick[i].key, key, klen) != 0)
-				continue;
-			/* The last of duplicate names wins, as in jansson. */
-			pick[i].val = NULL;
-			pick[i].is_str = *val == '"';
-			if (pick[i].is_str) {
-				if (memchr(val, '\\', (size_t)(s.p - val)))
-					return 1;
-				pick[i].val = val + 1;
-				pick[i].len = (size_t)(s.p - val) - 2;
-			} else if (*val == '-' ||
-			    (*val >= '0' && *val <= '9')) {
-				pick[i].val = val;
-				pick[i].len = (size_t)(s.p - val);
-			}
-		}
+		if (pick_member(pick, n, key, klen, val, s.p) != 0)
+			return 1;
 		jws(&s);
 		if (s.p >= s.end)
 			return -1;

@@ -93,26 +93,27 @@ next_token_of(gcs_page *out, const json_t *j, int cut, gcs_err *err)
 	                       : gcs_fail(err, GCS_NOMEM, "out of memory");
 }
 
-int
-gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    const char *after, gcs_page *out, gcs_err *err)
+/* The page's malformed answer, in ERR. */
+static int
+malformed(gcs_err *err)
 {
-	gs_store *g = (gs_store *)s;
+	return gcs_fail(err, GCS_UNAVAILABLE,
+	    "Cloud Storage list: malformed answer");
+}
+
+/* One page of up to *MAX objects into R (gs_call's contract).  An answer
+ * over GCS_RESP_MAX is asked for again with at most LIST_PAGE_SAFE
+ * objects, and *MAX then says so. */
+static int
+page_fetch(gs_store *g, const char *prefix, int *max, const char *page_token,
+    const char *after, gcs_resp *r, gcs_err *err)
+{
 	char url[GCS_URL_MAX];
-	json_t *j = NULL, *items, *it;
-	const char *nm;
-	gcs_resp r;
 	gs_req req;
-	size_t i;
 	int rc, too_big = 0;
 
-	if (page_token != NULL &&
-	    strncmp(page_token, OWN_TOKEN, OWN_TOKEN_LEN) == 0) {
-		after = page_token + OWN_TOKEN_LEN;
-		page_token = NULL;
-	}
 	for (;;) {
-		if (gs_list_url(g, url, sizeof(url), prefix, max, page_token,
+		if (gs_list_url(g, url, sizeof(url), prefix, *max, page_token,
 		        after, LIST_FIELDS) != 0)
 			return gcs_fail(err, GCS_INVALID, "URL too long");
 		req = (gs_req){ .op = "list",
@@ -121,11 +122,66 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 			.method = "GET",
 			.url = url,
 			.too_big = &too_big };
-		rc = gs_call(g, &req, &r, err);
-		if (rc == GCS_OK || !too_big || max <= LIST_PAGE_SAFE)
-			break;
-		max = LIST_PAGE_SAFE;
+		rc = gs_call(g, &req, r, err);
+		if (rc == GCS_OK || !too_big || *max <= LIST_PAGE_SAFE)
+			return rc;
+		*max = LIST_PAGE_SAFE;
 	}
+}
+
+/* The entries of ITEMS (an array, or NULL) into OUT->items (room for
+ * them all), at most MAX; *CUT says whether ITEMS held more.  GCS_OK, or
+ * the failure with ERR filled (OUT then holds what was read). */
+static int
+page_entries(const gs_store *g, const json_t *items, int max,
+    const char *page_token, const char *after, gcs_page *out, int *cut,
+    gcs_err *err)
+{
+	const char *nm;
+	json_t *it;
+	size_t i;
+
+	json_array_foreach(items, i, it)
+	{
+		gcs_entry *e = &out->items[out->n];
+		if (out->n == (size_t)max)
+			break; /* maxResults ignored: OWN_TOKEN follows */
+		nm = json_string_value(json_object_get(it, "name"));
+		if (nm == NULL)
+			return malformed(err);
+		if (strncmp(nm, g->prefix, g->plen) != 0)
+			continue; /* not ours: cannot happen with prefix= */
+		if (page_token == NULL && after != NULL &&
+		    strcmp(nm + g->plen, after) == 0)
+			continue; /* startOffset's own object: seen already */
+		if (gs_parse_object(it, out->now_ms, &e->obj) != 0)
+			return malformed(err);
+		e->name = strdup(nm + g->plen);
+		if (e->name == NULL) {
+			gcs_object_clear(&e->obj);
+			return gcs_fail(err, GCS_NOMEM, "out of memory");
+		}
+		out->n++;
+	}
+	*cut = i < json_array_size(items);
+	return GCS_OK;
+}
+
+int
+gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    const char *after, gcs_page *out, gcs_err *err)
+{
+	gs_store *g = (gs_store *)s;
+	json_t *j = NULL, *items;
+	gcs_resp r;
+	int rc, cut = 0;
+
+	if (page_token != NULL &&
+	    strncmp(page_token, OWN_TOKEN, OWN_TOKEN_LEN) == 0) {
+		after = page_token + OWN_TOKEN_LEN;
+		page_token = NULL;
+	}
+	rc = page_fetch(g, prefix, &max, page_token, after, &r, err);
 	if (rc != GCS_OK)
 		return rc;
 	out->now_ms = gs_now_of(&r);
@@ -144,36 +200,14 @@ gs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 			goto out;
 		}
 	}
-	json_array_foreach(items, i, it)
-	{
-		gcs_entry *e = &out->items[out->n];
-		if (out->n == (size_t)max)
-			break; /* maxResults ignored: OWN_TOKEN follows */
-		nm = json_string_value(json_object_get(it, "name"));
-		if (nm == NULL)
-			goto bad;
-		if (strncmp(nm, g->prefix, g->plen) != 0)
-			continue; /* not ours: cannot happen with prefix= */
-		if (page_token == NULL && after != NULL &&
-		    strcmp(nm + g->plen, after) == 0)
-			continue; /* startOffset's own object: seen already */
-		if (gs_parse_object(it, out->now_ms, &e->obj) != 0)
-			goto bad;
-		e->name = strdup(nm + g->plen);
-		if (e->name == NULL) {
-			gcs_object_clear(&e->obj);
-			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
-			goto fail;
-		}
-		out->n++;
-	}
-	rc = next_token_of(out, j, i < json_array_size(items), err);
+	rc = page_entries(g, items, max, page_token, after, out, &cut, err);
+	if (rc == GCS_OK)
+		rc = next_token_of(out, j, cut, err);
 	if (rc != GCS_OK)
 		goto fail;
 	goto out;
 bad:
-	rc = gcs_fail(err, GCS_UNAVAILABLE,
-	    "Cloud Storage list: malformed answer");
+	rc = malformed(err);
 fail:
 	gcs_page_clear(out);
 out:
