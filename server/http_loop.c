@@ -275,43 +275,106 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	return 0;
 }
 
-/* long: start-up in order (socket, daemon, loops, pool) with one unwind
- * path; issue 21 section 2 reworks it */
+/* The address of --listen (LISTEN) into SS, and the daemon's flag for
+ * its family into *FLAGS.  0, or -1 with ERR. */
+static int
+listen_addr(const char *listen, struct sockaddr_storage *ss, unsigned *flags,
+    char *err, size_t errlen)
+{
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	char host[256];
+	int port;
+
+	if (srv_parse_listen(listen, host, sizeof(host), &port) != 0) {
+		snprintf(err, errlen, "bad listen address '%s'", listen);
+		return -1;
+	}
+	memset(ss, 0, sizeof(*ss));
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		*flags = 0;
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		*flags = MHD_USE_IPv6;
+	} else {
+		snprintf(err, errlen,
+		    "--listen host '%s' must be an IPv4 or IPv6 address", host);
+		return -1;
+	}
+	return 0;
+}
+
+/* S's event loops, each on its own socket bound to SS: the first takes
+ * the port (perhaps 0: the kernel picks, and S->port says which), the
+ * others join it.  0, or -1 with ERR (the caller unwinds). */
+static int
+loops_open(srv_server *s, struct sockaddr_storage *ss, unsigned flags,
+    char *err, size_t errlen)
+{
+	const srv_config *cfg = s->cfg;
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	socklen_t sl = sizeof(*ss);
+	unsigned conns;
+	int fd, i;
+
+	s->nloops = loop_count();
+	if ((s->loops = calloc((size_t)s->nloops, sizeof(*s->loops))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < s->nloops; i++)
+		s->loops[i].listen_fd = -1;
+	conns = fd_budget((unsigned)cfg->max_connections) / (unsigned)s->nloops;
+	if (conns < 1)
+		conns = 1;
+	for (i = 0; i < s->nloops; i++) {
+		if ((fd = listen_socket(ss)) < 0 ||
+		    (i == 0 &&
+		        getsockname(fd, (struct sockaddr *)ss, &sl) != 0)) {
+			if (fd >= 0)
+				close(fd);
+			snprintf(err, errlen, "cannot listen on %s: %s",
+			    cfg->listen, strerror(errno));
+			return -1;
+		}
+		if (i == 0)
+			s->port =
+			    ntohs(ss->ss_family == AF_INET6 ? v6->sin6_port
+			                                    : v4->sin_port);
+		if (loop_start(s, &s->loops[i], fd, flags, conns) != 0) {
+			if (s->loops[i].listen_fd >= 0) {
+				close(s->loops[i].listen_fd);
+				s->loops[i].listen_fd = -1;
+			}
+			snprintf(err, errlen,
+			    "cannot start the HTTP event loops: %s",
+			    errno ? strerror(errno) : "libmicrohttpd refused");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Start-up in order (the address, the waiters, the storage workers, the
+ * loops) with one unwind path. */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
 {
 	const srv_config *cfg = s->cfg;
 	struct sockaddr_storage ss;
-	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-	socklen_t sl = sizeof(ss);
-	char host[256];
-	unsigned flags, conns;
-	int port, fd, i;
+	unsigned flags;
 
 	s->svc = svc;
 	s->auth = auth;
-	if (srv_parse_listen(cfg->listen, host, sizeof(host), &port) != 0) {
-		snprintf(err, errlen, "bad listen address '%s'", cfg->listen);
+	if (listen_addr(cfg->listen, &ss, &flags, err, errlen) != 0)
 		return -1;
-	}
-	memset(&ss, 0, sizeof(ss));
-	if (strcmp(host, "localhost") == 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons((uint16_t)port);
-		flags = 0;
-	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons((uint16_t)port);
-		flags = MHD_USE_IPv6;
-	} else {
-		snprintf(err, errlen,
-		    "--listen host '%s' must be an IPv4 or IPv6 address", host);
-		return -1;
-	}
 	if ((s->waits = srv_waits_new(svc, (size_t)cfg->max_waiters,
 	         (size_t)cfg->max_owner_waiters)) == NULL) {
 		snprintf(err, errlen, "cannot start the waiter threads");
@@ -328,47 +391,8 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		    "cannot start the storage worker threads");
 		goto fail;
 	}
-	s->nloops = loop_count();
-	if ((s->loops = calloc((size_t)s->nloops, sizeof(*s->loops))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	for (i = 0; i < s->nloops; i++)
-		s->loops[i].listen_fd = -1;
-	conns = fd_budget((unsigned)cfg->max_connections) / (unsigned)s->nloops;
-	if (conns < 1)
-		conns = 1;
-	for (i = 0; i < s->nloops; i++) {
-		/* The first socket takes the port (perhaps 0: the kernel
-		 * picks), the others join it. */
-		if ((fd = listen_socket(&ss)) < 0) {
-			snprintf(err, errlen, "cannot listen on %s: %s",
-			    cfg->listen, strerror(errno));
-			goto fail;
-		}
-		if (i == 0) {
-			if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-				close(fd);
-				snprintf(err, errlen, "cannot listen on %s: %s",
-				    cfg->listen, strerror(errno));
-				goto fail;
-			}
-			s->port =
-			    ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port
-			                                   : v4->sin_port);
-		}
-		if (loop_start(s, &s->loops[i], fd, flags, conns) != 0) {
-			if (s->loops[i].listen_fd >= 0) {
-				close(s->loops[i].listen_fd);
-				s->loops[i].listen_fd = -1;
-			}
-			snprintf(err, errlen,
-			    "cannot start the HTTP event loops: %s",
-			    errno ? strerror(errno) : "libmicrohttpd refused");
-			goto fail;
-		}
-	}
-	return 0;
+	if (loops_open(s, &ss, flags, err, errlen) == 0)
+		return 0;
 fail:
 	loops_join(s, 0);
 	loops_free(s);
