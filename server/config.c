@@ -272,29 +272,49 @@ defaults(srv_config *cfg)
 	cfg->auth.leeway = -1;
 }
 
-/* long: defaults, environment, then flags, in the documented order of
- * precedence; split pending (issue 21) */
-int
-srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
-    size_t errlen)
+/* Every option set in the environment.  0, or -1 with ERR. */
+static int
+load_env(srv_config *cfg, char *err, size_t errlen)
 {
-	char where[96], host[256], lbuf[300];
-	const char *v, *port;
+	const char *v;
 	size_t i;
-	int a, p;
 
-	defaults(cfg);
 	for (i = 0; i < NOPTS; i++) {
 		if (opts[i].env == NULL || (v = getenv(opts[i].env)) == NULL)
 			continue;
-		snprintf(where, sizeof(where), "%s", opts[i].env);
-		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+		if (set(cfg, &opts[i], v, opts[i].env, err, errlen) != 0)
 			return -1;
 	}
-	for (a = 1; a < argc; a++) {
-		const char *arg = argv[a], *eq;
-		size_t nlen;
+	return 0;
+}
 
+/* The option named by ARG (after its "--", up to a '=' or its end), or
+ * NULL. */
+static const opt *
+opt_named(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t i, nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+
+	for (i = 0; i < NOPTS; i++)
+		if (strlen(opts[i].flag) == nlen &&
+		    !strncmp(opts[i].flag, arg, nlen))
+			return &opts[i];
+	return NULL;
+}
+
+/* Every flag of ARGV, over the environment's.  0; 1 after --help or
+ * --version (said); -1 with ERR. */
+static int
+load_flags(srv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	char where[96];
+	const char *arg, *eq, *v;
+	const opt *o;
+	int a;
+
+	for (a = 1; a < argc; a++) {
+		arg = argv[a];
 		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
 			usage();
 			return 1;
@@ -310,21 +330,16 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		}
 		arg += 2;
 		eq = strchr(arg, '=');
-		nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-		for (i = 0; i < NOPTS; i++)
-			if (strlen(opts[i].flag) == nlen &&
-			    !strncmp(opts[i].flag, arg, nlen))
-				break;
-		if (i == NOPTS) {
+		if ((o = opt_named(arg)) == NULL) {
 			snprintf(err, errlen,
-			    "unknown option '--%.*s' (see --help)", (int)nlen,
-			    arg);
+			    "unknown option '--%.*s' (see --help)",
+			    (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
 			return -1;
 		}
-		snprintf(where, sizeof(where), "--%s", opts[i].flag);
+		snprintf(where, sizeof(where), "--%s", o->flag);
 		if (eq)
 			v = eq + 1;
-		else if (opts[i].type == T_FLAG || opts[i].type == T_BOOL)
+		else if (o->type == T_FLAG || o->type == T_BOOL)
 			v = "true";
 		else if (a + 1 < argc)
 			v = argv[++a];
@@ -332,9 +347,21 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 			snprintf(err, errlen, "%s needs a value", where);
 			return -1;
 		}
-		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+		if (set(cfg, o, v, where, err, errlen) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The listen address: the default when unset (0.0.0.0:$PORT on Cloud
+ * Run), and host:port in any case.  0, or -1 with ERR. */
+static int
+settle_listen(srv_config *cfg, char *err, size_t errlen)
+{
+	char host[256], lbuf[300];
+	const char *port;
+	int p;
+
 	if (cfg->listen == NULL) {
 		port = getenv("PORT");
 		if (port != NULL && port[0] != '\0')
@@ -353,13 +380,14 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    cfg->listen);
 		return -1;
 	}
-	if (cfg->max_waiters == 0)
-		cfg->max_waiters = cfg->max_connections / SRV_WAITERS_DIVISOR;
-	if (cfg->max_owner_waiters == 0)
-		cfg->max_owner_waiters =
-		    cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR > 0
-		    ? cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR
-		    : 1;
+	return 0;
+}
+
+/* The link hosts and the store: their defaults when unset, and their
+ * form.  0, or -1 with ERR. */
+static int
+settle_hosts_store(srv_config *cfg, char *err, size_t errlen)
+{
 	if (cfg->link_hosts == NULL &&
 	    (cfg->link_hosts = keep(cfg, SRV_LINK_HOSTS_DEFAULT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -389,6 +417,25 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    cfg->store);
 		return -1;
 	}
+	return 0;
+}
+
+/* What no option set, derived from those that are, and the rules that
+ * tie options together.  0, or -1 with ERR. */
+static int
+settle(srv_config *cfg, char *err, size_t errlen)
+{
+	if (settle_listen(cfg, err, errlen) != 0)
+		return -1;
+	if (cfg->max_waiters == 0)
+		cfg->max_waiters = cfg->max_connections / SRV_WAITERS_DIVISOR;
+	if (cfg->max_owner_waiters == 0)
+		cfg->max_owner_waiters =
+		    cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR > 0
+		    ? cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR
+		    : 1;
+	if (settle_hosts_store(cfg, err, errlen) != 0)
+		return -1;
 	if (cfg->threads == 0)
 		cfg->threads = SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwks_url != NULL && cfg->auth.policy_file == NULL) {
@@ -409,6 +456,22 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		return -1;
 	}
 	return 0;
+}
+
+/* Defaults, environment, then flags, in the documented order of
+ * precedence, then what follows from them. */
+int
+srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	defaults(cfg);
+	if (load_env(cfg, err, errlen) != 0)
+		return -1;
+	if ((rc = load_flags(cfg, argc, argv, err, errlen)) != 0)
+		return rc;
+	return settle(cfg, err, errlen);
 }
 
 void
