@@ -237,13 +237,75 @@ dup_or_null(const char *s, int *oom)
 	return d;
 }
 
-/* long: copies each configured setting with one out-of-memory path; split
- * pending (issue 21) */
+/* CFG's settings copied into A: the secrets, paths and URL, the owner
+ * claim, and the claim, issuer and audience lists.  0, or -1 with ERR. */
+static int
+copy_settings(auth_ctx *a, const auth_config *cfg, char *err, size_t errlen)
+{
+	int oom = 0;
+
+	a->secret = dup_or_null(cfg->jwt_secret, &oom);
+	a->secret_file = dup_or_null(cfg->jwt_secret_file, &oom);
+	a->public_keys = dup_or_null(cfg->public_keys, &oom);
+	a->jwks_url = dup_or_null(cfg->jwks_url, &oom);
+	a->policy_file = dup_or_null(cfg->policy_file, &oom);
+	a->owner_claim =
+	    strdup(cfg->owner_claim != NULL && *cfg->owner_claim != '\0'
+	            ? cfg->owner_claim
+	            : "sub");
+	if (oom || a->owner_claim == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (split_list(cfg->display_claims, a->display, DISPLAY_LIST_MAX,
+	        &a->ndisplay) != 0) {
+		snprintf(err, errlen, "at most %d display claims",
+		    DISPLAY_LIST_MAX);
+		return -1;
+	}
+	if (split_list(cfg->issuer, a->issuers[AUTH_SRC_PUBLIC].v,
+	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_PUBLIC].n) != 0 ||
+	    split_list(cfg->audience, a->audiences[AUTH_SRC_PUBLIC].v,
+	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_PUBLIC].n) != 0 ||
+	    split_list(cfg->secret_issuer, a->issuers[AUTH_SRC_SECRET].v,
+	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_SECRET].n) != 0 ||
+	    split_list(cfg->secret_audience, a->audiences[AUTH_SRC_SECRET].v,
+	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_SECRET].n) != 0) {
+		snprintf(err, errlen,
+		    "at most %d issuers or audiences per key "
+		    "source",
+		    AUTH_ISSUERS_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+/* A's JWKS source, when a URL is configured.  A first fetch that fails
+ * is not fatal: the keys may come later, and --check reports it from
+ * ERR.  0, or -1 with ERR. */
+static int
+jwks_start(auth_ctx *a, const auth_config *cfg, char *err, size_t errlen)
+{
+	char why[200];
+
+	if (a->jwks_url == NULL)
+		return 0;
+	a->jwks = auth_jwks_new(a->jwks_url,
+	    cfg->jwks_min_interval == 0      ? AUTH_JWKS_MIN_INTERVAL
+	        : cfg->jwks_min_interval < 0 ? 0
+	                                     : cfg->jwks_min_interval,
+	    why, sizeof(why));
+	if (a->jwks == NULL) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	return 0;
+}
+
 auth_ctx *
 auth_new(const auth_config *cfg, char *err, size_t errlen)
 {
 	auth_ctx *a = calloc(1, sizeof(*a));
-	int oom = 0;
 
 	if (a == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -267,39 +329,8 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 		    "not both");
 		goto fail;
 	}
-	a->secret = dup_or_null(cfg->jwt_secret, &oom);
-	a->secret_file = dup_or_null(cfg->jwt_secret_file, &oom);
-	a->public_keys = dup_or_null(cfg->public_keys, &oom);
-	a->jwks_url = dup_or_null(cfg->jwks_url, &oom);
-	a->policy_file = dup_or_null(cfg->policy_file, &oom);
-	a->owner_claim =
-	    strdup(cfg->owner_claim != NULL && *cfg->owner_claim != '\0'
-	            ? cfg->owner_claim
-	            : "sub");
-	if (oom || a->owner_claim == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if (copy_settings(a, cfg, err, errlen) != 0)
 		goto fail;
-	}
-	if (split_list(cfg->display_claims, a->display, DISPLAY_LIST_MAX,
-	        &a->ndisplay) != 0) {
-		snprintf(err, errlen, "at most %d display claims",
-		    DISPLAY_LIST_MAX);
-		goto fail;
-	}
-	if (split_list(cfg->issuer, a->issuers[AUTH_SRC_PUBLIC].v,
-	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_PUBLIC].n) != 0 ||
-	    split_list(cfg->audience, a->audiences[AUTH_SRC_PUBLIC].v,
-	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_PUBLIC].n) != 0 ||
-	    split_list(cfg->secret_issuer, a->issuers[AUTH_SRC_SECRET].v,
-	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_SECRET].n) != 0 ||
-	    split_list(cfg->secret_audience, a->audiences[AUTH_SRC_SECRET].v,
-	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_SECRET].n) != 0) {
-		snprintf(err, errlen,
-		    "at most %d issuers or audiences per key "
-		    "source",
-		    AUTH_ISSUERS_MAX);
-		goto fail;
-	}
 	if (cfg->max_token_age < 0) {
 		snprintf(err, errlen,
 		    "the maximum token age cannot be negative");
@@ -308,23 +339,8 @@ auth_new(const auth_config *cfg, char *err, size_t errlen)
 	a->leeway = cfg->leeway < 0 ? AUTH_LEEWAY_DEFAULT : cfg->leeway;
 	a->max_age = cfg->max_token_age;
 	a->state = state_load(a, err, errlen);
-	if (a->state == NULL)
+	if (a->state == NULL || jwks_start(a, cfg, err, errlen) != 0)
 		goto fail;
-	if (a->jwks_url != NULL) {
-		char why[200];
-
-		/* A first fetch that fails is not fatal: the keys may come
-		 * later, and --check reports it from ERR. */
-		a->jwks = auth_jwks_new(a->jwks_url,
-		    cfg->jwks_min_interval == 0      ? AUTH_JWKS_MIN_INTERVAL
-		        : cfg->jwks_min_interval < 0 ? 0
-		                                     : cfg->jwks_min_interval,
-		    why, sizeof(why));
-		if (a->jwks == NULL) {
-			snprintf(err, errlen, "%s", why);
-			goto fail;
-		}
-	}
 	return a;
 fail:
 	auth_free(a);
