@@ -14,7 +14,6 @@
  * One request with its retries is gcs_call.c's, list pages gcs_list.c's
  * (shared declarations in gcs_client_int.h).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,26 +565,34 @@ set_endpoint(gs_store *g, const char *v, gcs_err *err)
 	return url_heads(g, err);
 }
 
-/* LOCKGATE_GCS_RETRY_TOTAL_MS shortens (or lengthens) the total retry
- * deadline; the try timeout never exceeds it. */
-static int
-retry_total_env(gcs_retry_policy *p, gcs_err *err)
-{
-	const char *v = getenv("LOCKGATE_GCS_RETRY_TOTAL_MS");
-	char *end;
-	long ms;
+static gcs_settings settings; /* gcs_configure's */
 
-	if (v == NULL || v[0] == '\0')
+void
+gcs_configure(const gcs_settings *s)
+{
+	settings = *s;
+}
+
+const gcs_settings *
+gcs_settings_get(void)
+{
+	return &settings;
+}
+
+/* The configured total retry deadline, when set, shortens (or lengthens)
+ * P's; the try timeout never exceeds it. */
+static int
+retry_total_set(gcs_retry_policy *p, gcs_err *err)
+{
+	int ms = settings.retry_total_ms;
+
+	if (ms == 0)
 		return GCS_OK;
-	errno = 0;
-	ms = strtol(v, &end, 10);
-	if (errno != 0 || *end != '\0' || ms < GCS_RETRY_TOTAL_MIN_MS ||
-	    ms > GCS_RETRY_TOTAL_MAX_MS)
+	if (ms < GCS_RETRY_TOTAL_MIN_MS || ms > GCS_RETRY_TOTAL_MAX_MS)
 		return gcs_fail(err, GCS_INVALID,
-		    "LOCKGATE_GCS_RETRY_TOTAL_MS "
-		    "must be %d..%d",
+		    "the gs:// retry deadline must be %d..%d ms",
 		    GCS_RETRY_TOTAL_MIN_MS, GCS_RETRY_TOTAL_MAX_MS);
-	p->total_ms = (int)ms;
+	p->total_ms = ms;
 	if (p->try_timeout_ms > p->total_ms)
 		p->try_timeout_ms = p->total_ms;
 	return GCS_OK;
@@ -595,7 +602,7 @@ gcs_store *
 gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 {
 	const char *emu = getenv("STORAGE_EMULATOR_HOST");
-	const char *ep = getenv("LOCKGATE_GCS_ENDPOINT");
+	const char *ep = settings.endpoint;
 	gs_store *g;
 
 	if (prefix == NULL)
@@ -629,7 +636,7 @@ gcs_gs_new(const char *bucket, const char *prefix, gcs_err *err)
 	g->policy =
 	    (gcs_retry_policy){ GCS_RETRY_TOTAL_MS, GCS_BACKOFF_INITIAL_MS,
 		    GCS_BACKOFF_MAX_MS, GCS_TRY_TIMEOUT_MS };
-	if (retry_total_env(&g->policy, err) != GCS_OK)
+	if (retry_total_set(&g->policy, err) != GCS_OK)
 		goto fail;
 	if (emu != NULL && emu[0] != '\0') {
 		if (set_endpoint(g, emu, err) != GCS_OK)

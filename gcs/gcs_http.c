@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "gcs_client.h"
 #include "gcs_http.h"
 #include "gcs_multi.h"
 
@@ -168,12 +169,12 @@ on_prereq(void *ud, char *remote_ip, char *local_ip, int remote_port,
 	return CURL_PREREQFUNC_OK;
 }
 
-/* LOCKGATE_GCS_CA_FILE: the certificates to trust for https instead of
- * the system's (a private endpoint; tests); NULL when unset. */
+/* The configured certificates to trust for https instead of the
+ * system's (a private endpoint; tests); NULL when unset. */
 static const char *
 ca_file(void)
 {
-	const char *f = getenv("LOCKGATE_GCS_CA_FILE");
+	const char *f = gcs_settings_get()->ca_file;
 
 	return f != NULL && f[0] != '\0' ? f : NULL;
 }

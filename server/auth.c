@@ -252,7 +252,7 @@ copy_settings(auth_ctx *a, const auth_config *cfg, char *err, size_t errlen)
 	a->owner_claim =
 	    strdup(cfg->owner_claim != NULL && *cfg->owner_claim != '\0'
 	            ? cfg->owner_claim
-	            : "sub");
+	            : AUTH_OWNER_CLAIM_DEFAULT);
 	if (oom || a->owner_claim == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

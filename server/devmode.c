@@ -196,9 +196,13 @@ dev_usage(FILE *f, int rc)
 	    "[--iss ISS] [--aud AUD]\n"
 	    "Prints a fresh admin token of the development-mode lockgate "
 	    "running on\nPORT (default: the port of LOCKGATE_LISTEN, else "
-	    "$PORT, else 8080) with\nstore URL (default: LOCKGATE_STORE, "
-	    "else file://./lockgate-data), read\nfrom the secret file it "
-	    "keeps while it runs.  --sub defaults to \"dev\".\n");
+	    "$PORT, else " SRV_XSTR(
+	        SRV_PORT_DEFAULT) ") with\nstore URL "
+	                          "(default: LOCKGATE_STORE, "
+	                          "else " SRV_STORE_DEFAULT "), read\n"
+	                          "from the secret file it "
+	                          "keeps while it runs.  --sub defaults to "
+	                          "\"dev\".\n");
 	return rc;
 }
 
@@ -270,7 +274,7 @@ dev_secret_file(dev_args *d, char *path, size_t pathlen)
 		return 2;
 	}
 	if (d->store == NULL || *d->store == '\0')
-		d->store = "file://./lockgate-data";
+		d->store = SRV_STORE_DEFAULT;
 	if (srv_dev_secret_path(d->store, d->port, path, pathlen) != 0) {
 		fprintf(stderr,
 		    "lockgate token: a dev server on store %s keeps no "
@@ -305,7 +309,7 @@ srv_dev_token_main(int argc, char **argv)
 	else if ((p = getenv("PORT")) != NULL && *p != '\0')
 		d.port = parse_port(p);
 	else
-		d.port = 8080;
+		d.port = SRV_PORT_DEFAULT;
 	if ((d.args = calloc((size_t)argc + 6, sizeof(*d.args))) == NULL)
 		return 1;
 	if ((rc = dev_args_parse(&d, argc, argv)) < 0 &&

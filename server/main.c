@@ -191,6 +191,7 @@ start(proc *p, int argc, char **argv)
 		refuse("bad configuration", err);
 		return 2;
 	}
+	gcs_configure(&p->cfg.gcs);
 	if ((p->store = gcs_open(p->cfg.store, &ge)) == NULL) {
 		refuse("cannot open the store (--store/LOCKGATE_STORE)",
 		    ge.msg);
