@@ -344,7 +344,7 @@ writer(void *arg)
 }
 
 static void
-test_threads(void **state)
+test_concurrent_writers_keep_newest(void **state)
 {
 	pthread_t th[THREADS];
 	char name[16];
@@ -394,7 +394,8 @@ main(void)
 		    reset),
 		cmocka_unit_test_setup_teardown(test_missing_time_is_now, reset,
 		    reset),
-		cmocka_unit_test_setup_teardown(test_threads, reset, reset),
+		cmocka_unit_test_setup_teardown(
+		    test_concurrent_writers_keep_newest, reset, reset),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
