@@ -248,7 +248,7 @@ loop_start(srv_server *s, srv_loop *lp, int fd, unsigned flags, unsigned conns)
 	 * External epoll mode: this loop's thread runs the daemon, so a
 	 * request can wait on the storage as a task of the same thread.
 	 * Suspend/resume for waiters and tasks.  Limits are set on purpose,
-	 * not left at MHD's defaults (facts.md 6): the default has no idle
+	 * not left at libmicrohttpd's defaults, which have no idle
 	 * timeout and a 1020-connection cap.  No per-IP limit: behind Cloud
 	 * Run every caller arrives from a few proxy addresses.
 	 */
