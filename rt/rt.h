@@ -10,9 +10,9 @@
  * lock algorithm, the store client) runs unchanged on a loop, and
  * hundreds of waits can be in flight on one thread.
  *
- * The runtime knows nothing of what its clients do on it: the store
- * client (gcs/gcs_multi.c) drives its libcurl multi handle through the
- * client interface at the end of this header (fd events, a timer,
+ * The runtime knows nothing of what its clients wait on: a client with
+ * an engine of its own (an HTTP client library, say) drives it through
+ * the client interface at the end of this header (fd events, a timer,
  * suspend and resume, a slot of per-loop state).  Module layering:
  * server -> api -> gcs -> rt; rt uses nothing of the others.
  *
