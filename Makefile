@@ -15,7 +15,7 @@ LDLIBS  = $(PKG_LIBS) -pthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer \
            -fno-sanitize-recover=undefined
 
-LIB_SRC  := $(filter-out server/main.c,$(wildcard gcs/*.c api/*.c server/*.c)) \
+LIB_SRC  := $(filter-out server/main.c,$(wildcard rt/*.c gcs/*.c api/*.c server/*.c)) \
             build/gen/web_assets.c
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_LIB := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))

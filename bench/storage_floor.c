@@ -5,8 +5,8 @@
  * two Cloud Storage requests of an acquire+release against the fake.
  *
  * One thread drives a libcurl multi handle with curl_multi_socket_action
- * on epoll, as lockgate's loops do (gcs/gcs_loop.c: a socket callback, a
- * timer callback, GCS_LOOP_CONNS kept connections).  C clients, each with
+ * on epoll, as lockgate's loops do (gcs/gcs_multi.c: a socket callback, a
+ * timer callback, GCS_MULTI_CONNS kept connections).  C clients, each with
  * its own easy handle (kept, so its connection is reused) and its own
  * object p/bench/c<i> in bucket bench-bucket, each looping
  *
@@ -74,7 +74,8 @@
 
 #include "bench/bench.h"
 #include "gcs/gcs_http.h"
-#include "gcs/gcs_loop.h"
+#include "gcs/gcs_multi.h"
+#include "rt/rt.h"
 
 #define SF_CLIENTS_MAX      1024
 #define SF_SECONDS_MAX      600
@@ -234,7 +235,7 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* As gcs_loop.c's on_socket: the fd in the epoll set, with the events
+/* As gcs_multi.c's on_socket: the fd in the epoll set, with the events
  * libcurl asks for. */
 static int
 on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
@@ -680,7 +681,7 @@ collect_done(sf_run *r)
 static int
 run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 {
-	struct epoll_event evs[GCS_LOOP_EVENTS];
+	struct epoll_event evs[RT_LOOP_EVENTS];
 	int64_t now, now_ms;
 	int i, n, running, flags, timeout;
 
@@ -713,7 +714,7 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 			timeout = r->curl_due_ms <= now_ms
 			    ? 0
 			    : (int)(r->curl_due_ms - now_ms);
-		n = epoll_wait(r->ep, evs, GCS_LOOP_EVENTS, timeout);
+		n = epoll_wait(r->ep, evs, RT_LOOP_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			fprintf(stderr, "storage_floor: epoll_wait: %s\n",
 			    strerror(errno));
@@ -825,7 +826,7 @@ main(int argc, char **argv)
 	        CURLM_OK ||
 	    curl_multi_setopt(r.multi, CURLMOPT_TIMERDATA, &r) != CURLM_OK ||
 	    curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS,
-	        (long)GCS_LOOP_CONNS) != CURLM_OK) {
+	        (long)GCS_MULTI_CONNS) != CURLM_OK) {
 		fprintf(stderr,
 		    "storage_floor: cannot set up the multi "
 		    "handle\n");

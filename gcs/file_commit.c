@@ -28,58 +28,45 @@ entry_new(const char *name, int64_t gen, int64_t metagen, int64_t created,
 	return e;
 }
 
-/* Decide op I of the batch given the state before it, CUR (borrowed,
- * NULL = absent).  Sets op->ok/state or op->rc/err. */
+/* op_eval for an insert (CUR must be absent): the next generation. */
 static void
-op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
+eval_insert(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 {
 	json_t *meta;
 	int64_t clock_gen;
 
-	if (op->kind == OP_INSERT) {
-		if (cur != NULL) {
-			op->rc = gcs_fail(&op->err, GCS_PRECONDITION,
-			    "object exists");
-			return;
-		}
-		/* The counter never passes GCS_GEN_MAX (file_wal_open and
-		 * file_entry_valid refuse more): tokens stay in order or the
-		 * insert is refused, never wrapped. */
-		if (fs->counter >= GCS_GEN_MAX) {
-			op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
-			    "the generation counter of %s is exhausted",
-			    fs->dir);
-			return;
-		}
-		meta = op->clean;
-		op->clean = NULL;
-		clock_gen = now_ms > GCS_GEN_MAX / 1000 ? GCS_GEN_MAX
-		    : now_ms < 0                        ? 0
-		                                        : now_ms * 1000;
-		fs->counter =
-		    fs->counter + 1 > clock_gen ? fs->counter + 1 : clock_gen;
-		op->state =
-		    entry_new(op->name, fs->counter, 1, now_ms, now_ms, meta);
-		if (op->state == NULL)
-			goto nomem;
-		op->ok = 1;
+	if (cur != NULL) {
+		op->rc = gcs_fail(&op->err, GCS_PRECONDITION, "object exists");
 		return;
 	}
-	if (cur == NULL) {
-		op->rc = gcs_fail(&op->err, GCS_NOT_FOUND, "no such object");
+	/* The counter never passes GCS_GEN_MAX (file_wal_open and
+	 * file_entry_valid refuse more): tokens stay in order or the insert
+	 * is refused, never wrapped. */
+	if (fs->counter >= GCS_GEN_MAX) {
+		op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
+		    "the generation counter of %s is exhausted", fs->dir);
 		return;
 	}
-	if (file_entry_int(cur, "generation") != op->gen ||
-	    file_entry_int(cur, "metageneration") != op->metagen) {
-		op->rc =
-		    gcs_fail(&op->err, GCS_PRECONDITION, "precondition failed");
+	meta = op->clean;
+	op->clean = NULL;
+	clock_gen = now_ms > GCS_GEN_MAX / 1000 ? GCS_GEN_MAX
+	    : now_ms < 0                        ? 0
+	                                        : now_ms * 1000;
+	fs->counter = fs->counter + 1 > clock_gen ? fs->counter + 1 : clock_gen;
+	op->state = entry_new(op->name, fs->counter, 1, now_ms, now_ms, meta);
+	if (op->state == NULL) {
+		op->rc = gcs_fail(&op->err, GCS_NOMEM, "out of memory");
 		return;
 	}
-	if (op->kind == OP_REMOVE) {
-		op->state = NULL;
-		op->ok = 1;
-		return;
-	}
+	op->ok = 1;
+}
+
+/* op_eval for a patch of CUR, whose preconditions held. */
+static void
+eval_patch(file_op *op, const json_t *cur, int64_t now_ms)
+{
+	json_t *meta;
+
 	if (op->metagen >= GCS_GEN_MAX) {
 		op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
 		    "the metageneration of %s is exhausted", op->name);
@@ -102,6 +89,33 @@ op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 	return;
 nomem:
 	op->rc = gcs_fail(&op->err, GCS_NOMEM, "out of memory");
+}
+
+/* Decide op I of the batch given the state before it, CUR (borrowed,
+ * NULL = absent).  Sets op->ok/state or op->rc/err. */
+static void
+op_eval(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
+{
+	if (op->kind == OP_INSERT) {
+		eval_insert(fs, op, cur, now_ms);
+		return;
+	}
+	if (cur == NULL) {
+		op->rc = gcs_fail(&op->err, GCS_NOT_FOUND, "no such object");
+		return;
+	}
+	if (file_entry_int(cur, "generation") != op->gen ||
+	    file_entry_int(cur, "metageneration") != op->metagen) {
+		op->rc =
+		    gcs_fail(&op->err, GCS_PRECONDITION, "precondition failed");
+		return;
+	}
+	if (op->kind == OP_REMOVE) {
+		op->state = NULL;
+		op->ok = 1;
+		return;
+	}
+	eval_patch(op, cur, now_ms);
 }
 
 static int

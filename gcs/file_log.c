@@ -337,42 +337,23 @@ spare_dir_clean(file_store *fs)
 	closedir(d);
 }
 
-/* At open, under the flock: replay the whole log (final state per name),
- * remove stray temp files, and checkpoint. */
-/* long: the recovery order (replay, apply, sweep temp files, checkpoint)
- * reads best in one place, as the protocol at the top of store_file.c states
- * it */
-int
-file_recover(file_store *fs, gcs_err *err)
+/* Replay the log's records up to SIZE into FINALS (name: its last
+ * entry), seeing every counter and generation on the way. */
+static int
+wal_replay(file_store *fs, off_t size, json_t *finals, gcs_err *err)
 {
-	struct stat st;
-	json_t *finals = NULL, *rec, *e, *v;
-	const char *k;
-	DIR *d = NULL;
-	struct dirent *de;
 	off_t off = FILE_WAL_HDR;
-	char *buf;
+	json_t *rec, *e;
 	size_t i;
-	int rc;
 
-	rc = file_wal_open(fs, err);
-	if (rc != GCS_OK)
-		return rc;
-	if (fstat(fs->walfd, &st) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "stat %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
-	finals = json_object();
-	if (finals == NULL)
-		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	while ((rec = wal_read_record(fs, &off, st.st_size)) != NULL) {
+	while ((rec = wal_read_record(fs, &off, size)) != NULL) {
 		counter_see(fs, file_entry_int(rec, "counter"));
 		json_array_foreach(json_object_get(rec, "entries"), i, e)
 		{
 			if (!file_entry_valid(e)) {
 				json_decref(rec);
-				rc = gcs_fail(err, GCS_UNAVAILABLE,
+				return gcs_fail(err, GCS_UNAVAILABLE,
 				    "bad entry in %s/" WAL_NAME, fs->dir);
-				goto out;
 			}
 			json_object_set(finals,
 			    json_string_value(json_object_get(e, "name")), e);
@@ -382,21 +363,18 @@ file_recover(file_store *fs, gcs_err *err)
 		}
 		json_decref(rec);
 	}
-	/* A torn tail is cut by the checkpoint below, which replaces the log. */
-	json_object_foreach(finals, k, v)
-	{
-		rc = file_entry_apply(fs, v, err);
-		if (rc != GCS_OK)
-			goto out;
-	}
-	d = file_dir_stream(fs);
-	if (d == NULL) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
-		    strerror(errno));
-		goto out;
-	}
-	spare_dir_clean(fs);
-	buf = malloc(FILE_OBJ_BYTES_MAX);
+	return GCS_OK;
+}
+
+/* The directory D after the replay: temp files removed, spares kept for
+ * reuse, tombstones and generations of the object files seen. */
+static void
+dir_sweep(file_store *fs, DIR *d)
+{
+	struct dirent *de;
+	char *buf = malloc(FILE_OBJ_BYTES_MAX);
+	json_t *e;
+
 	while ((de = readdir(d)) != NULL) {
 		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0) {
 			unlinkat(fs->dirfd, de->d_name, 0);
@@ -425,6 +403,48 @@ file_recover(file_store *fs, gcs_err *err)
 		json_decref(e);
 	}
 	free(buf);
+}
+
+/* At open, under the flock: replay the whole log (final state per name),
+ * apply it, sweep the directory (stray temp files, spares, tombstones),
+ * and checkpoint, in the order the protocol at the top of store_file.c
+ * states. */
+int
+file_recover(file_store *fs, gcs_err *err)
+{
+	struct stat st;
+	json_t *finals = NULL, *v;
+	const char *k;
+	DIR *d;
+	int rc;
+
+	rc = file_wal_open(fs, err);
+	if (rc != GCS_OK)
+		return rc;
+	if (fstat(fs->walfd, &st) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "stat %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
+	finals = json_object();
+	if (finals == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	rc = wal_replay(fs, st.st_size, finals, err);
+	if (rc != GCS_OK)
+		goto out;
+	/* A torn tail is cut by the checkpoint below, which replaces the log. */
+	json_object_foreach(finals, k, v)
+	{
+		rc = file_entry_apply(fs, v, err);
+		if (rc != GCS_OK)
+			goto out;
+	}
+	d = file_dir_stream(fs);
+	if (d == NULL) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
+		    strerror(errno));
+		goto out;
+	}
+	spare_dir_clean(fs);
+	dir_sweep(fs, d);
 	closedir(d);
 	rc = file_wal_checkpoint(fs, err);
 out:

@@ -1,13 +1,10 @@
 /*
  * gcs_client.h: knobs of the gs:// store beyond the contract in gcs.h.
  *
- * Environment read by gcs_gs_new():
+ * lockgate's own settings of the store come from the configuration
+ * (gcs_configure).  Google's conventions are read from the environment,
+ * as Google's client libraries read them, by gcs_gs_new():
  *   STORAGE_EMULATOR_HOST  "host:port" or a URL: use it, without auth.
- *   LOCKGATE_GCS_ENDPOINT  another JSON API endpoint, auth kept (tests).
- *   LOCKGATE_GCS_CA_FILE   certificates to trust for https instead of the
- *                          system's (a private endpoint; tests).
- *   LOCKGATE_GCS_RETRY_TOTAL_MS  the total retry deadline of one call
- *                          (default GCS_RETRY_TOTAL_MS).
  *   GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST: see gcs_token.h.
  */
 #ifndef LOCKGATE_GCS_CLIENT_H
@@ -22,11 +19,12 @@
 #define GCS_POOL_MAX         64 /* idle keep-alive handles kept */
 #define GCS_URL_MAX          4096
 
-/* Retry policy (facts §1): 408, 429, 5xx and transport errors are retried
+/* Retry policy (Cloud Storage's retry strategy): 408, 429, 5xx and
+ * transport errors are retried
  * with capped exponential backoff and full jitter inside a total deadline;
  * only reads and requests that carry a precondition. */
 #define GCS_RETRY_TOTAL_MS     10000 /* all tries of one call */
-#define GCS_RETRY_TOTAL_MIN_MS 100   /* LOCKGATE_GCS_RETRY_TOTAL_MS range */
+#define GCS_RETRY_TOTAL_MIN_MS 100   /* gcs_settings.retry_total_ms range */
 #define GCS_RETRY_TOTAL_MAX_MS 120000
 #define GCS_BACKOFF_INITIAL_MS 100  /* first backoff cap */
 #define GCS_BACKOFF_MAX_MS     2000 /* largest backoff cap */
@@ -39,6 +37,25 @@ typedef struct gcs_retry_policy {
 	int max_ms;
 	int try_timeout_ms;
 } gcs_retry_policy;
+
+/* The settings of the gs:// store that the configuration gives
+ * (server/config.c: --gcs-endpoint, --gcs-ca-file, --gcs-retry-total-ms
+ * and their LOCKGATE_GCS_* variables).  gcs_configure: for the whole
+ * process, before the first gs:// store or HTTP handle is made; the
+ * strings are borrowed and must outlive every store.  Unset, each takes
+ * its default. */
+typedef struct gcs_settings {
+	const char *endpoint; /* JSON API endpoint, auth kept; NULL:
+				 GCS_DEFAULT_ENDPOINT */
+	const char *ca_file;  /* certificates to trust for https; NULL: the
+				 system's */
+	int retry_total_ms;   /* all tries of one call,
+				 GCS_RETRY_TOTAL_MIN_MS..MAX_MS; 0:
+				 GCS_RETRY_TOTAL_MS */
+} gcs_settings;
+void gcs_configure(const gcs_settings *s);
+/* The settings gcs_configure last set (all unset before). */
+const gcs_settings *gcs_settings_get(void);
 
 /* Replace the retry policy of a gs:// store S (tests shorten it).  S must
  * come from gcs_gs_new; values < 1 keep the current one. */

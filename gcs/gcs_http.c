@@ -2,7 +2,7 @@
  * gcs_http.c: one HTTP transfer over a reusable handle, with the response
  * body, status and Date header collected; time helpers.  A transfer goes
  * through libcurl's HTTP engine, in a task on its loop's multi handle
- * (gcs_loop_perform), elsewhere on the handle's own connection.
+ * (gcs_multi_perform), elsewhere on the handle's own connection.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,8 +11,9 @@
 #include <strings.h>
 #include <time.h>
 
+#include "gcs_client.h"
 #include "gcs_http.h"
-#include "gcs_loop.h"
+#include "gcs_multi.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -168,12 +169,12 @@ on_prereq(void *ud, char *remote_ip, char *local_ip, int remote_port,
 	return CURL_PREREQFUNC_OK;
 }
 
-/* LOCKGATE_GCS_CA_FILE: the certificates to trust for https instead of
- * the system's (a private endpoint; tests); NULL when unset. */
+/* The configured certificates to trust for https instead of the
+ * system's (a private endpoint; tests); NULL when unset. */
 static const char *
 ca_file(void)
 {
-	const char *f = getenv("LOCKGATE_GCS_CA_FILE");
+	const char *f = gcs_settings_get()->ca_file;
 
 	return f != NULL && f[0] != '\0' ? f : NULL;
 }
@@ -295,7 +296,7 @@ set_request(gcs_http *c, const char *method, const char *url,
 	 * being made, or its protocol is not yet known, a new transfer waits
 	 * for it rather than opening another, so a burst of tasks shares one
 	 * HTTP/2 connection per loop (the multi handle multiplexes,
-	 * gcs_loop.c).  Not for http, which is HTTP/1.1 only here: a burst
+	 * gcs_multi.c).  Not for http, which is HTTP/1.1 only here: a burst
 	 * would wait a whole round trip for the first answer to say so. */
 	long pipewait = strncmp(url, "https:", 6) == 0;
 
@@ -344,7 +345,7 @@ gcs_http_perform(gcs_http *c, const char *method, const char *url,
 		snprintf(c->cerr, sizeof(c->cerr), "cannot set up the request");
 		rc = CURLE_OUT_OF_MEMORY;
 	} else
-		rc = gcs_loop_perform(h);
+		rc = gcs_multi_perform(h);
 	/* Nothing borrowed outlives the call: the next request sets its
 	 * own body and headers. */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
@@ -753,6 +754,34 @@ jvalue(jscan *s)
 	}
 }
 
+/* The member KEY (KLEN bytes) of value VAL..END into the picks that name
+ * it.  0, or 1 for a string value with an escape (gcs_json_pick's 1). */
+static int
+pick_member(gcs_jpick *pick, size_t n, const char *key, size_t klen,
+    const char *val, const char *end)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strlen(pick[i].key) != klen ||
+		    memcmp(pick[i].key, key, klen) != 0)
+			continue;
+		/* The last of duplicate names wins, as in jansson. */
+		pick[i].val = NULL;
+		pick[i].is_str = *val == '"';
+		if (pick[i].is_str) {
+			if (memchr(val, '\\', (size_t)(end - val)))
+				return 1;
+			pick[i].val = val + 1;
+			pick[i].len = (size_t)(end - val) - 2;
+		} else if (*val == '-' || (*val >= '0' && *val <= '9')) {
+			pick[i].val = val;
+			pick[i].len = (size_t)(end - val);
+		}
+	}
+	return 0;
+}
+
 int
 gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
 {
@@ -795,24 +824,8 @@ gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n)
 		val = s.p;
 		if ((rc = jvalue(&s)) != 0)
 			return rc;
-		for (i = 0; i < n; i++) {
-			if (strlen(pick[i].key) != klen ||
-			    memcmp(pick[i].key, key, klen) != 0)
-				continue;
-			/* The last of duplicate names wins, as in jansson. */
-			pick[i].val = NULL;
-			pick[i].is_str = *val == '"';
-			if (pick[i].is_str) {
-				if (memchr(val, '\\', (size_t)(s.p - val)))
-					return 1;
-				pick[i].val = val + 1;
-				pick[i].len = (size_t)(s.p - val) - 2;
-			} else if (*val == '-' ||
-			    (*val >= '0' && *val <= '9')) {
-				pick[i].val = val;
-				pick[i].len = (size_t)(s.p - val);
-			}
-		}
+		if (pick_member(pick, n, key, klen, val, s.p) != 0)
+			return 1;
 		jws(&s);
 		if (s.p >= s.end)
 			return -1;

@@ -24,7 +24,7 @@
 #include <openssl/pem.h>
 
 #include "gcs_http.h"
-#include "gcs_loop.h"
+#include "rt/rt.h"
 #include "gcs_token.h"
 #include "util/wipe.h"
 #include "util/clock.h"
@@ -323,10 +323,94 @@ token_chars_ok(const char *s)
 	return 1;
 }
 
+/* The request of a fetch: for a service account, its signed assertion
+ * in a form body (*ASSERTION, *FORM of *FORMLEN bytes, the caller wipes
+ * and frees them); the headers into *HDRS.  GCS_OK, or the failure with
+ * ERR filled. */
+static int
+fetch_request(gcs_token_src *t, char **assertion, char **form, size_t *formlen,
+    struct curl_slist **hdrs, gcs_err *err)
+{
+	int n;
+
+	if (t->kind != SRC_SA) {
+		*hdrs = curl_slist_append(NULL, "Metadata-Flavor: Google");
+		return *hdrs ? GCS_OK
+		             : gcs_fail(err, GCS_NOMEM, "out of memory");
+	}
+	*assertion = sa_assertion(t, err);
+	if (*assertion == NULL) {
+		if (err != NULL) /* 503 to callers, message kept */
+			err->status = GCS_UNAVAILABLE;
+		return GCS_UNAVAILABLE;
+	}
+	*form = malloc(FORM_MAX);
+	if (*form == NULL)
+		return gcs_fail(err, GCS_NOMEM, "out of memory");
+	n = snprintf(*form, FORM_MAX,
+	    "grant_type=urn%%3Aietf%%3Aparams"
+	    "%%3Aoauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s",
+	    *assertion);
+	if (n < 0 || n >= FORM_MAX)
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "service-account assertion too long");
+	*formlen = (size_t)n;
+	*hdrs = curl_slist_append(NULL,
+	    "Content-Type: application/x-www-form-urlencoded");
+	return *hdrs ? GCS_OK : gcs_fail(err, GCS_NOMEM, "out of memory");
+}
+
+/* The token of answer R from SRC (T's source) into TOK and its lifetime
+ * into *LIFE_MS; the parsed copy of the token is wiped.  GCS_OK, or the
+ * failure with ERR filled. */
+static int
+fetch_answer(const gcs_token_src *t, const char *src, const gcs_resp *r,
+    char *tok, size_t toksz, int64_t *life_ms, gcs_err *err)
+{
+	json_t *j, *v;
+	const char *at, *ttype;
+	json_int_t exp;
+	int rc = GCS_OK;
+
+	if (r->status != 200)
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot get a Cloud Storage access token: the %s answered "
+		    "HTTP %ld",
+		    src, r->status);
+	if (t->kind == SRC_METADATA && !r->metadata_flavor)
+		/* What answers without the header is not the metadata
+		 * server (a proxy, a captive portal, a wrong host). */
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "cannot get a Cloud Storage access token: the answer of "
+		    "the metadata server has no Metadata-Flavor: Google");
+	j = r->body && !r->too_big ? json_loadb(r->body, r->len, 0, NULL)
+	                           : NULL;
+	at = json_string_value(json_object_get(j, "access_token"));
+	exp = json_integer_value(json_object_get(j, "expires_in"));
+	ttype = json_string_value(json_object_get(j, "token_type"));
+	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz ||
+	    !token_chars_ok(at) ||
+	    (json_object_get(j, "token_type") != NULL &&
+	        (ttype == NULL || strcasecmp(ttype, "Bearer") != 0))) {
+		rc = gcs_fail(err, GCS_UNAVAILABLE,
+		    "the %s gave no usable access_token/expires_in/token_type",
+		    src);
+	} else {
+		memcpy(tok, at, strlen(at) + 1);
+		if (exp > GCS_TOKEN_LIFE_MAX_S) /* and no overflow below */
+			exp = GCS_TOKEN_LIFE_MAX_S;
+		*life_ms = (int64_t)exp * 1000;
+	}
+	v = json_object_get(j, "access_token");
+	if (json_is_string(v))
+		util_wipe((char *)json_string_value(v), json_string_length(v));
+	json_decref(j);
+	return rc;
+}
+
 /* One fetch, bounded by TIMEOUT_MS.  On success copies the token into
- * TOK and its lifetime into *life_ms. */
-/* long: one token request from assertion to parsed answer, with one cleanup
- * path for the curl handle, the headers and the secrets it holds */
+ * TOK and its lifetime into *life_ms.  Every copy of a secret it made
+ * (the assertion, the form, the answer) is wiped. */
 static int
 fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
     int64_t *life_ms, gcs_err *err)
@@ -338,95 +422,23 @@ fetch(gcs_token_src *t, long timeout_ms, char *tok, size_t toksz,
 	    t->kind == SRC_SA ? "service-account token_uri" : "metadata server";
 	size_t formlen = 0;
 	gcs_resp r;
-	json_t *j = NULL;
-	const char *at, *ttype;
-	json_int_t exp;
-	int rc = GCS_UNAVAILABLE, n;
+	int rc;
 
 	memset(&r, 0, sizeof(r));
 	h = gcs_http_new();
 	if (h == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
-	if (t->kind == SRC_SA) {
-		assertion = sa_assertion(t, err);
-		if (assertion == NULL) {
-			rc = GCS_UNAVAILABLE; /* 503 to callers, message kept */
-			if (err != NULL)
-				err->status = GCS_UNAVAILABLE;
-			goto out;
-		}
-		form = malloc(FORM_MAX);
-		if (form == NULL) {
-			rc = gcs_fail(err, GCS_NOMEM, "out of memory");
-			goto out;
-		}
-		n = snprintf(form, FORM_MAX,
-		    "grant_type=urn%%3Aietf%%3Aparams"
-		    "%%3Aoauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s",
-		    assertion);
-		if (n < 0 || n >= FORM_MAX) {
-			rc = gcs_fail(err, GCS_UNAVAILABLE,
-			    "service-account assertion too long");
-			goto out;
-		}
-		formlen = (size_t)n;
-		hdrs = curl_slist_append(hdrs,
-		    "Content-Type: application/x-www-form-urlencoded");
-	} else {
-		hdrs = curl_slist_append(hdrs, "Metadata-Flavor: Google");
-	}
-	if (hdrs == NULL) {
-		rc = gcs_fail(err, GCS_NOMEM, "out of memory");
+	rc = fetch_request(t, &assertion, &form, &formlen, &hdrs, err);
+	if (rc != GCS_OK)
 		goto out;
-	}
 	if (gcs_http_perform(h, form ? "POST" : "GET", t->token_url, hdrs, form,
-	        formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0) {
+	        formlen, timeout_ms, &r, ebuf, sizeof(ebuf)) != 0)
 		rc = gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot get a Cloud Storage access token from the %s: %s",
 		    src, ebuf);
-		goto out;
-	}
-	if (r.status != 200) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "cannot get a Cloud Storage access token: the %s answered "
-		    "HTTP %ld",
-		    src, r.status);
-		goto out;
-	}
-	if (t->kind == SRC_METADATA && !r.metadata_flavor) {
-		/* What answers without the header is not the metadata
-		 * server (a proxy, a captive portal, a wrong host). */
-		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "cannot get a Cloud Storage access token: the answer of "
-		    "the metadata server has no Metadata-Flavor: Google");
-		goto out;
-	}
-	j = r.body && !r.too_big ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-	at = json_string_value(json_object_get(j, "access_token"));
-	exp = json_integer_value(json_object_get(j, "expires_in"));
-	ttype = json_string_value(json_object_get(j, "token_type"));
-	if (at == NULL || at[0] == '\0' || exp <= 0 || strlen(at) >= toksz ||
-	    !token_chars_ok(at) ||
-	    (json_object_get(j, "token_type") != NULL &&
-	        (ttype == NULL || strcasecmp(ttype, "Bearer") != 0))) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "the %s gave no usable access_token/expires_in/token_type",
-		    src);
-		goto out;
-	}
-	memcpy(tok, at, strlen(at) + 1);
-	if (exp > GCS_TOKEN_LIFE_MAX_S) /* and no overflow below */
-		exp = GCS_TOKEN_LIFE_MAX_S;
-	*life_ms = (int64_t)exp * 1000;
-	rc = GCS_OK;
+	else
+		rc = fetch_answer(t, src, &r, tok, toksz, life_ms, err);
 out:
-	if (j != NULL) {
-		json_t *v = json_object_get(j, "access_token");
-		if (json_is_string(v))
-			util_wipe((char *)json_string_value(v),
-			    json_string_length(v));
-		json_decref(j);
-	}
 	util_wipe(r.body, r.len);
 	gcs_resp_clear(&r);
 	if (assertion != NULL) {
@@ -453,85 +465,59 @@ copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
 	return GCS_OK;
 }
 
-/* long: the cache, single-flight and refresh-early rules under one mutex;
- * split they would pass the lock state around */
-int
-gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
-    uint64_t *serial, gcs_err *err)
+/* With T->mu held and a fetch of another caller in flight: wait for it,
+ * at most until DEADLINE_MS (NOW: the clock read under the lock).
+ * Returns with T->mu held: GCS_OK to look again, or the failure (that
+ * fetch's, or the deadline) with ERR filled. */
+static int
+wait_for_fetch(gcs_token_src *t, int64_t deadline_ms, int64_t now, gcs_err *err)
 {
-	char tok[GCS_TOKEN_MAX];
-	int64_t now, life = 0, early;
-	uint64_t seq;
-	long timeout;
 	struct timespec ts;
-	int rc, fetched = 0, valid = 0;
+	uint64_t seq;
 
-	pthread_mutex_lock(&t->mu);
-	for (;;) {
-		now = util_mono_ms();
-		valid = t->token[0] != '\0' && now < t->expires_ms;
-		if (valid && now < t->refresh_ms) {
-			rc = copy_token(t, out, outsz, err);
-			goto out;
-		}
-		if (t->refreshing) {
-			/* Someone else is fetching: a still-valid token will
-			 * do; otherwise wait for that fetch, within our own
-			 * deadline. */
-			if (valid) {
-				rc = copy_token(t, out, outsz, err);
-				goto out;
-			}
-			if (now >= deadline_ms) {
-				rc = gcs_fail(err, GCS_UNAVAILABLE,
-				    "timed out waiting for a Cloud Storage "
-				    "access token from the %s",
-				    t->kind == SRC_SA ? "service-account "
-				                        "token_uri"
-				                      : "metadata server");
-				goto out;
-			}
-			seq = t->fetch_seq;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += (deadline_ms - now) / 1000;
-			ts.tv_nsec += ((deadline_ms - now) % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			if (gcs_loop_in_task()) {
-				/* The fetcher may be a task of this very
-				 * thread: a condition wait would stop it.
-				 * Look again shortly, giving the thread up. */
-				pthread_mutex_unlock(&t->mu);
-				gcs_loop_sleep(GCS_TOKEN_WAIT_STEP_MS);
-				pthread_mutex_lock(&t->mu);
-			} else
-				while (t->refreshing && t->fetch_seq == seq &&
-				    pthread_cond_timedwait(&t->cv, &t->mu,
-				        &ts) == 0)
-					;
-			if (t->fetch_seq != seq && !t->last_ok) {
-				rc = gcs_fail(err, GCS_UNAVAILABLE, "%s",
-				    t->last_msg);
-				goto out;
-			}
-			continue;
-		}
-		if (!t->last_ok && t->last_fail_ms != 0 &&
-		    now - t->last_fail_ms < (valid ? GCS_TOKEN_EARLY_RETRY_MS
-		                                   : GCS_TOKEN_FAIL_HOLD_MS)) {
-			/* The source failed a moment ago: the token in
-			 * hand while it lasts, else fail fast. */
-			rc = valid
-			    ? copy_token(t, out, outsz, err)
-			    : gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
-			goto out;
-		}
-		break;
+	if (now >= deadline_ms)
+		return gcs_fail(err, GCS_UNAVAILABLE,
+		    "timed out waiting for a Cloud Storage "
+		    "access token from the %s",
+		    t->kind == SRC_SA ? "service-account "
+		                        "token_uri"
+		                      : "metadata server");
+	seq = t->fetch_seq;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (deadline_ms - now) / 1000;
+	ts.tv_nsec += ((deadline_ms - now) % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
 	}
-	/* We fetch; others use the old token while it lasts, or wait.  With
-	 * a valid token in hand we wait for the source only briefly. */
+	if (rt_in_task()) {
+		/* The fetcher may be a task of this very thread: a condition
+		 * wait would stop it.  Look again shortly, giving the thread
+		 * up. */
+		pthread_mutex_unlock(&t->mu);
+		rt_sleep(GCS_TOKEN_WAIT_STEP_MS);
+		pthread_mutex_lock(&t->mu);
+	} else
+		while (t->refreshing && t->fetch_seq == seq &&
+		    pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
+			;
+	if (t->fetch_seq != seq && !t->last_ok)
+		return gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
+	return GCS_OK;
+}
+
+/* With T->mu held: fetch a token (the lock let go meanwhile; others use
+ * the old token while it lasts, or wait), keep it, and copy it, or the
+ * old one while it lasts, into OUT.  TOK: the caller's scratch buffer.
+ * VALID: a token in hand, so the source is waited for only briefly. */
+static int
+fetch_and_keep(gcs_token_src *t, int64_t deadline_ms, int64_t now, int valid,
+    char *tok, size_t toksz, char *out, size_t outsz, gcs_err *err)
+{
+	int64_t life = 0, early;
+	long timeout;
+	int rc;
+
 	t->refreshing = 1;
 	pthread_mutex_unlock(&t->mu);
 	timeout = (long)(deadline_ms - now);
@@ -541,8 +527,7 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 		timeout = GCS_TOKEN_EARLY_FETCH_MS;
 	if (timeout < 1)
 		timeout = 1;
-	fetched = 1;
-	rc = fetch(t, timeout, tok, sizeof(tok), &life, err);
+	rc = fetch(t, timeout, tok, toksz, &life, err);
 	gcs_stat_token_fetch(rc == GCS_OK);
 	pthread_mutex_lock(&t->mu);
 	t->refreshing = 0;
@@ -567,6 +552,54 @@ gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
 			rc = copy_token(t, out, outsz, err); /* old one lasts */
 	}
 	pthread_cond_broadcast(&t->cv);
+	return rc;
+}
+
+/* The cache, single-flight and refresh-early rules, under T->mu: a fresh
+ * token is copied; one being fetched by another caller is waited for (or
+ * the still-valid one used); a source that failed a moment ago is not
+ * asked again yet; otherwise this caller fetches. */
+int
+gcs_token_get(gcs_token_src *t, int64_t deadline_ms, char *out, size_t outsz,
+    uint64_t *serial, gcs_err *err)
+{
+	char tok[GCS_TOKEN_MAX];
+	int64_t now;
+	int rc, fetched = 0, valid = 0;
+
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		now = util_mono_ms();
+		valid = t->token[0] != '\0' && now < t->expires_ms;
+		if (valid && now < t->refresh_ms) {
+			rc = copy_token(t, out, outsz, err);
+			goto out;
+		}
+		if (t->refreshing) {
+			/* Someone else is fetching: a still-valid token will
+			 * do; otherwise wait for that fetch, within our own
+			 * deadline. */
+			rc = valid ? copy_token(t, out, outsz, err)
+			           : wait_for_fetch(t, deadline_ms, now, err);
+			if (valid || rc != GCS_OK)
+				goto out;
+			continue;
+		}
+		if (!t->last_ok && t->last_fail_ms != 0 &&
+		    now - t->last_fail_ms < (valid ? GCS_TOKEN_EARLY_RETRY_MS
+		                                   : GCS_TOKEN_FAIL_HOLD_MS)) {
+			/* The source failed a moment ago: the token in
+			 * hand while it lasts, else fail fast. */
+			rc = valid
+			    ? copy_token(t, out, outsz, err)
+			    : gcs_fail(err, GCS_UNAVAILABLE, "%s", t->last_msg);
+			goto out;
+		}
+		break;
+	}
+	fetched = 1;
+	rc = fetch_and_keep(t, deadline_ms, now, valid, tok, sizeof(tok), out,
+	    outsz, err);
 out:
 	if (rc == GCS_OK)
 		*serial = t->serial;

@@ -153,74 +153,84 @@ cand_cmp(const void *a, const void *b)
 	    ((const file_cand *)b)->name);
 }
 
-/* long: collect, sort and page the candidates with one cleanup path; split
- * pending (issue 21) */
+/* The lock name of directory entry DNAME into NAME (GCS_NAME_MAX + 1
+ * bytes): 0, or -1 when DNAME is no object file that get() would find. */
 static int
-file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
-    const char *after, gcs_page *out, gcs_err *err)
+cand_name(file_store *fs, const char *dname, char *name)
 {
-	file_store *fs = (file_store *)s;
-	file_cand *c = NULL, *nc;
-	size_t n = 0, cap = 0, i, plen = strlen(prefix);
-	char name[GCS_NAME_MAX + 1], fname[FILE_FNAME_BUF];
-	struct dirent *de;
-	DIR *d = NULL;
+	char fname[FILE_FNAME_BUF];
 	json_t *e;
-	int rc = GCS_OK, kind;
+	int kind = file_name_decode(dname, name);
 
-	if (page_token == NULL) /* our tokens are names too */
-		page_token = after;
-	d = file_dir_stream(fs);
-	if (d == NULL)
-		return gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
-		    strerror(errno));
-	out->now_ms = fs->clock(fs->clock_ctx);
+	if (kind < 0)
+		return -1;
+	/* Only canonical encodings: get() of the name finds this file. */
+	if (kind == 0 &&
+	    (file_name_encode(name, fname) != 0 || strcmp(fname, dname) != 0))
+		return -1;
+	if (kind == 1) {
+		/* Hashed long name: the file knows its name. */
+		if (file_obj_read(fs, dname, &e, NULL) != GCS_OK)
+			return -1;
+		snprintf(name, GCS_NAME_MAX + 1, "%s",
+		    json_string_value(json_object_get(e, "name")));
+		json_decref(e);
+	}
+	return 0;
+}
+
+/* The candidates of a listing: the objects of D under PREFIX, after
+ * PAGE_TOKEN when there is one, appended to *C (*N of *CAP), unsorted.
+ * 0, or -1 when out of memory (*C then holds what was collected). */
+static int
+cands_collect(file_store *fs, DIR *d, const char *prefix,
+    const char *page_token, file_cand **c, size_t *n, size_t *cap)
+{
+	char name[GCS_NAME_MAX + 1];
+	size_t plen = strlen(prefix);
+	struct dirent *de;
+	file_cand *nc;
+
 	while ((de = readdir(d)) != NULL) {
-		kind = file_name_decode(de->d_name, name);
-		if (kind < 0)
+		if (cand_name(fs, de->d_name, name) != 0)
 			continue;
-		/* Only canonical encodings: get() of the name finds this file. */
-		if (kind == 0 &&
-		    (file_name_encode(name, fname) != 0 ||
-		        strcmp(fname, de->d_name) != 0))
-			continue;
-		if (kind == 1) {
-			/* Hashed long name: the file knows its name. */
-			if (file_obj_read(fs, de->d_name, &e, NULL) != GCS_OK)
-				continue;
-			snprintf(name, sizeof(name), "%s",
-			    json_string_value(json_object_get(e, "name")));
-			json_decref(e);
-		}
 		if (strncmp(name, prefix, plen) != 0 ||
 		    (page_token != NULL && strcmp(name, page_token) <= 0))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			nc = realloc(c, cap * sizeof(*c));
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 256;
+			nc = realloc(*c, *cap * sizeof(**c));
 			if (nc == NULL)
-				goto nomem;
-			c = nc;
+				return -1;
+			*c = nc;
 		}
-		c[n].name = strdup(name);
-		if (c[n].name == NULL)
-			goto nomem;
-		snprintf(c[n].fname, sizeof(c[n].fname), "%s", de->d_name);
-		n++;
+		(*c)[*n].name = strdup(name);
+		if ((*c)[*n].name == NULL)
+			return -1;
+		snprintf((*c)[*n].fname, sizeof((*c)[*n].fname), "%s",
+		    de->d_name);
+		(*n)++;
 	}
-	if (n > 0)
-		qsort(c, n, sizeof(*c), cand_cmp);
+	return 0;
+}
+
+/* Up to MAX of the N sorted candidates C into OUT (the names it takes
+ * are NULL in C then), and the next page's token when more remain.  0, or
+ * -1 when out of memory. */
+static int
+page_fill(file_store *fs, file_cand *c, size_t n, int max, gcs_page *out)
+{
+	gcs_entry *it;
+	json_t *e;
+	size_t i;
+
 	out->items = calloc((size_t)max, sizeof(*out->items));
 	if (out->items == NULL)
-		goto nomem;
+		return -1;
 	for (i = 0; i < n; i++) {
-		gcs_entry *it;
-
 		if (out->n == (size_t)max) {
 			out->next_token = strdup(out->items[out->n - 1].name);
-			if (out->next_token == NULL)
-				goto nomem;
-			break;
+			return out->next_token == NULL ? -1 : 0;
 		}
 		/* Gone since readdir (or recycled): skip it, the page stays
 		 * full. */
@@ -238,6 +248,32 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		json_decref(e);
 		out->n++;
 	}
+	return 0;
+}
+
+static int
+file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
+    const char *after, gcs_page *out, gcs_err *err)
+{
+	file_store *fs = (file_store *)s;
+	file_cand *c = NULL;
+	size_t n = 0, cap = 0, i;
+	DIR *d;
+	int rc = GCS_OK;
+
+	if (page_token == NULL) /* our tokens are names too */
+		page_token = after;
+	d = file_dir_stream(fs);
+	if (d == NULL)
+		return gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
+		    strerror(errno));
+	out->now_ms = fs->clock(fs->clock_ctx);
+	if (cands_collect(fs, d, prefix, page_token, &c, &n, &cap) != 0)
+		goto nomem;
+	if (n > 0)
+		qsort(c, n, sizeof(*c), cand_cmp);
+	if (page_fill(fs, c, n, max, out) != 0)
+		goto nomem;
 	goto out;
 nomem:
 	gcs_page_clear(out);
@@ -346,24 +382,15 @@ mkdirs(const char *dir, gcs_err *err)
 	return GCS_OK;
 }
 
-/* long: open-time set-up in protocol order (directories, flock, recovery,
- * committer thread) with one unwind path */
-gcs_store *
-gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
-    gcs_err *err)
+/* A new store's memory for DIR, its locks and its spare id; NULL when out
+ * of memory (ERR filled). */
+static file_store *
+store_alloc(const char *dir, gcs_clock_fn clock, void *clock_ctx, gcs_err *err)
 {
-	file_store *fs;
-	gcs_err e = { 0 };
+	file_store *fs = calloc(1, sizeof(*fs));
 	pthread_condattr_t ca;
 	size_t i;
 
-	if (err == NULL)
-		err = &e;
-	if (dir == NULL || dir[0] == '\0') {
-		gcs_fail(err, GCS_INVALID, "no store directory");
-		return NULL;
-	}
-	fs = calloc(1, sizeof(*fs));
 	if (fs == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		return NULL;
@@ -393,36 +420,60 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 	if (fs->dir == NULL || fs->cache == NULL || fs->tombs == NULL ||
 	    fs->spares == NULL || fs->fds == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
-		goto fail;
+		file_free(&fs->base);
+		return NULL;
 	}
-	if (mkdirs(dir, err) != GCS_OK)
-		goto fail;
+	return fs;
+}
+
+/* FS's directory DIR made, opened, and recovered under its flock.
+ * GCS_OK, or the failure with ERR filled. */
+static int
+store_open_dir(file_store *fs, const char *dir, gcs_err *err)
+{
+	int rc = mkdirs(dir, err);
+
+	if (rc != GCS_OK)
+		return rc;
 	fs->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->dirfd < 0) {
-		gcs_fail(err, GCS_UNAVAILABLE,
+	if (fs->dirfd < 0)
+		return gcs_fail(err, GCS_UNAVAILABLE,
 		    errno == ENOTDIR ? "store path %s is not a directory"
 		                     : "cannot open store directory %s: %s",
 		    dir, strerror(errno));
-		goto fail;
-	}
 	fs->lockfd = openat(fs->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC,
 	    FILE_MODE);
-	if (fs->lockfd < 0) {
-		gcs_fail(err, GCS_UNAVAILABLE,
+	if (fs->lockfd < 0)
+		return gcs_fail(err, GCS_UNAVAILABLE,
 		    "store directory %s is not writable: %s", dir,
 		    strerror(errno));
-		goto fail;
-	}
-	if (flock(fs->lockfd, LOCK_EX) != 0) {
-		gcs_fail(err, GCS_UNAVAILABLE,
+	if (flock(fs->lockfd, LOCK_EX) != 0)
+		return gcs_fail(err, GCS_UNAVAILABLE,
 		    "cannot lock %s/" LOCK_NAME ": %s", dir, strerror(errno));
-		goto fail;
-	}
-	if (file_recover(fs, err) != GCS_OK) {
-		flock(fs->lockfd, LOCK_UN);
-		goto fail;
-	}
+	rc = file_recover(fs, err);
 	flock(fs->lockfd, LOCK_UN);
+	return rc;
+}
+
+/* Open-time set-up in protocol order: memory, the directory with its
+ * flock and recovery, then the committer and spare-maker threads. */
+gcs_store *
+gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
+    gcs_err *err)
+{
+	file_store *fs;
+	gcs_err e = { 0 };
+
+	if (err == NULL)
+		err = &e;
+	if (dir == NULL || dir[0] == '\0') {
+		gcs_fail(err, GCS_INVALID, "no store directory");
+		return NULL;
+	}
+	if ((fs = store_alloc(dir, clock, clock_ctx, err)) == NULL)
+		return NULL;
+	if (store_open_dir(fs, dir, err) != GCS_OK)
+		goto fail;
 	if (pthread_create(&fs->committer, NULL, file_committer_main, fs) !=
 	    0) {
 		gcs_fail(err, GCS_UNAVAILABLE, "cannot start the committer");

@@ -20,8 +20,10 @@
 
 #include "api/api.h"
 
-#define AUTH_TOKEN_MAX      16384 /* bytes of a bearer token */
-#define AUTH_LEEWAY_DEFAULT 60    /* s of clock leeway on exp/nbf/iat */
+#define AUTH_TOKEN_MAX           16384 /* bytes of a bearer token */
+#define AUTH_LEEWAY_DEFAULT      60    /* s of clock leeway on exp/nbf/iat */
+#define AUTH_OWNER_CLAIM_DEFAULT "sub" /* the claim naming an owner */
+#define AUTH_JWKS_MIN_INTERVAL   60 /* s between re-fetches on unknown kids */
 
 typedef struct auth_config {
 	const char *jwt_secret;      /* HS256 secret, or NULL */

@@ -39,11 +39,10 @@
 #define AUTH_JWKS_WAIT_STEP_MS 5 /* a task waiting for that fetch looks again */
 #define AUTH_JWKS_THREAD_WAITERS \
 	4 /* threads (not tasks) waiting for that fetch at once, at most */
-#define AUTH_JWKS_MIN_INTERVAL 60    /* s between re-fetches on unknown kids */
-#define AUTH_JWKS_AGE_DEFAULT  300   /* s to cache without Cache-Control */
-#define AUTH_JWKS_AGE_MIN      60    /* s: clamp of max-age */
-#define AUTH_JWKS_AGE_MAX      86400 /* s */
-#define AUTH_JWKS_RETRY        30    /* s between tries after a failure */
+#define AUTH_JWKS_AGE_DEFAULT 300   /* s to cache without Cache-Control */
+#define AUTH_JWKS_AGE_MIN     60    /* s: clamp of max-age */
+#define AUTH_JWKS_AGE_MAX     86400 /* s */
+#define AUTH_JWKS_RETRY       30    /* s between tries after a failure */
 #define AUTH_VERIFIED_SLOTS \
 	4096 /* remembered good signatures (a power
 				     of 2): OpenSSL 3 takes ~1.5 ms to read

@@ -26,7 +26,7 @@
 
 #include <curl/curl.h>
 
-#include "gcs/gcs_loop.h"
+#include "rt/rt.h"
 #include "server/auth.h"
 #include "server/auth_int.h"
 #include "server/srv.h"
@@ -389,7 +389,7 @@ wait_in_task(auth_jwks *j, unsigned long seen)
 
 	while (j->fetches == seen && !j->stop && waited < AUTH_JWKS_WAIT_MS) {
 		pthread_mutex_unlock(&j->mu);
-		gcs_loop_sleep(AUTH_JWKS_WAIT_STEP_MS);
+		rt_sleep(AUTH_JWKS_WAIT_STEP_MS);
 		waited += AUTH_JWKS_WAIT_STEP_MS;
 		pthread_mutex_lock(&j->mu);
 	}
@@ -411,7 +411,7 @@ auth_jwks_refetch(auth_jwks *j)
 		j->want = true;
 		pthread_cond_broadcast(&j->cv);
 		until = util_mono_after_us((int64_t)AUTH_JWKS_WAIT_MS * 1000);
-		if (gcs_loop_in_task()) {
+		if (rt_in_task()) {
 			j->waits++;
 			wait_in_task(j, seen);
 		} else if (tl_may_wait &&

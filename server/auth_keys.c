@@ -358,6 +358,36 @@ jwk_verifies(const json_t *jwk)
 	return false;
 }
 
+/* The key of JWK when it is one to verify RS256 or ES256 tokens with
+ * (its kid into *KID, borrowed from JWK), else NULL.  A key published
+ * for another algorithm, or another use, stays unused. */
+static EVP_PKEY *
+jwk_key(const json_t *jwk, const char **kid)
+{
+	const char *kty, *use, *alg, *want;
+	EVP_PKEY *pkey;
+
+	if (!json_is_object(jwk) || jwk_text(jwk, "kty", &kty) != 0 ||
+	    jwk_text(jwk, "use", &use) != 0 ||
+	    jwk_text(jwk, "alg", &alg) != 0 || jwk_text(jwk, "kid", kid) != 0 ||
+	    kty == NULL || (use != NULL && strcmp(use, "sig") != 0) ||
+	    !jwk_verifies(jwk))
+		return NULL;
+	if (strcmp(kty, "RSA") == 0) {
+		want = "RS256";
+		pkey = jwk_rsa(jwk);
+	} else if (strcmp(kty, "EC") == 0) {
+		want = "ES256";
+		pkey = jwk_ec(jwk);
+	} else
+		return NULL;
+	if (pkey != NULL && alg != NULL && strcmp(alg, want) != 0) {
+		EVP_PKEY_free(pkey);
+		return NULL;
+	}
+	return pkey;
+}
+
 auth_keyset *
 auth_jwks_parse(const char *json, size_t len, char *note, size_t notelen)
 {
@@ -380,33 +410,15 @@ auth_jwks_parse(const char *json, size_t len, char *note, size_t notelen)
 		goto fail;
 	}
 	for (i = 0; i < json_array_size(keys); i++) {
-		const json_t *jwk = json_array_get(keys, i);
-		const char *kty, *use, *alg, *kid, *want;
-		EVP_PKEY *pkey;
+		const char *kid;
+		EVP_PKEY *pkey = jwk_key(json_array_get(keys, i), &kid);
 
-		if (!json_is_object(jwk) || jwk_text(jwk, "kty", &kty) != 0 ||
-		    jwk_text(jwk, "use", &use) != 0 ||
-		    jwk_text(jwk, "alg", &alg) != 0 ||
-		    jwk_text(jwk, "kid", &kid) != 0 || kty == NULL ||
-		    (use != NULL && strcmp(use, "sig") != 0) ||
-		    !jwk_verifies(jwk))
+		if (pkey == NULL)
 			continue;
-		if (strcmp(kty, "RSA") == 0) {
-			want = "RS256";
-			pkey = jwk_rsa(jwk);
-		} else if (strcmp(kty, "EC") == 0) {
-			want = "ES256";
-			pkey = jwk_ec(jwk);
-		} else {
-			continue;
-		}
-		/* A key published for another algorithm stays unused. */
-		if (pkey != NULL && (alg == NULL || strcmp(alg, want) == 0)) {
-			if (ks->n < AUTH_KEYS_MAX)
-				(void)add_pkey(ks, pkey, kid, why, sizeof(why));
-			else
-				dropped++;
-		}
+		if (ks->n < AUTH_KEYS_MAX)
+			(void)add_pkey(ks, pkey, kid, why, sizeof(why));
+		else
+			dropped++;
 		EVP_PKEY_free(pkey);
 	}
 	if (ks->n == 0)

@@ -227,14 +227,13 @@ value_of(const json_t *v, match_value *out)
 	return out->text != NULL ? 0 : -1;
 }
 
-/* long: one branch per rule key, a table in code form; each branch is a few
- * lines */
+/* Rule JR's name into R (default "rule IDX+1"), and no field but name,
+ * match, locks, actions.  0, or -1 with ERR. */
 static int
-parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
+rule_name(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 {
 	const char *key;
-	const json_t *v, *e;
-	size_t i;
+	const json_t *v;
 
 	snprintf(r->name, sizeof(r->name), "rule %zu", idx + 1);
 	if (!json_is_object(jr)) {
@@ -265,57 +264,66 @@ parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	v = json_object_get(jr, "match");
-	if (v != NULL && !json_is_object(v)) {
-		snprintf(err, errlen,
-		    "policy %s: match must be an object of "
-		    "claim: glob",
-		    r->name);
+	return 0;
+}
+
+/* One matcher of R: claim KEY against value or values E.  0, or -1 with
+ * ERR. */
+static int
+rule_matcher(rule *r, const char *key, const json_t *e, char *err,
+    size_t errlen)
+{
+	matcher *m;
+	size_t i;
+
+	if (r->nmatch >= MATCHERS_MAX) {
+		snprintf(err, errlen, "policy %s: over %d matchers", r->name,
+		    MATCHERS_MAX);
 		return -1;
 	}
-	json_object_foreach((json_t *)v, key, e)
-	{
-		matcher *m;
-
-		if (r->nmatch >= MATCHERS_MAX) {
-			snprintf(err, errlen, "policy %s: over %d matchers",
-			    r->name, MATCHERS_MAX);
+	m = &r->match[r->nmatch++];
+	m->claim = strdup(key);
+	if (m->claim == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (json_is_array(e)) {
+		if (json_array_size(e) == 0 ||
+		    json_array_size(e) > MATCH_VALUES_MAX) {
+			snprintf(err, errlen,
+			    "policy %s: match.%.40s "
+			    "needs 1..%d values",
+			    r->name, key, MATCH_VALUES_MAX);
 			return -1;
 		}
-		m = &r->match[r->nmatch++];
-		m->claim = strdup(key);
-		if (m->claim == NULL)
-			goto oom;
-		if (json_is_array(e)) {
-			if (json_array_size(e) == 0 ||
-			    json_array_size(e) > MATCH_VALUES_MAX) {
-				snprintf(err, errlen,
-				    "policy %s: match.%.40s "
-				    "needs 1..%d values",
-				    r->name, key, MATCH_VALUES_MAX);
-				return -1;
-			}
-			for (i = 0; i < json_array_size(e); i++) {
-				if (value_of(json_array_get(e, i),
-				        &m->values[m->n]) != 0)
-					goto badval;
-				m->n++;
-			}
-		} else {
-			if (value_of(e, &m->values[0]) != 0)
+		for (i = 0; i < json_array_size(e); i++) {
+			if (value_of(json_array_get(e, i), &m->values[m->n]) !=
+			    0)
 				goto badval;
-			m->n = 1;
+			m->n++;
 		}
-		continue;
-badval:
-		snprintf(err, errlen,
-		    "policy %s: match.%.40s must be a "
-		    "non-empty string (glob), an integer, true, false or an "
-		    "array of them",
-		    r->name, key);
-		return -1;
+		return 0;
 	}
-	v = json_object_get(jr, "locks");
+	if (value_of(e, &m->values[0]) != 0)
+		goto badval;
+	m->n = 1;
+	return 0;
+badval:
+	snprintf(err, errlen,
+	    "policy %s: match.%.40s must be a "
+	    "non-empty string (glob), an integer, true, false or an "
+	    "array of them",
+	    r->name, key);
+	return -1;
+}
+
+/* Rule R's lock globs, from V.  0, or -1 with ERR. */
+static int
+rule_locks(const json_t *v, rule *r, char *err, size_t errlen)
+{
+	const json_t *e;
+	size_t i;
+
 	if (!json_is_array(v) || json_array_size(v) == 0 ||
 	    json_array_size(v) > LOCK_GLOBS_MAX) {
 		snprintf(err, errlen,
@@ -335,12 +343,22 @@ badval:
 			return -1;
 		}
 		r->locks[r->nlocks].glob = strdup(json_string_value(e));
-		if (r->locks[r->nlocks].glob == NULL)
-			goto oom;
+		if (r->locks[r->nlocks].glob == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 		r->locks[r->nlocks].rank = rank_of(json_string_value(e));
 		r->nlocks++;
 	}
-	v = json_object_get(jr, "actions");
+	return 0;
+}
+
+/* Rule R's actions, from V.  0, or -1 with ERR. */
+static int
+rule_actions(const json_t *v, rule *r, char *err, size_t errlen)
+{
+	size_t i;
+
 	if (!json_is_array(v) || json_array_size(v) == 0) {
 		snprintf(err, errlen,
 		    "policy %s: actions must be a non-empty "
@@ -366,9 +384,34 @@ badval:
 		}
 	}
 	return 0;
-oom:
-	snprintf(err, errlen, "out of memory");
-	return -1;
+}
+
+/* Rule IDX of the policy, JR, into R: one step per key.  0, or -1 with
+ * ERR. */
+static int
+parse_rule(const json_t *jr, rule *r, size_t idx, char *err, size_t errlen)
+{
+	const char *key;
+	const json_t *v, *e;
+
+	if (rule_name(jr, r, idx, err, errlen) != 0)
+		return -1;
+	v = json_object_get(jr, "match");
+	if (v != NULL && !json_is_object(v)) {
+		snprintf(err, errlen,
+		    "policy %s: match must be an object of "
+		    "claim: glob",
+		    r->name);
+		return -1;
+	}
+	json_object_foreach((json_t *)v, key, e)
+	{
+		if (rule_matcher(r, key, e, err, errlen) != 0)
+			return -1;
+	}
+	if (rule_locks(json_object_get(jr, "locks"), r, err, errlen) != 0)
+		return -1;
+	return rule_actions(json_object_get(jr, "actions"), r, err, errlen);
 }
 
 auth_policy *

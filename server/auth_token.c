@@ -129,144 +129,180 @@ reserved_claim(const char *k)
 	return false;
 }
 
-/* long: a CLI: one branch per flag, then read the secret and mint, with
- * one cleanup path that wipes the secret and the token */
-int
-auth_token_main(int argc, char **argv)
-{
-	const char *file = getenv("LOCKGATE_JWT_SECRET_FILE"), *sub = NULL;
-	const char *iss = NULL, *aud = NULL;
-	long ttl = AUTH_TTL_DEFAULT;
-	bool admin = false;
-	json_t *extra = json_object(), *c = NULL;
-	unsigned char *secret = NULL;
-	size_t slen = 0;
-	char err[256], *tok = NULL;
-	int i, rc = 2;
+/* What `lockgate token` was asked for. */
+typedef struct token_args {
+	const char *file, *sub, *iss, *aud;
+	long ttl;
+	bool admin;
+	json_t *extra; /* --claim key=value pairs */
+} token_args;
 
-	if (extra == NULL)
-		return 1;
+/* --claim VAL (key=value) into A->extra.  0, or -1 (said). */
+static int
+token_claim(token_args *a, const char *val)
+{
+	const char *eq = strchr(val, '=');
+	char key[AUTH_CLAIM_MAX];
+
+	if (eq == NULL || eq == val || (size_t)(eq - val) >= sizeof(key)) {
+		fprintf(stderr, "lockgate token: --claim wants key=value\n");
+		return -1;
+	}
+	memcpy(key, val, (size_t)(eq - val));
+	key[eq - val] = '\0';
+	if (reserved_claim(key)) {
+		fprintf(stderr,
+		    "lockgate token: use --sub, --ttl, "
+		    "--admin, --iss, --aud for \"%s\"\n",
+		    key);
+		return -1;
+	}
+	return json_object_set_new(a->extra, key, json_string(eq + 1)) == 0
+	    ? 0
+	    : -1;
+}
+
+/* Option O with its value VAL into A.  0, or -1 (said). */
+static int
+token_option(token_args *a, const char *o, const char *val)
+{
+	if (strcmp(o, "--secret-file") == 0)
+		a->file = val;
+	else if (strcmp(o, "--sub") == 0)
+		a->sub = val;
+	else if (strcmp(o, "--iss") == 0)
+		a->iss = val;
+	else if (strcmp(o, "--aud") == 0)
+		a->aud = val;
+	else if (strcmp(o, "--ttl") == 0) {
+		a->ttl = parse_duration(val);
+		if (a->ttl < 0) {
+			fprintf(stderr,
+			    "lockgate token: --ttl wants 1..%ld "
+			    "s, e.g. 3600, 90m, 1h, 7d\n",
+			    AUTH_TTL_MAX);
+			return -1;
+		}
+	} else if (strcmp(o, "--claim") == 0)
+		return token_claim(a, val);
+	else {
+		fprintf(stderr, "lockgate token: unknown option %s\n", o);
+		return -1;
+	}
+	return 0;
+}
+
+/* ARGV's options into A, then the ones needed.  0; 1 after --help (the
+ * usage said); -1 for a usage error (said). */
+static int
+token_args_parse(token_args *a, int argc, char **argv)
+{
+	int i;
+
 	for (i = 1; i < argc; i++) {
 		const char *o = argv[i],
 		           *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(o, "--admin") == 0) {
-			admin = true;
+			a->admin = true;
 			continue;
 		}
 		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
 			token_usage(stdout);
-			rc = 0;
-			goto out;
+			return 1;
 		}
 		if (val == NULL) {
 			fprintf(stderr, "lockgate token: %s needs a value\n",
 			    o);
-			goto usage;
+			return -1;
 		}
 		i++;
-		if (strcmp(o, "--secret-file") == 0) {
-			file = val;
-		} else if (strcmp(o, "--sub") == 0) {
-			sub = val;
-		} else if (strcmp(o, "--iss") == 0) {
-			iss = val;
-		} else if (strcmp(o, "--aud") == 0) {
-			aud = val;
-		} else if (strcmp(o, "--ttl") == 0) {
-			ttl = parse_duration(val);
-			if (ttl < 0) {
-				fprintf(stderr,
-				    "lockgate token: --ttl wants 1..%ld "
-				    "s, e.g. 3600, 90m, 1h, 7d\n",
-				    AUTH_TTL_MAX);
-				goto usage;
-			}
-		} else if (strcmp(o, "--claim") == 0) {
-			const char *eq = strchr(val, '=');
-			char key[AUTH_CLAIM_MAX];
-
-			if (eq == NULL || eq == val ||
-			    (size_t)(eq - val) >= sizeof(key)) {
-				fprintf(stderr,
-				    "lockgate token: --claim wants "
-				    "key=value\n");
-				goto usage;
-			}
-			memcpy(key, val, (size_t)(eq - val));
-			key[eq - val] = '\0';
-			if (reserved_claim(key)) {
-				fprintf(stderr,
-				    "lockgate token: use --sub, --ttl, "
-				    "--admin, --iss, --aud for \"%s\"\n",
-				    key);
-				goto usage;
-			}
-			if (json_object_set_new(extra, key,
-			        json_string(eq + 1)))
-				goto usage;
-		} else {
-			fprintf(stderr, "lockgate token: unknown option %s\n",
-			    o);
-			goto usage;
-		}
+		if (token_option(a, o, val) != 0)
+			return -1;
 	}
-	if (file == NULL || *file == '\0' || sub == NULL || *sub == '\0') {
+	if (a->file == NULL || *a->file == '\0' || a->sub == NULL ||
+	    *a->sub == '\0') {
 		fprintf(stderr,
 		    "lockgate token: --secret-file and --sub are "
 		    "needed\n");
-		goto usage;
+		return -1;
 	}
-	if (strlen(sub) > API_OWNER_MAX || !api_text_clean(sub, strlen(sub))) {
+	if (strlen(a->sub) > API_OWNER_MAX ||
+	    !api_text_clean(a->sub, strlen(a->sub))) {
 		fprintf(stderr,
 		    "lockgate token: --sub is at most %d bytes of UTF-8 "
 		    "text without control characters\n",
 		    API_OWNER_MAX);
-		goto usage;
+		return -1;
 	}
-	secret = auth_read_secret_file(file, &slen, err, sizeof(err));
+	return 0;
+}
+
+/* Read A's secret, mint the token and print it; the secret and the token
+ * are wiped.  0, or 1 (said). */
+static int
+token_print(const token_args *a)
+{
+	unsigned char *secret = NULL;
+	json_t *c = NULL;
+	size_t slen = 0;
+	char err[256], *tok = NULL;
+	int rc = 1;
+
+	secret = auth_read_secret_file(a->file, &slen, err, sizeof(err));
 	if (secret == NULL) {
 		fprintf(stderr, "lockgate token: %s\n", err);
-		rc = 1;
-		goto out;
+		return 1;
 	}
 	if (slen < AUTH_SECRET_MIN) {
 		fprintf(stderr,
 		    "lockgate token: the secret must be at least %d "
 		    "bytes\n",
 		    AUTH_SECRET_MIN);
-		rc = 1;
 		goto out;
 	}
-	c = base_claims(sub, ttl, admin);
-	if (c == NULL || json_object_update(c, extra) != 0 ||
-	    (iss != NULL && json_object_set_new(c, "iss", json_string(iss))) ||
-	    (aud != NULL && json_object_set_new(c, "aud", json_string(aud)))) {
-		rc = 1;
+	c = base_claims(a->sub, a->ttl, a->admin);
+	if (c == NULL || json_object_update(c, a->extra) != 0 ||
+	    (a->iss != NULL &&
+	        json_object_set_new(c, "iss", json_string(a->iss))) ||
+	    (a->aud != NULL &&
+	        json_object_set_new(c, "aud", json_string(a->aud))))
 		goto out;
-	}
 	tok = mint(secret, slen, c);
 	if (tok == NULL) {
 		fprintf(stderr, "lockgate token: cannot sign the token\n");
-		rc = 1;
 		goto out;
 	}
 	printf("%s\n", tok);
 	rc = fflush(stdout) == 0 ? 0 : 1;
-	goto out;
-usage:
-	token_usage(stderr);
-	rc = 2;
+	util_wipe(tok, strlen(tok));
+	free(tok);
 out:
-	if (secret != NULL) {
-		util_wipe(secret, slen);
-		free(secret);
-	}
-	if (tok != NULL) {
-		util_wipe(tok, strlen(tok));
-		free(tok);
-	}
+	util_wipe(secret, slen);
+	free(secret);
 	json_decref(c);
-	json_decref(extra);
+	return rc;
+}
+
+int
+auth_token_main(int argc, char **argv)
+{
+	token_args a = { .file = getenv("LOCKGATE_JWT_SECRET_FILE"),
+		.ttl = AUTH_TTL_DEFAULT,
+		.extra = json_object() };
+	int rc;
+
+	if (a.extra == NULL)
+		return 1;
+	rc = token_args_parse(&a, argc, argv);
+	if (rc == 0)
+		rc = token_print(&a);
+	else if (rc == 1)
+		rc = 0; /* --help */
+	else {
+		token_usage(stderr);
+		rc = 2;
+	}
+	json_decref(a.extra);
 	return rc;
 }

@@ -17,100 +17,139 @@
 
 enum opt_type { T_STR, T_INT, T_BOOL, T_FLAG };
 
+/* An option.  Its default in --help is DEF when given (a text: a string's
+ * constant, or how the default is derived), else the number DFLT (a
+ * T_INT's constant, a T_BOOL's 0 or 1), else "none": each written once,
+ * as the constant the code uses. */
 typedef struct opt {
 	const char *flag; /* without the leading "--" */
 	const char *env;  /* NULL: flag only */
 	enum opt_type type;
 	size_t off;      /* into srv_config */
 	long min, max;   /* T_INT bounds */
-	const char *def; /* default shown in --help */
+	long dflt;       /* T_INT, T_BOOL: the default, unless DEF */
+	const char *def; /* the default as text, or NULL */
 	const char *help;
+	bool empty_unset; /* an empty variable counts as unset */
 } opt;
 
 #define OFF(f) offsetof(srv_config, f)
 
 static const opt opts[] = {
-	{ "listen", "LOCKGATE_LISTEN", T_STR, OFF(listen), 0, 0,
-	    "127.0.0.1:8080 (0.0.0.0:$PORT when PORT is set)",
-	    "address and port to serve HTTP on" },
-	{ "store", "LOCKGATE_STORE", T_STR, OFF(store), 0, 0,
-	    "file://./lockgate-data",
-	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://" },
+	{ "listen", "LOCKGATE_LISTEN", T_STR, OFF(listen), 0, 0, 0,
+	    SRV_LISTEN_DEFAULT " (0.0.0.0:$PORT when PORT is set)",
+	    "address and port to serve HTTP on", false },
+	{ "store", "LOCKGATE_STORE", T_STR, OFF(store), 0, 0, 0,
+	    SRV_STORE_DEFAULT,
+	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://",
+	    false },
 	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
-	    SRV_THREADS_MAX, "64",
+	    SRV_THREADS_MAX, SRV_THREADS_BLOCKING, NULL,
 	    "file:// storage workers: threads that may each wait on one "
-	    "group commit (gs:// and mem:// need none)" },
-	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300, "290",
+	    "group commit (gs:// and mem:// need none)",
+	    false },
+	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
+	    API_WAIT_MAX_DEFAULT, NULL,
 	    "longest wait= a request may ask for, in seconds; keep it "
-	    "under the platform's request timeout" },
+	    "under the platform's request timeout",
+	    false },
 	{ "max-connections", "LOCKGATE_MAX_CONNECTIONS", T_INT,
-	    OFF(max_connections), 16, 100000, "4000",
-	    "open connections, waiters included" },
+	    OFF(max_connections), 16, 100000, SRV_CONN_LIMIT_DEFAULT, NULL,
+	    "open connections, waiters included", false },
 	{ "max-waiters", "LOCKGATE_MAX_WAITERS", T_INT, OFF(max_waiters), 1,
-	    100000, "max-connections / 2",
+	    100000, 0, "max-connections / " SRV_XSTR(SRV_WAITERS_DIVISOR),
 	    "acquire requests that may wait at once; past it an acquire "
-	    "that would wait is answered 429 too_many_waiters" },
+	    "that would wait is answered 429 too_many_waiters",
+	    false },
 	{ "max-owner-waiters", "LOCKGATE_MAX_OWNER_WAITERS", T_INT,
-	    OFF(max_owner_waiters), 1, 100000, "max-waiters / 4",
-	    "of those, how many one owner may have" },
+	    OFF(max_owner_waiters), 1, 100000, 0,
+	    "max-waiters / " SRV_XSTR(SRV_OWNER_WAITERS_DIVISOR),
+	    "of those, how many one owner may have", false },
 	{ "head-timeout", "LOCKGATE_HEAD_TIMEOUT", T_INT, OFF(head_timeout), 1,
-	    3600, "10",
+	    3600, SRV_HEAD_TIMEOUT_DEFAULT, NULL,
 	    "seconds a new connection may take to send its request head (a "
 	    "kept one: the idle timeout plus this); then it is closed, so "
-	    "that clients trickling bytes cannot hold every connection" },
+	    "that clients trickling bytes cannot hold every connection",
+	    false },
 	{ "connection-timeout", "LOCKGATE_CONNECTION_TIMEOUT", T_INT,
-	    OFF(connection_timeout), 1, 3600, "60",
-	    "seconds an idle keep-alive connection is kept" },
+	    OFF(connection_timeout), 1, 3600, SRV_CONN_TIMEOUT_DEFAULT, NULL,
+	    "seconds an idle keep-alive connection is kept", false },
 	{ "public-read", "LOCKGATE_PUBLIC_READ", T_BOOL, OFF(public_read), 0, 0,
-	    "false", "anyone may read lock state (never a lease_id)" },
+	    0, NULL, "anyone may read lock state (never a lease_id)", false },
 	{ "metrics-public", "LOCKGATE_METRICS_PUBLIC", T_BOOL,
-	    OFF(metrics_public), 0, 0, "false", "anyone may read /metrics" },
-	{ "link-hosts", "LOCKGATE_LINK_HOSTS", T_STR, OFF(link_hosts), 0, 0,
+	    OFF(metrics_public), 0, 0, 0, NULL, "anyone may read /metrics",
+	    false },
+	{ "link-hosts", "LOCKGATE_LINK_HOSTS", T_STR, OFF(link_hosts), 0, 0, 0,
 	    SRV_LINK_HOSTS_DEFAULT,
 	    "comma-separated hosts (host or host:port) whose http(s) URLs "
 	    "the dashboard shows as links, as a CI job's URL given as the "
 	    "holder; \"\" for none.  Any other URL is plain text: a "
-	    "holder's text must not send readers anywhere" },
+	    "holder's text must not send readers anywhere",
+	    false },
+	{ "gcs-endpoint", "LOCKGATE_GCS_ENDPOINT", T_STR, OFF(gcs.endpoint), 0,
+	    0, 0, GCS_DEFAULT_ENDPOINT,
+	    "gs://: another Cloud Storage JSON API endpoint (credentials "
+	    "kept)",
+	    true },
+	{ "gcs-ca-file", "LOCKGATE_GCS_CA_FILE", T_STR, OFF(gcs.ca_file), 0, 0,
+	    0, "the system's",
+	    "gs://: certificates to trust for the storage and token "
+	    "endpoints (a private endpoint)",
+	    true },
+	{ "gcs-retry-total-ms", "LOCKGATE_GCS_RETRY_TOTAL_MS", T_INT,
+	    OFF(gcs.retry_total_ms), GCS_RETRY_TOTAL_MIN_MS,
+	    GCS_RETRY_TOTAL_MAX_MS, GCS_RETRY_TOTAL_MS, NULL,
+	    "gs://: milliseconds all tries of one storage call may take",
+	    true },
 	{ "jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
-	    0, "none",
+	    0, 0, NULL,
 	    "HS256 secret (prefer the variable or a file: flags "
-	    "show in process lists)" },
+	    "show in process lists)",
+	    false },
 	{ "jwt-secret-file", "LOCKGATE_JWT_SECRET_FILE", T_STR,
-	    OFF(auth.jwt_secret_file), 0, 0, "none",
-	    "file holding the HS256 secret" },
+	    OFF(auth.jwt_secret_file), 0, 0, 0, NULL,
+	    "file holding the HS256 secret", false },
 	{ "jwt-public-keys", "LOCKGATE_JWT_PUBLIC_KEYS", T_STR,
-	    OFF(auth.public_keys), 0, 0, "none",
-	    "comma-separated [kid=]path PEM public keys (RS256/ES256)" },
-	{ "jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0,
-	    "none", "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)" },
-	{ "jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0,
-	    "none",
-	    "required iss of PEM/JWKS tokens (comma-separated spellings)" },
+	    OFF(auth.public_keys), 0, 0, 0, NULL,
+	    "comma-separated [kid=]path PEM public keys (RS256/ES256)", false },
+	{ "jwks-url", "LOCKGATE_JWKS_URL", T_STR, OFF(auth.jwks_url), 0, 0, 0,
+	    NULL, "JWKS URL of an OIDC issuer (GitHub, GitLab, Google)",
+	    false },
+	{ "jwt-issuer", "LOCKGATE_JWT_ISSUER", T_STR, OFF(auth.issuer), 0, 0, 0,
+	    NULL, "required iss of PEM/JWKS tokens (comma-separated spellings)",
+	    false },
 	{ "jwt-audience", "LOCKGATE_JWT_AUDIENCE", T_STR, OFF(auth.audience), 0,
-	    0, "none", "required aud of PEM/JWKS tokens (comma-separated)" },
+	    0, 0, NULL, "required aud of PEM/JWKS tokens (comma-separated)",
+	    false },
 	{ "jwt-secret-issuer", "LOCKGATE_JWT_SECRET_ISSUER", T_STR,
-	    OFF(auth.secret_issuer), 0, 0, "none",
-	    "required iss of HS256 tokens" },
+	    OFF(auth.secret_issuer), 0, 0, 0, NULL,
+	    "required iss of HS256 tokens", false },
 	{ "jwt-secret-audience", "LOCKGATE_JWT_SECRET_AUDIENCE", T_STR,
-	    OFF(auth.secret_audience), 0, 0, "none",
-	    "required aud of HS256 tokens" },
+	    OFF(auth.secret_audience), 0, 0, 0, NULL,
+	    "required aud of HS256 tokens", false },
 	{ "jwks-min-interval", "LOCKGATE_JWKS_MIN_INTERVAL", T_INT,
-	    OFF(auth.jwks_min_interval), 1, 86400, "60",
-	    "seconds between JWKS re-fetches caused by unknown kids" },
-	{ "policy", "LOCKGATE_POLICY", T_STR, OFF(auth.policy_file), 0, 0,
-	    "none", "JSON policy file: who may read, acquire, administer" },
+	    OFF(auth.jwks_min_interval), 1, 86400, AUTH_JWKS_MIN_INTERVAL, NULL,
+	    "seconds between JWKS re-fetches caused by unknown kids", false },
+	{ "policy", "LOCKGATE_POLICY", T_STR, OFF(auth.policy_file), 0, 0, 0,
+	    NULL, "JSON policy file: who may read, acquire, administer",
+	    false },
 	{ "owner-claim", "LOCKGATE_OWNER_CLAIM", T_STR, OFF(auth.owner_claim),
-	    0, 0, "sub",
-	    "claim that names a lease's owner (HS256 tokens without it: sub)" },
+	    0, 0, 0, AUTH_OWNER_CLAIM_DEFAULT,
+	    "claim that names a lease's owner (HS256 tokens without it: sub)",
+	    false },
 	{ "display-claims", "LOCKGATE_DISPLAY_CLAIMS", T_STR,
-	    OFF(auth.display_claims), 0, 0, "none",
-	    "comma-separated claims stored on a lease for the dashboard" },
+	    OFF(auth.display_claims), 0, 0, 0, NULL,
+	    "comma-separated claims stored on a lease for the dashboard",
+	    false },
 	{ "jwt-leeway", "LOCKGATE_JWT_LEEWAY", T_INT, OFF(auth.leeway), 0, 3600,
-	    "60", "seconds of clock leeway on exp, nbf, iat" },
+	    AUTH_LEEWAY_DEFAULT, NULL,
+	    "seconds of clock leeway on exp, nbf, iat", false },
 	{ "jwt-max-age", "LOCKGATE_JWT_MAX_AGE", T_INT, OFF(auth.max_token_age),
-	    0, 31536000, "0", "refuse tokens issued longer ago (0: no limit)" },
-	{ "check", NULL, T_FLAG, OFF(check_only), 0, 0, "",
-	    "validate the configuration (and reach the store), then exit" },
+	    0, 31536000, 0, NULL,
+	    "refuse tokens issued longer ago (0: no limit)", false },
+	{ "check", NULL, T_FLAG, OFF(check_only), 0, 0, 0, NULL,
+	    "validate the configuration (and reach the store), then exit",
+	    false },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -135,9 +174,19 @@ usage(void)
 	    LOCKGATE_VERSION);
 	for (i = 0; i < NOPTS; i++) {
 		printf("  --%-20s %s\n", opts[i].flag, opts[i].help);
-		if (opts[i].env)
+		if (opts[i].env == NULL)
+			continue;
+		if (opts[i].def != NULL)
 			printf("  %-22s $%s, default %s\n", "", opts[i].env,
 			    opts[i].def);
+		else if (opts[i].type == T_INT)
+			printf("  %-22s $%s, default %ld\n", "", opts[i].env,
+			    opts[i].dflt);
+		else if (opts[i].type == T_BOOL)
+			printf("  %-22s $%s, default %s\n", "", opts[i].env,
+			    opts[i].dflt ? "true" : "false");
+		else
+			printf("  %-22s $%s, default none\n", "", opts[i].env);
 	}
 	printf("  --%-20s this text\n  --%-20s print the version\n", "help",
 	    "version");
@@ -151,12 +200,6 @@ usage(void)
 	       "                               libraries read them\n"
 	       "  STORAGE_EMULATOR_HOST        gs:// against an emulator "
 	       "(no credentials)\n"
-	       "  LOCKGATE_GCS_ENDPOINT        gs:// against another JSON API "
-	       "endpoint (credentials kept)\n"
-	       "  LOCKGATE_GCS_CA_FILE         certificates to trust for "
-	       "storage and token endpoints\n"
-	       "  LOCKGATE_GCS_RETRY_TOTAL_MS  retry deadline of one storage "
-	       "call, default 10000\n"
 	       "  XDG_RUNTIME_DIR              development mode: where the "
 	       "secret file is kept\n"
 	       "                               (else a file:// store's "
@@ -272,29 +315,50 @@ defaults(srv_config *cfg)
 	cfg->auth.leeway = -1;
 }
 
-/* long: defaults, environment, then flags, in the documented order of
- * precedence; split pending (issue 21) */
-int
-srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
-    size_t errlen)
+/* Every option set in the environment.  0, or -1 with ERR. */
+static int
+load_env(srv_config *cfg, char *err, size_t errlen)
 {
-	char where[96], host[256], lbuf[300];
-	const char *v, *port;
+	const char *v;
 	size_t i;
-	int a, p;
 
-	defaults(cfg);
 	for (i = 0; i < NOPTS; i++) {
-		if (opts[i].env == NULL || (v = getenv(opts[i].env)) == NULL)
+		if (opts[i].env == NULL || (v = getenv(opts[i].env)) == NULL ||
+		    (v[0] == '\0' && opts[i].empty_unset))
 			continue;
-		snprintf(where, sizeof(where), "%s", opts[i].env);
-		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+		if (set(cfg, &opts[i], v, opts[i].env, err, errlen) != 0)
 			return -1;
 	}
-	for (a = 1; a < argc; a++) {
-		const char *arg = argv[a], *eq;
-		size_t nlen;
+	return 0;
+}
 
+/* The option named by ARG (after its "--", up to a '=' or its end), or
+ * NULL. */
+static const opt *
+opt_named(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t i, nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+
+	for (i = 0; i < NOPTS; i++)
+		if (strlen(opts[i].flag) == nlen &&
+		    !strncmp(opts[i].flag, arg, nlen))
+			return &opts[i];
+	return NULL;
+}
+
+/* Every flag of ARGV, over the environment's.  0; 1 after --help or
+ * --version (said); -1 with ERR. */
+static int
+load_flags(srv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	char where[96];
+	const char *arg, *eq, *v;
+	const opt *o;
+	int a;
+
+	for (a = 1; a < argc; a++) {
+		arg = argv[a];
 		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
 			usage();
 			return 1;
@@ -310,21 +374,16 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		}
 		arg += 2;
 		eq = strchr(arg, '=');
-		nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-		for (i = 0; i < NOPTS; i++)
-			if (strlen(opts[i].flag) == nlen &&
-			    !strncmp(opts[i].flag, arg, nlen))
-				break;
-		if (i == NOPTS) {
+		if ((o = opt_named(arg)) == NULL) {
 			snprintf(err, errlen,
-			    "unknown option '--%.*s' (see --help)", (int)nlen,
-			    arg);
+			    "unknown option '--%.*s' (see --help)",
+			    (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
 			return -1;
 		}
-		snprintf(where, sizeof(where), "--%s", opts[i].flag);
+		snprintf(where, sizeof(where), "--%s", o->flag);
 		if (eq)
 			v = eq + 1;
-		else if (opts[i].type == T_FLAG || opts[i].type == T_BOOL)
+		else if (o->type == T_FLAG || o->type == T_BOOL)
 			v = "true";
 		else if (a + 1 < argc)
 			v = argv[++a];
@@ -332,15 +391,27 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 			snprintf(err, errlen, "%s needs a value", where);
 			return -1;
 		}
-		if (set(cfg, &opts[i], v, where, err, errlen) != 0)
+		if (set(cfg, o, v, where, err, errlen) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The listen address: the default when unset (0.0.0.0:$PORT on Cloud
+ * Run), and host:port in any case.  0, or -1 with ERR. */
+static int
+settle_listen(srv_config *cfg, char *err, size_t errlen)
+{
+	char host[256], lbuf[300];
+	const char *port;
+	int p;
+
 	if (cfg->listen == NULL) {
 		port = getenv("PORT");
 		if (port != NULL && port[0] != '\0')
 			snprintf(lbuf, sizeof(lbuf), "0.0.0.0:%s", port);
 		else
-			snprintf(lbuf, sizeof(lbuf), "127.0.0.1:8080");
+			snprintf(lbuf, sizeof(lbuf), "%s", SRV_LISTEN_DEFAULT);
 		if ((cfg->listen = keep(cfg, lbuf)) == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
@@ -353,13 +424,14 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    cfg->listen);
 		return -1;
 	}
-	if (cfg->max_waiters == 0)
-		cfg->max_waiters = cfg->max_connections / SRV_WAITERS_DIVISOR;
-	if (cfg->max_owner_waiters == 0)
-		cfg->max_owner_waiters =
-		    cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR > 0
-		    ? cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR
-		    : 1;
+	return 0;
+}
+
+/* The link hosts and the store: their defaults when unset, and their
+ * form.  0, or -1 with ERR. */
+static int
+settle_hosts_store(srv_config *cfg, char *err, size_t errlen)
+{
 	if (cfg->link_hosts == NULL &&
 	    (cfg->link_hosts = keep(cfg, SRV_LINK_HOSTS_DEFAULT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -376,7 +448,7 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		return -1;
 	}
 	if (cfg->store == NULL &&
-	    (cfg->store = keep(cfg, "file://./lockgate-data")) == NULL) {
+	    (cfg->store = keep(cfg, SRV_STORE_DEFAULT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -389,6 +461,25 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		    cfg->store);
 		return -1;
 	}
+	return 0;
+}
+
+/* What no option set, derived from those that are, and the rules that
+ * tie options together.  0, or -1 with ERR. */
+static int
+settle(srv_config *cfg, char *err, size_t errlen)
+{
+	if (settle_listen(cfg, err, errlen) != 0)
+		return -1;
+	if (cfg->max_waiters == 0)
+		cfg->max_waiters = cfg->max_connections / SRV_WAITERS_DIVISOR;
+	if (cfg->max_owner_waiters == 0)
+		cfg->max_owner_waiters =
+		    cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR > 0
+		    ? cfg->max_waiters / SRV_OWNER_WAITERS_DIVISOR
+		    : 1;
+	if (settle_hosts_store(cfg, err, errlen) != 0)
+		return -1;
 	if (cfg->threads == 0)
 		cfg->threads = SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwks_url != NULL && cfg->auth.policy_file == NULL) {
@@ -409,6 +500,22 @@ srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
 		return -1;
 	}
 	return 0;
+}
+
+/* Defaults, environment, then flags, in the documented order of
+ * precedence, then what follows from them. */
+int
+srv_config_load(srv_config *cfg, int argc, char **argv, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	defaults(cfg);
+	if (load_env(cfg, err, errlen) != 0)
+		return -1;
+	if ((rc = load_flags(cfg, argc, argv, err, errlen)) != 0)
+		return rc;
+	return settle(cfg, err, errlen);
 }
 
 void

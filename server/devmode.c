@@ -196,83 +196,92 @@ dev_usage(FILE *f, int rc)
 	    "[--iss ISS] [--aud AUD]\n"
 	    "Prints a fresh admin token of the development-mode lockgate "
 	    "running on\nPORT (default: the port of LOCKGATE_LISTEN, else "
-	    "$PORT, else 8080) with\nstore URL (default: LOCKGATE_STORE, "
-	    "else file://./lockgate-data), read\nfrom the secret file it "
-	    "keeps while it runs.  --sub defaults to \"dev\".\n");
+	    "$PORT, else " SRV_XSTR(
+	        SRV_PORT_DEFAULT) ") with\nstore URL "
+	                          "(default: LOCKGATE_STORE, "
+	                          "else " SRV_STORE_DEFAULT "), read\n"
+	                          "from the secret file it "
+	                          "keeps while it runs.  --sub defaults to "
+	                          "\"dev\".\n");
 	return rc;
 }
 
-/* long: a CLI's flag loop, one branch per flag */
-int
-srv_dev_token_main(int argc, char **argv)
-{
-	const char *store = getenv("LOCKGATE_STORE"), *p;
-	char path[PATH_MAX], **args = NULL;
-	int port = -1, i, n = 0, rc = 2, sub = 0;
-	struct stat st;
+/* What `lockgate token --dev` was asked for. */
+typedef struct dev_args {
+	const char *store;
+	int port;
+	bool sub;    /* --sub given: no default one */
+	char **args; /* for auth_token_main: room for argc + 6 */
+	int n;
+} dev_args;
 
-	/* The port the server would have chosen from the environment. */
-	if ((p = getenv("LOCKGATE_LISTEN")) != NULL && *p != '\0')
-		port = port_of(p);
-	else if ((p = getenv("PORT")) != NULL && *p != '\0')
-		port = parse_port(p);
-	else
-		port = 8080;
-	if ((args = calloc((size_t)argc + 6, sizeof(*args))) == NULL)
-		return 1;
-	args[n++] = argv[0];
+/* ARGV's options into D: --port, --listen and --store are --dev's, the
+ * others go on to auth_token_main.  -1 to go on, else the exit status
+ * (said). */
+static int
+dev_args_parse(dev_args *d, int argc, char **argv)
+{
+	int i;
+
+	d->args[d->n++] = argv[0];
 	for (i = 1; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(o, "--dev") == 0)
 			continue;
-		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
-			rc = dev_usage(stdout, 0);
-			goto out;
-		}
+		if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0)
+			return dev_usage(stdout, 0);
 		if (strcmp(o, "--secret-file") == 0) {
 			fprintf(stderr,
 			    "lockgate token: --dev reads the dev "
 			    "server's secret: no --secret-file\n");
-			rc = dev_usage(stderr, 2);
-			goto out;
+			return dev_usage(stderr, 2);
 		}
 		if (strcmp(o, "--port") == 0 || strcmp(o, "--listen") == 0 ||
 		    strcmp(o, "--store") == 0) {
 			if (v == NULL) {
 				fprintf(stderr,
 				    "lockgate token: %s needs a value\n", o);
-				rc = dev_usage(stderr, 2);
-				goto out;
+				return dev_usage(stderr, 2);
 			}
 			i++;
 			if (strcmp(o, "--store") == 0)
-				store = v;
+				d->store = v;
 			else if (strcmp(o, "--listen") == 0)
-				port = port_of(v);
+				d->port = port_of(v);
 			else
-				port = parse_port(v);
+				d->port = parse_port(v);
 			continue;
 		}
 		if (strcmp(o, "--sub") == 0)
-			sub = 1;
-		args[n++] = argv[i];
+			d->sub = true;
+		d->args[d->n++] = argv[i];
 	}
-	if (port < 1) {
+	return -1;
+}
+
+/* The secret file of the dev server D names into PATH (PATHLEN bytes).
+ * -1 when there is one, else the exit status (said). */
+static int
+dev_secret_file(dev_args *d, char *path, size_t pathlen)
+{
+	struct stat st;
+
+	if (d->port < 1) {
 		fprintf(stderr,
 		    "lockgate token: --dev needs the port the dev "
 		    "server listens on (--port N)\n");
-		goto out;
+		return 2;
 	}
-	if (store == NULL || *store == '\0')
-		store = "file://./lockgate-data";
-	if (srv_dev_secret_path(store, port, path, sizeof(path)) != 0) {
+	if (d->store == NULL || *d->store == '\0')
+		d->store = SRV_STORE_DEFAULT;
+	if (srv_dev_secret_path(d->store, d->port, path, pathlen) != 0) {
 		fprintf(stderr,
 		    "lockgate token: a dev server on store %s keeps no "
 		    "secret file (set XDG_RUNTIME_DIR, or use a file:// "
 		    "store)\n",
-		    store);
-		goto out;
+		    d->store);
+		return 2;
 	}
 	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
 		fprintf(stderr,
@@ -280,19 +289,40 @@ srv_dev_token_main(int argc, char **argv)
 		    "running on port %d with this store (no file %s); "
 		    "start one with `make run`, or give the --port and "
 		    "--store it was started with\n",
-		    port, path);
-		rc = 1;
-		goto out;
+		    d->port, path);
+		return 1;
 	}
-	args[n++] = "--secret-file";
-	args[n++] = path;
-	args[n++] = "--admin";
-	if (!sub) {
-		args[n++] = "--sub";
-		args[n++] = "dev";
+	return -1;
+}
+
+int
+srv_dev_token_main(int argc, char **argv)
+{
+	dev_args d = { .store = getenv("LOCKGATE_STORE") };
+	char path[PATH_MAX];
+	const char *p;
+	int rc;
+
+	/* The port the server would have chosen from the environment. */
+	if ((p = getenv("LOCKGATE_LISTEN")) != NULL && *p != '\0')
+		d.port = port_of(p);
+	else if ((p = getenv("PORT")) != NULL && *p != '\0')
+		d.port = parse_port(p);
+	else
+		d.port = SRV_PORT_DEFAULT;
+	if ((d.args = calloc((size_t)argc + 6, sizeof(*d.args))) == NULL)
+		return 1;
+	if ((rc = dev_args_parse(&d, argc, argv)) < 0 &&
+	    (rc = dev_secret_file(&d, path, sizeof(path))) < 0) {
+		d.args[d.n++] = "--secret-file";
+		d.args[d.n++] = path;
+		d.args[d.n++] = "--admin";
+		if (!d.sub) {
+			d.args[d.n++] = "--sub";
+			d.args[d.n++] = "dev";
+		}
+		rc = auth_token_main(d.n, d.args);
 	}
-	rc = auth_token_main(n, args);
-out:
-	free(args);
+	free(d.args);
 	return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * http_int.h: internal to the HTTP layer (http.c, routes.c, params.c).
+ * http_int.h: internal to the HTTP layer (http.c, http_conn.c, http_read.c,
+ * http_loop.c, routes.c, params.c).
  */
 #ifndef LOCKGATE_HTTP_INT_H
 #define LOCKGATE_HTTP_INT_H
@@ -8,7 +9,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 
-#include "gcs/gcs_loop.h"
+#include "rt/rt.h"
 
 #include "params.h"
 #include "srv.h"
@@ -41,13 +42,13 @@ typedef struct srv_jobs {
 /*
  * An event loop: one thread with its own libmicrohttpd daemon (external
  * epoll mode, on its own SO_REUSEPORT listen socket, so the kernel spreads
- * new connections over the loops) and a gcs_loop that runs the requests
+ * new connections over the loops) and an rt_loop that runs the requests
  * of a network store (gs://) as tasks: a task waiting on the storage
  * holds neither this thread nor any other.
  */
 typedef struct srv_loop {
 	struct srv_server *srv;
-	struct gcs_loop *io;
+	rt_loop *io;
 	struct MHD_Daemon *daemon;
 	int listen_fd; /* until the daemon has it */
 	pthread_t thread;
@@ -156,5 +157,54 @@ void http_release_hold(srv_req *r);
 /* Route R on its raw path (r->path) and answer it. */
 enum MHD_Result routes_dispatch(srv_req *r);
 enum MHD_Result routes_finish_wait(srv_req *r);
+
+/*
+ * What http_uri_seen saw of the request target a connection sends, kept for
+ * the access handler, which libmicrohttpd gives the decoded path only.
+ * One per connection, from its start to its close, rather than one per
+ * request: a request line that libmicrohttpd 0.9.75 fails to parse (too
+ * many arguments) never reaches the handler, and a context made for it in
+ * http_uri_seen never came back to be freed.
+ */
+typedef struct srv_target {
+	struct srv_target *prev, *next; /* the loop's connections */
+	int fd;                         /* the connection's socket */
+	/* Mono ms by which the next request head must be in (0: none is
+	 * pending, a request is being served): see http_sweep_slow_heads. */
+	int64_t head_by;
+	char path[SRV_PATH_MAX + 1]; /* up to the '?', not decoded */
+	size_t len;                  /* of the target, up to a raw NUL */
+	bool path_too_long;          /* path is empty then */
+	bool encoded_nul;            /* "%00" in the target */
+	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
+	bool served;                 /* a request was answered on it */
+	bool head_begun;             /* the next head's first line is in */
+} srv_target;
+
+/* http.c */
+/* The loop whose thread the caller runs on (set by its loop_main). */
+extern __thread srv_loop *http_tl_loop;
+size_t http_query_args(const char *target);
+void http_stop_reading(struct MHD_Connection *conn);
+enum MHD_Result http_access_handler(void *cls, struct MHD_Connection *conn,
+    const char *url, const char *method, const char *version,
+    const char *upload_data, size_t *upload_data_size, void **con_cls);
+void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe);
+srv_jobs *http_jobs_new(int n);
+void http_jobs_stop(srv_jobs *j);
+void http_jobs_free(srv_jobs *j);
+
+/* http_conn.c */
+void http_conn_notify(void *cls, struct MHD_Connection *conn,
+    void **socket_context, enum MHD_ConnectionNotificationCode code);
+void http_sweep_slow_heads(srv_loop *lp);
+srv_target *http_target_of(struct MHD_Connection *conn);
+void *http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn);
+
+/* http_read.c */
+enum MHD_Result http_refuse(srv_req *r, const char *reason, const char *why);
+enum MHD_Result http_req_begin(srv_req *r, const srv_target *t,
+    const char *method, const char *url, const char *version);
 
 #endif

@@ -69,20 +69,42 @@ check(srv_config *cfg, gcs_store *store)
 	return 0;
 }
 
-/* long: process start-up and shutdown in order; split pending (issue 21
- * section 3) */
-int
-main(int argc, char **argv)
-{
-	char err[512], secret[80], *dev_token = NULL, dev_path[PATH_MAX];
+/* What the process holds while it runs: freed by one path, proc_free,
+ * whatever the exit. */
+typedef struct proc {
 	srv_config cfg;
 	gcs_store *store;
-	gcs_err ge;
 	auth_ctx *auth;
 	srv_server *srv;
-	api_service *svc = NULL;
-	sigset_t set;
-	int sig, rc, i;
+	api_service *svc;
+	char secret[80];         /* the development mode's, wiped */
+	char *dev_token;         /* the development mode's, until announced */
+	char dev_path[PATH_MAX]; /* its secret file, removed at exit */
+} proc;
+
+static void
+proc_free(proc *p)
+{
+	srv_free(p->srv);
+	api_free(p->svc);
+	gcs_store_free(p->store);
+	auth_free(p->auth);
+	if (p->dev_path[0] != '\0')
+		(void)unlink(p->dev_path);
+	if (p->dev_token != NULL) {
+		util_wipe(p->dev_token, strlen(p->dev_token));
+		free(p->dev_token);
+	}
+	util_wipe(p->secret, sizeof(p->secret));
+	srv_config_free(&p->cfg);
+}
+
+/* `lockgate token ...` and `lockgate --routes`: their exit status, or -1
+ * when ARGV asks for neither. */
+static int
+subcommand(int argc, char **argv)
+{
+	int i;
 
 	if (argc > 1 && strcmp(argv[1], "token") == 0) {
 		for (i = 2; i < argc; i++)
@@ -94,7 +116,130 @@ main(int argc, char **argv)
 		srv_routes_print();
 		return 0;
 	}
+	return -1;
+}
 
+/* The development mode's token, once the server listens: its secret
+ * saved for `lockgate token --dev` while this runs, and the banner. */
+static void
+dev_announce(proc *p)
+{
+	char err[512];
+
+	if (p->dev_token == NULL)
+		return;
+	if (srv_dev_secret_path(p->cfg.store, srv_port(p->srv), p->dev_path,
+	        sizeof(p->dev_path)) == 0 &&
+	    srv_dev_secret_save(p->dev_path, p->secret, err, sizeof(err)) !=
+	        0) {
+		srv_logf("WARNING", "development mode: no secret file: %s",
+		    err);
+		p->dev_path[0] = '\0';
+	}
+	srv_dev_banner(&p->cfg, p->dev_token, srv_port(p->srv),
+	    p->dev_path[0] ? p->dev_path : NULL);
+	util_wipe(p->dev_token, strlen(p->dev_token));
+	free(p->dev_token);
+	p->dev_token = NULL;
+}
+
+/* The keys and a server for P's configuration (the store open): 0 once
+ * it listens, else the exit status, the refusal said. */
+static int
+serve(proc *p)
+{
+	char err[512];
+
+	if ((p->auth = auth_new(&p->cfg.auth, err, sizeof(err))) == NULL) {
+		refuse("bad configuration", err);
+		return 2;
+	}
+	if (!auth_configured(p->auth)) {
+		auth_free(p->auth);
+		p->auth = srv_dev_mode(&p->cfg, p->secret, sizeof(p->secret),
+		    &p->dev_token, err, sizeof(err));
+		if (p->auth == NULL)
+			die("bad configuration", err);
+	}
+	if ((p->srv = srv_new(&p->cfg)) == NULL ||
+	    (p->svc = api_new(p->store, srv_on_event, p->srv)) == NULL)
+		die("start-up", "out of memory");
+	if (srv_start(p->srv, p->svc, p->auth, err, sizeof(err)) != 0) {
+		refuse("cannot serve", err);
+		return 2;
+	}
+	dev_announce(p);
+	srv_log("INFO", "listening",
+	    json_pack("{s:s, s:i, s:s, s:s, s:b}", "listen", p->cfg.listen,
+	        "port", srv_port(p->srv), "store", p->cfg.store, "version",
+	        LOCKGATE_VERSION, "dev_mode", p->cfg.dev_mode));
+	return 0;
+}
+
+/* Start-up in order: the configuration, the store, then serving (or the
+ * check of --check).  -1 once the server listens, else the exit status. */
+static int
+start(proc *p, int argc, char **argv)
+{
+	char err[512];
+	gcs_err ge;
+	int rc = srv_config_load(&p->cfg, argc, argv, err, sizeof(err));
+
+	if (rc != 0) {
+		if (rc == 1)
+			return 0; /* --help, --version */
+		refuse("bad configuration", err);
+		return 2;
+	}
+	gcs_configure(&p->cfg.gcs);
+	if ((p->store = gcs_open(p->cfg.store, &ge)) == NULL) {
+		refuse("cannot open the store (--store/LOCKGATE_STORE)",
+		    ge.msg);
+		return 2;
+	}
+	/* Every store call counted and timed for /metrics. */
+	if ((p->store = srv_store_instrument(p->store)) == NULL)
+		die("start-up", "out of memory");
+	if (p->cfg.check_only)
+		return check(&p->cfg, p->store);
+	rc = serve(p);
+	return rc == 0 ? -1 : rc;
+}
+
+/* Until SIGTERM or SIGINT (in SET): SIGHUP reloads keys and policy. */
+static void
+run_until_stopped(proc *p, const sigset_t *set)
+{
+	char err[512];
+	int sig;
+
+	for (;;) {
+		if (sigwait(set, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		if (auth_reload(p->auth, err, sizeof(err)) != 0)
+			srv_logf("ERROR",
+			    "reload failed, keeping the "
+			    "old keys and policy: %s",
+			    err);
+		else
+			srv_log("INFO", "reloaded keys and policy", NULL);
+	}
+	srv_log("INFO", "shutting down",
+	    json_pack("{s:s}", "signal",
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+}
+
+int
+main(int argc, char **argv)
+{
+	proc p;
+	sigset_t set;
+	int rc = subcommand(argc, argv);
+
+	if (rc >= 0)
+		return rc;
 	/* Before any thread starts, so all of them inherit the mask. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -103,103 +248,13 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	rc = srv_config_load(&cfg, argc, argv, err, sizeof(err));
-	if (rc != 0) {
-		srv_config_free(&cfg);
-		if (rc == 1)
-			return 0; /* --help, --version */
-		refuse("bad configuration", err);
-		return 2;
-	}
-	if ((store = gcs_open(cfg.store, &ge)) == NULL) {
-		refuse("cannot open the store (--store/LOCKGATE_STORE)",
-		    ge.msg);
-		srv_config_free(&cfg);
-		return 2;
-	}
-	/* Every store call counted and timed for /metrics. */
-	if ((store = srv_store_instrument(store)) == NULL)
-		die("start-up", "out of memory");
-	if (cfg.check_only) {
-		rc = check(&cfg, store);
-		gcs_store_free(store);
-		srv_config_free(&cfg);
+	memset(&p, 0, sizeof(p));
+	rc = start(&p, argc, argv);
+	if (rc < 0)
+		run_until_stopped(&p, &set);
+	proc_free(&p);
+	if (rc >= 0)
 		return rc;
-	}
-	if ((auth = auth_new(&cfg.auth, err, sizeof(err))) == NULL) {
-		refuse("bad configuration", err);
-		gcs_store_free(store);
-		srv_config_free(&cfg);
-		return 2;
-	}
-	if (!auth_configured(auth)) {
-		auth_free(auth);
-		auth = srv_dev_mode(&cfg, secret, sizeof(secret), &dev_token,
-		    err, sizeof(err));
-		if (auth == NULL)
-			die("bad configuration", err);
-	}
-	if ((srv = srv_new(&cfg)) == NULL ||
-	    (svc = api_new(store, srv_on_event, srv)) == NULL)
-		die("start-up", "out of memory");
-	if (srv_start(srv, svc, auth, err, sizeof(err)) != 0) {
-		refuse("cannot serve", err);
-		srv_free(srv);
-		api_free(svc);
-		gcs_store_free(store);
-		auth_free(auth);
-		srv_config_free(&cfg);
-		return 2;
-	}
-	dev_path[0] = '\0';
-	if (dev_token != NULL) {
-		/* For `lockgate token --dev` while this runs. */
-		if (srv_dev_secret_path(cfg.store, srv_port(srv), dev_path,
-		        sizeof(dev_path)) == 0 &&
-		    srv_dev_secret_save(dev_path, secret, err, sizeof(err)) !=
-		        0) {
-			srv_logf("WARNING",
-			    "development mode: no secret file: %s", err);
-			dev_path[0] = '\0';
-		}
-		srv_dev_banner(&cfg, dev_token, srv_port(srv),
-		    dev_path[0] ? dev_path : NULL);
-		util_wipe(dev_token, strlen(dev_token));
-		free(dev_token);
-		dev_token = NULL;
-	}
-	srv_log("INFO", "listening",
-	    json_pack("{s:s, s:i, s:s, s:s, s:b}", "listen", cfg.listen, "port",
-	        srv_port(srv), "store", cfg.store, "version", LOCKGATE_VERSION,
-	        "dev_mode", cfg.dev_mode));
-
-	for (;;) {
-		if (sigwait(&set, &sig) != 0)
-			continue;
-		if (sig == SIGHUP) {
-			if (auth_reload(auth, err, sizeof(err)) != 0)
-				srv_logf("ERROR",
-				    "reload failed, keeping the "
-				    "old keys and policy: %s",
-				    err);
-			else
-				srv_log("INFO", "reloaded keys and policy",
-				    NULL);
-			continue;
-		}
-		break;
-	}
-	srv_log("INFO", "shutting down",
-	    json_pack("{s:s}", "signal",
-	        sig == SIGTERM ? "SIGTERM" : "SIGINT"));
-	srv_free(srv);
-	api_free(svc);
-	gcs_store_free(store);
-	auth_free(auth);
-	if (dev_path[0] != '\0')
-		(void)unlink(dev_path);
-	util_wipe(secret, sizeof(secret));
-	srv_config_free(&cfg);
 	srv_log("INFO", "stopped", NULL);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "gcs/gcs_client.h"
 #include "auth.h"
 
 #define LOCKGATE_VERSION "0.1.0"
@@ -62,6 +63,12 @@
  * holders (a CI job's URL) point. */
 #define SRV_LINK_HOSTS_DEFAULT "github.com,gitlab.com"
 #define SRV_LINK_HOSTS_MAX     32
+/* Where lockgate serves and keeps its leases when nothing says. */
+#define SRV_XSTR(x)            SRV_STR(x)
+#define SRV_STR(x)             #x
+#define SRV_PORT_DEFAULT       8080
+#define SRV_LISTEN_DEFAULT     "127.0.0.1:" SRV_XSTR(SRV_PORT_DEFAULT)
+#define SRV_STORE_DEFAULT      "file://./lockgate-data"
 
 /* Limits of waiting (design section 3). */
 #define SRV_WAIT_THREADS    4    /* store pollers for waiters */
@@ -87,7 +94,8 @@ typedef struct srv_config {
 	bool check_only;  /* --check */
 	bool dev_mode;    /* set by main when no key is configured */
 	auth_config auth; /* strings point into this struct's storage */
-	char *owned[32];  /* strings to free */
+	gcs_settings gcs; /* gs://: given to gcs_configure; the same */
+	char *owned[64];  /* strings to free */
 	int nowned;
 } srv_config;
 
@@ -166,7 +174,7 @@ void srv_drop(srv_drop_kind kind, unsigned n);
  * last was SRV_LOG_INTERVAL_MS ago or NOW (shutdown).  Thread-safe. */
 void srv_drops_report(bool now);
 
-/* --- http.c --- */
+/* --- http_loop.c --- */
 
 typedef struct srv_server srv_server;
 

@@ -224,7 +224,7 @@ fake_gcs_store(const fake_gcs *f, const char *bucket, const char *prefix,
 	gcs_store *s;
 
 	setenv("STORAGE_EMULATOR_HOST", f->hostport, 1);
-	unsetenv("LOCKGATE_GCS_ENDPOINT");
+	gcs_configure(&(gcs_settings){ 0 }); /* the default endpoint */
 	s = gcs_gs_new(bucket, prefix, &err);
 	if (s != NULL && p != NULL)
 		gcs_gs_set_retry(s, p);

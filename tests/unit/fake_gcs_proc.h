@@ -47,7 +47,7 @@ long fake_gcs_count(const fake_gcs *f, const char *op);
  * how to get the fake (make builds it).  0 or -1. */
 int fake_gcs_start_group(fake_gcs *f, const char *const *args);
 /* A gs:// store on F in emulator mode (STORAGE_EMULATOR_HOST set to F,
- * LOCKGATE_GCS_ENDPOINT unset) with retry policy P (NULL: the default).
+ * the gs:// settings unset) with retry policy P (NULL: the default).
  * NULL on failure; free with gcs_store_free. */
 gcs_store *fake_gcs_store(const fake_gcs *f, const char *bucket,
     const char *prefix, const gcs_retry_policy *p);

@@ -90,7 +90,7 @@ lease_req(api_lease_req *q, const api_lock *l, const char *owner, int ttl)
 }
 
 static void
-test_names(void **state)
+test_lock_names_valid_or_refused(void **state)
 {
 	static const char *good[] = { "a", "prod/deploy", "A.b_c-d/e/f", "9",
 		"x..y", "a/b.c", "a/.hidden", NULL };
@@ -556,7 +556,7 @@ test_overdue_and_json(void **state)
 }
 
 static void
-test_list_paging(void **state)
+test_list_pages_leave_expired_out(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req q;
@@ -1436,7 +1436,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_lock_names_valid_or_refused),
 		cmocka_unit_test(test_text_clean),
 		cmocka_unit_test(test_utf8_scrub),
 		cmocka_unit_test(test_copy_utf8_boundary),
@@ -1467,8 +1467,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_overdue_and_json, setup,
 		    teardown),
-		cmocka_unit_test_setup_teardown(test_list_paging, setup,
-		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_list_pages_leave_expired_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_hides_names, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_list_too_sparse, setup,

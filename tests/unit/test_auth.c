@@ -214,7 +214,7 @@ test_aud_array_with_ours(void **state)
 }
 
 static void
-test_leeway(void **state)
+test_leeway_accepts_slightly_off_times(void **state)
 {
 	(void)state;
 	/* Expired 30 s ago, issued 30 s ahead: inside the 60 s leeway. */
@@ -324,7 +324,7 @@ expect_times(const char *fmt, const char *reason)
 }
 
 static void
-test_times(void **state)
+test_time_claims_out_of_range_refused(void **state)
 {
 	char err[256];
 	auth_config c;
@@ -380,7 +380,7 @@ test_times(void **state)
 }
 
 static void
-test_iss_aud(void **state)
+test_iss_aud_refusal_names_expected(void **state)
 {
 	char *p;
 
@@ -954,7 +954,7 @@ test_config_errors(void **state)
 }
 
 static void
-test_describe(void **state)
+test_describe_names_keys_never_secret(void **state)
 {
 	char buf[256];
 
@@ -1011,7 +1011,7 @@ test_secret_file_and_reload(void **state)
 }
 
 static void
-test_mint(void **state)
+test_minted_token_verifies(void **state)
 {
 	char *t = auth_mint_hs256(SECRET, strlen(SECRET), "carol", 60, true);
 	char *b;
@@ -1063,7 +1063,7 @@ run_token(int *rc, int argc, char **argv)
 }
 
 static void
-test_token_main(void **state)
+test_token_cli_mints_verifiable_token(void **state)
 {
 	char *sf = authtest_file("tsecret", SECRET "\n");
 	char *argv[] = { "token", "--secret-file", sf, "--sub", "ci-bot",
@@ -1109,12 +1109,12 @@ main(void)
 		cmocka_unit_test(test_hs256_valid),
 		cmocka_unit_test(test_rs256_es256_valid),
 		cmocka_unit_test(test_aud_array_with_ours),
-		cmocka_unit_test(test_leeway),
+		cmocka_unit_test(test_leeway_accepts_slightly_off_times),
 		cmocka_unit_test(test_alg_none_any_case),
 		cmocka_unit_test(test_alg_confusion),
 		cmocka_unit_test(test_key_of_other_alg),
-		cmocka_unit_test(test_times),
-		cmocka_unit_test(test_iss_aud),
+		cmocka_unit_test(test_time_claims_out_of_range_refused),
+		cmocka_unit_test(test_iss_aud_refusal_names_expected),
 		cmocka_unit_test(test_tampered_truncated_other_key),
 		cmocka_unit_test(test_unknown_kid),
 		cmocka_unit_test(test_every_mutation_refused),
@@ -1128,10 +1128,10 @@ main(void)
 		cmocka_unit_test(test_verified_cache),
 		cmocka_unit_test(test_long_token_not_cached),
 		cmocka_unit_test(test_config_errors),
-		cmocka_unit_test(test_describe),
+		cmocka_unit_test(test_describe_names_keys_never_secret),
 		cmocka_unit_test(test_secret_file_and_reload),
-		cmocka_unit_test(test_mint),
-		cmocka_unit_test(test_token_main),
+		cmocka_unit_test(test_minted_token_verifies),
+		cmocka_unit_test(test_token_cli_mints_verifiable_token),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -198,7 +198,7 @@ verdict(auth_ctx *a, const char *alg, const char *kid, jwt_alg_t jalg,
 }
 
 static void
-test_rotation(void **state)
+test_rotated_keys_fetched(void **state)
 {
 	char *k1 = authtest_jwk(rsa_priv, "k1");
 	char *k2 = authtest_jwk(ec_priv, "k2");
@@ -735,7 +735,7 @@ test_max_age(void **state)
 }
 
 static void
-test_jwks_parse(void **state)
+test_jwks_parse_keeps_usable_keys(void **state)
 {
 	char err[256];
 	char *k1 = authtest_jwk(rsa_priv, "k1"),
@@ -804,8 +804,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_jwks_parse),
-		cmocka_unit_test(test_rotation),
+		cmocka_unit_test(test_jwks_parse_keeps_usable_keys),
+		cmocka_unit_test(test_rotated_keys_fetched),
 		cmocka_unit_test(test_failure_keeps_cache),
 		cmocka_unit_test(test_no_usable_key_revokes),
 		cmocka_unit_test(test_loop_thread_does_not_wait),

@@ -19,7 +19,7 @@
 #define HDR_HS "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
 
 static void
-test_glob(void **state)
+test_glob_matches_segments(void **state)
 {
 	(void)state;
 	assert_true(auth_glob_match("prod/*", "prod/deploy"));
@@ -576,7 +576,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_glob),
+		cmocka_unit_test(test_glob_matches_segments),
 		cmocka_unit_test(test_policy_validation),
 		cmocka_unit_test(test_no_policy),
 		cmocka_unit_test(test_policy_decisions),

@@ -477,7 +477,7 @@ writer(void *arg)
 }
 
 static void
-test_threads(void **state)
+test_concurrent_writers_keep_newest(void **state)
 {
 	pthread_t th[THREADS];
 	char name[16];
@@ -535,7 +535,8 @@ main(void)
 		    reset, reset),
 		cmocka_unit_test_setup_teardown(
 		    test_single_owner_fills_the_buffer, reset, reset),
-		cmocka_unit_test_setup_teardown(test_threads, reset, reset),
+		cmocka_unit_test_setup_teardown(
+		    test_concurrent_writers_keep_newest, reset, reset),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,7 +611,7 @@ test_large_answers(void **state)
 }
 
 static void
-test_check(void **state)
+test_check_reaches_bucket_or_names_missing(void **state)
 {
 	gcs_store *s = *state;
 	gcs_err err;
@@ -1679,7 +1679,8 @@ main(void)
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_large_answers, test_setup,
 		    test_teardown),
-		cmocka_unit_test_setup_teardown(test_check, test_setup,
+		cmocka_unit_test_setup_teardown(
+		    test_check_reaches_bucket_or_names_missing, test_setup,
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_missing_bucket, test_setup,
 		    test_teardown),

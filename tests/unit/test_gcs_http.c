@@ -12,10 +12,10 @@
 #include "gcs/gcs_http.h"
 
 static void
-test_rfc3339(void **state)
+test_rfc3339_parsed(void **state)
 {
 	(void)state;
-	/* 2019-04-02T14:16:31.530Z, from a real object (facts §1) */
+	/* 2019-04-02T14:16:31.530Z, from a real object */
 	assert_true(
 	    gcs_parse_rfc3339("2019-04-02T14:16:31.530Z") == 1554214591530LL);
 	assert_true(
@@ -63,7 +63,7 @@ fixdate(const char *s)
 }
 
 static void
-test_imf_fixdate(void **state)
+test_imf_fixdate_parsed(void **state)
 {
 	(void)state;
 	/* RFC 9110's example, and `date -u -d ... +%s` for the others */
@@ -163,7 +163,7 @@ test_imf_fixdate_matches_strftime(void **state)
 }
 
 static void
-test_http_date(void **state)
+test_http_date_forms_parsed(void **state)
 {
 	const char *v;
 
@@ -262,7 +262,7 @@ picked(const gcs_jpick *f, const char *want)
 }
 
 static void
-test_json_pick(void **state)
+test_json_pick_finds_fields(void **state)
 {
 	gcs_jpick f[4];
 
@@ -438,15 +438,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rfc3339),
+		cmocka_unit_test(test_rfc3339_parsed),
 		cmocka_unit_test(test_rfc3339_malformed),
-		cmocka_unit_test(test_imf_fixdate),
+		cmocka_unit_test(test_imf_fixdate_parsed),
 		cmocka_unit_test(test_imf_fixdate_malformed),
 		cmocka_unit_test(test_imf_fixdate_matches_strftime),
-		cmocka_unit_test(test_http_date),
+		cmocka_unit_test(test_http_date_forms_parsed),
 		cmocka_unit_test(test_http_date_too_long),
 		cmocka_unit_test(test_http_date_far_future),
-		cmocka_unit_test(test_json_pick),
+		cmocka_unit_test(test_json_pick_finds_fields),
 		cmocka_unit_test(test_json_pick_undecided),
 		cmocka_unit_test(test_json_pick_malformed),
 		cmocka_unit_test(test_json_pick_agrees_with_jansson),

@@ -102,7 +102,7 @@ test_setup(void **state)
 	    200);
 	unsetenv("STORAGE_EMULATOR_HOST");
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
-	setenv("LOCKGATE_GCS_ENDPOINT", fake.url, 1);
+	gcs_configure(&(gcs_settings){ .endpoint = fake.url });
 	setenv("GCE_METADATA_HOST", fake.hostport, 1);
 	return 0;
 }

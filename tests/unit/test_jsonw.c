@@ -103,7 +103,7 @@ test_keyed_members_escape_keys_and_values(void **state)
 }
 
 static void
-test_grows(void **state)
+test_writer_grows_or_says_full(void **state)
 {
 	api_jw jw;
 	char *big = malloc(10000);
@@ -155,7 +155,7 @@ test_fixed_buffer_full(void **state)
 }
 
 static void
-test_copy(void **state)
+test_copy_stays_within_cap(void **state)
 {
 	char d[6];
 
@@ -173,7 +173,7 @@ test_copy(void **state)
 }
 
 static void
-test_fmt_int(void **state)
+test_fmt_int_whole_range(void **state)
 {
 	char b[24], s[3];
 
@@ -195,7 +195,7 @@ test_fmt_int(void **state)
 /* The hand-made RFC 3339 time agrees with gmtime_r, leap days and
  * century years included, and stays in its 24 characters at the ends. */
 static void
-test_time_str(void **state)
+test_time_str_agrees_with_gmtime(void **state)
 {
 	static const int64_t days[] = { 0, 59, 60, 365, 10957, 11016, 11017,
 		11322, 47540, 47541, 47482, 20000, 2932890 };
@@ -243,11 +243,11 @@ main(void)
 		cmocka_unit_test(test_plain_strings),
 		cmocka_unit_test(test_every_byte_escaped_or_kept),
 		cmocka_unit_test(test_keyed_members_escape_keys_and_values),
-		cmocka_unit_test(test_grows),
+		cmocka_unit_test(test_writer_grows_or_says_full),
 		cmocka_unit_test(test_fixed_buffer_full),
-		cmocka_unit_test(test_copy),
-		cmocka_unit_test(test_fmt_int),
-		cmocka_unit_test(test_time_str),
+		cmocka_unit_test(test_copy_stays_within_cap),
+		cmocka_unit_test(test_fmt_int_whole_range),
+		cmocka_unit_test(test_time_str_agrees_with_gmtime),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

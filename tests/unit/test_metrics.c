@@ -366,7 +366,7 @@ test_waiters_gauge(void **state)
 }
 
 static void
-test_store_stats(void **state)
+test_store_calls_counted(void **state)
 {
 	char *a, *b;
 
@@ -542,7 +542,7 @@ main(void)
 		cmocka_unit_test(test_histogram_edges),
 		cmocka_unit_test(test_lock_outcomes),
 		cmocka_unit_test(test_waiters_gauge),
-		cmocka_unit_test(test_store_stats),
+		cmocka_unit_test(test_store_calls_counted),
 		cmocka_unit_test(test_store_wrapper),
 		cmocka_unit_test(test_store_wrapper_null),
 		cmocka_unit_test(test_unknown_store_labels),

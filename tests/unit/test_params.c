@@ -57,7 +57,7 @@ prep(srv_params *p, fake_query *q, const char *body, api_err *err)
 }
 
 static void
-t_query_values(void **state)
+test_query_values_parsed(void **state)
 {
 	fake_query q = { { { "ttl", "600" }, { "holder", "ci job 7" },
 		             { "include_expired", NULL } },
@@ -88,7 +88,7 @@ t_query_values(void **state)
 }
 
 static void
-t_body_values(void **state)
+test_body_values_parsed(void **state)
 {
 	fake_query q = { { { NULL, NULL } }, 0 };
 	srv_params p;
@@ -115,7 +115,7 @@ t_body_values(void **state)
 }
 
 static void
-t_refused(void **state)
+test_bad_bodies_refused(void **state)
 {
 	static const char *bodies[] = {
 		"{\"ttl\": 30",             /* truncated */
@@ -151,7 +151,7 @@ t_refused(void **state)
 }
 
 static void
-t_bad_numbers_and_text(void **state)
+test_bad_numbers_and_text_refused(void **state)
 {
 	static const char *bad_ints[] = { "", "abc", "1.5", "-5", "+5", " 5",
 		"5 ", "99999999999999999999", "0x10", "1", "86401", NULL };
@@ -212,7 +212,7 @@ t_bad_numbers_and_text(void **state)
 }
 
 static void
-t_labels(void **state)
+test_labels_parsed_and_bounded(void **state)
 {
 	fake_query q = {
 		{ { "labels", "{\"env\":\"prod\",\"team\":\"web\"}" } }, 1
@@ -242,11 +242,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_query_values),
-		cmocka_unit_test(t_body_values),
-		cmocka_unit_test(t_refused),
-		cmocka_unit_test(t_bad_numbers_and_text),
-		cmocka_unit_test(t_labels),
+		cmocka_unit_test(test_query_values_parsed),
+		cmocka_unit_test(test_body_values_parsed),
+		cmocka_unit_test(test_bad_bodies_refused),
+		cmocka_unit_test(test_bad_numbers_and_text_refused),
+		cmocka_unit_test(test_labels_parsed_and_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,7 +102,7 @@ wait_count(const int *c, int n)
  * that attempt left is released, by its lease_id, so the lock is free.
  */
 static void
-t_lost_insert_given_back(void **state)
+test_lost_insert_given_back(void **state)
 {
 	fixture *f = *state;
 	api_lock l;
@@ -128,7 +128,7 @@ t_lost_insert_given_back(void **state)
  * answered 404).
  */
 static void
-t_keyed_lost_insert_kept(void **state)
+test_keyed_lost_insert_kept(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req retry;
@@ -159,7 +159,7 @@ t_keyed_lost_insert_kept(void **state)
 /* An attempt that failed unapplied leaves nothing, and nothing is
  * deleted: in particular not another holder's lease. */
 static void
-t_failed_insert_deletes_nothing(void **state)
+test_failed_insert_deletes_nothing(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req other;
@@ -207,7 +207,7 @@ waiter_for(srv_waiter *w, api_acquire_req *q, const char *name,
 
 /* The caps: in all, and per owner; a wait that ends frees its place. */
 static void
-t_waiter_caps(void **state)
+test_waiter_caps_hold(void **state)
 {
 	fixture *f = *state;
 	srv_waits *ws;
@@ -265,7 +265,7 @@ on_done_count(srv_waiter *w, void *ctx)
  * back behind it); semaphore waiters are not writers.
  */
 static void
-t_group_wakes_free_slots(void **state)
+test_group_wakes_free_slots(void **state)
 {
 	fixture *f = *state;
 	api_acquire_req hq[2], q[4];
@@ -324,14 +324,16 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(t_lost_insert_given_back, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_keyed_lost_insert_kept, setup,
-		    teardown),
-		cmocka_unit_test_setup_teardown(t_failed_insert_deletes_nothing,
+		cmocka_unit_test_setup_teardown(test_lost_insert_given_back,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(t_waiter_caps, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_group_wakes_free_slots, setup,
+		cmocka_unit_test_setup_teardown(test_keyed_lost_insert_kept,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_failed_insert_deletes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
+		    setup,
 		    teardown),
 	};
 

@@ -20,7 +20,7 @@ header(const char *name)
 }
 
 static void
-test_index(void **state)
+test_assets_served_with_types(void **state)
 {
 	const srv_asset *a, *b;
 	const char *type = NULL;
@@ -55,7 +55,7 @@ test_content_types_by_extension_lockctl_as_text(void **state)
 }
 
 static void
-test_missing(void **state)
+test_unknown_paths_not_found(void **state)
 {
 	const char *type = "stale";
 	char big[SRV_WEB_PATH_MAX + 10];
@@ -76,7 +76,7 @@ test_missing(void **state)
 }
 
 static void
-test_headers(void **state)
+test_security_headers_strict(void **state)
 {
 	const char *csp;
 
@@ -97,11 +97,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_index),
+		cmocka_unit_test(test_assets_served_with_types),
 		cmocka_unit_test(
 		    test_content_types_by_extension_lockctl_as_text),
-		cmocka_unit_test(test_missing),
-		cmocka_unit_test(test_headers),
+		cmocka_unit_test(test_unknown_paths_not_found),
+		cmocka_unit_test(test_security_headers_strict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

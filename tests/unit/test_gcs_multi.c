@@ -1,15 +1,13 @@
 /*
- * test_gcs_loop.c: the event loop and its tasks (gcs/gcs_loop.c): a task
- * that needs no wait finishes within gcs_loop_spawn; waiting tasks
- * (sleeps, storage transfers) are all alive at once on one thread; a
- * wake-up from another thread ends a wait; a task's stack overflow is
- * fatal, never silent; the gs:// store, called from tasks, keeps its
- * semantics (concurrent calls, a dropped answer reported as attempts > 1);
- * a kept connection stays registered with epoll between transfers, and
- * one its server closed while idle is dropped, not spun on.
+ * test_gcs_multi.c: the store client on a runtime loop (gcs/gcs_multi.c):
+ * a loop keeps the client's handles for its own tasks; the gs:// store,
+ * called from tasks, keeps its semantics (concurrent calls, a dropped
+ * answer reported as attempts > 1); a kept connection stays registered
+ * with epoll between transfers, and one its server closed while idle is
+ * dropped, not spun on.
  *
- * No timing upper bounds: concurrency is shown by counts (tasks alive at
- * once, requests the fake held at once), every wait is bounded.
+ * No timing upper bounds: concurrency is shown by counts (requests the
+ * fake held at once), every wait is bounded.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -35,72 +33,26 @@
 #include "gcs/gcs.h"
 #include "gcs/gcs_client.h"
 #include "gcs/gcs_http.h"
-#include "gcs/gcs_loop.h"
+#include "gcs/gcs_multi.h"
+#include "rt/rt.h"
 
 #define BUCKET      "bkt"
 #define PREFIX      "loop/"
 #define RUN_MAX_MS  20000 /* any test's loop gives up after this long */
-#define MANY_TASKS  500
-#define STORE_TASKS 100 /* concurrent store calls, above the old cap of 64 */
-#define HOLD_MS     400 /* the fake holds each insert this long */
+#define STORE_TASKS 100   /* concurrent store calls, above the old cap of 64 */
+#define HOLD_MS     400   /* the fake holds each insert this long */
 
 static fake_gcs fake;
 
 /* Run L until it has no task left, for at most RUN_MAX_MS. */
 static void
-run_until_idle(gcs_loop *l)
+run_until_idle(rt_loop *l)
 {
 	int64_t end = util_mono_ms() + RUN_MAX_MS;
 
-	while (gcs_loop_tasks(l) > 0 && util_mono_ms() < end)
-		gcs_loop_run_once(l, 50);
-	assert_int_equal(gcs_loop_tasks(l), 0);
-}
-
-/* ---- tasks without a network ---- */
-
-typedef struct counter {
-	int ran, done, in_task, sleep_ms;
-	int64_t started, ended;
-} counter;
-
-static void
-count_fn(void *arg)
-{
-	counter *c = arg;
-
-	c->in_task = gcs_loop_in_task();
-	c->started = util_mono_ms();
-	if (c->sleep_ms > 0)
-		gcs_loop_sleep(c->sleep_ms);
-	c->ended = util_mono_ms();
-	c->ran++;
-}
-
-static void
-count_done(void *arg)
-{
-	counter *c = arg;
-
-	c->done++;
-}
-
-static void
-test_spawn_without_wait_finishes_inline(void **state)
-{
-	gcs_loop *l = gcs_loop_new();
-	counter c = { 0 };
-
-	(void)state;
-	assert_non_null(l);
-	assert_false(gcs_loop_in_task());
-	assert_int_equal(gcs_loop_spawn(l, count_fn, &c, count_done), 1);
-	assert_int_equal(c.ran, 1);
-	assert_int_equal(c.in_task, 1);
-	assert_int_equal(c.done, 0); /* DONE is only for tasks that waited */
-	assert_int_equal(gcs_loop_tasks(l), 0);
-	assert_false(gcs_loop_in_task());
-	gcs_loop_free(l);
+	while (rt_loop_tasks(l) > 0 && util_mono_ms() < end)
+		rt_loop_run_once(l, 50);
+	assert_int_equal(rt_loop_tasks(l), 0);
 }
 
 /* ---- objects kept for a loop's tasks ---- */
@@ -136,22 +88,22 @@ cache_fn(void *arg)
 
 	for (; st->op != 0; st++) {
 		if (st->op == 't')
-			st->took = gcs_loop_cache_take(
+			st->took = gcs_multi_cache_take(
 			    st->free_fn ? st->free_fn : cache_free_fn);
 		else
-			st->rc = gcs_loop_cache_put(st->obj,
+			st->rc = gcs_multi_cache_put(st->obj,
 			    st->free_fn ? st->free_fn : cache_free_fn);
 	}
 }
 
 /* A loop keeps objects for its own tasks only, last in first out, kinds
- * apart, at most GCS_LOOP_CACHE_MAX, and frees those it still keeps when it
+ * apart, at most GCS_MULTI_CACHE_MAX, and frees those it still keeps when it
  * is freed. */
 static void
 test_loop_cache(void **state)
 {
-	static char objs[GCS_LOOP_CACHE_MAX + 1];
-	gcs_loop *a = gcs_loop_new(), *b = gcs_loop_new();
+	static char objs[GCS_MULTI_CACHE_MAX + 1];
+	rt_loop *a = rt_loop_new(), *b = rt_loop_new();
 	/* A take's TOOK starts non-NULL, so that NULL is its answer. */
 #define TAKE(sentinel, fn) \
 	{ .op = 't', .took = (sentinel), .rc = 9, .free_fn = (fn) }
@@ -165,7 +117,7 @@ test_loop_cache(void **state)
 	cache_step s3[] = { PUT(&objs[2], other_free_fn), TAKE(NULL, NULL),
 		TAKE(objs, NULL), TAKE(NULL, other_free_fn),
 		PUT(&objs[3], other_free_fn), { 0 } };
-	cache_step fill[GCS_LOOP_CACHE_MAX + 2];
+	cache_step fill[GCS_MULTI_CACHE_MAX + 2];
 	int i;
 
 	(void)state;
@@ -173,171 +125,42 @@ test_loop_cache(void **state)
 	assert_non_null(b);
 	cache_freed = other_freed = 0;
 	/* Outside a task there is no loop to keep anything. */
-	assert_null(gcs_loop_cache_take(cache_free_fn));
-	assert_int_equal(gcs_loop_cache_put(&objs[0], cache_free_fn), -1);
+	assert_null(gcs_multi_cache_take(cache_free_fn));
+	assert_int_equal(gcs_multi_cache_put(&objs[0], cache_free_fn), -1);
 
-	assert_int_equal(gcs_loop_spawn(a, cache_fn, s1, NULL), 1);
+	assert_int_equal(rt_loop_spawn(a, cache_fn, s1, NULL), 1);
 	assert_null(s1[0].took);
 	assert_int_equal(s1[1].rc, 0);
 	assert_int_equal(s1[2].rc, 0);
 	assert_ptr_equal(s1[3].took, &objs[1]); /* the last one put */
 	/* Loop A keeps objs[0]; loop B has nothing of A's. */
-	assert_int_equal(gcs_loop_spawn(b, cache_fn, s2, NULL), 1);
+	assert_int_equal(rt_loop_spawn(b, cache_fn, s2, NULL), 1);
 	assert_null(s2[0].took);
 	/* Kinds apart: an object put with another free function is not
 	 * taken for this one, which still finds its own below it. */
-	assert_int_equal(gcs_loop_spawn(a, cache_fn, s3, NULL), 1);
+	assert_int_equal(rt_loop_spawn(a, cache_fn, s3, NULL), 1);
 	assert_int_equal(s3[0].rc, 0);
 	assert_ptr_equal(s3[1].took, &objs[0]);
 	assert_null(s3[2].took);
 	assert_ptr_equal(s3[3].took, &objs[2]);
 	assert_int_equal(s3[4].rc, 0); /* A keeps objs[3], of the other kind */
 
-	/* B takes up to GCS_LOOP_CACHE_MAX, then refuses. */
-	for (i = 0; i < GCS_LOOP_CACHE_MAX + 1; i++)
+	/* B takes up to GCS_MULTI_CACHE_MAX, then refuses. */
+	for (i = 0; i < GCS_MULTI_CACHE_MAX + 1; i++)
 		fill[i] = (cache_step)PUT(&objs[i], NULL);
-	fill[GCS_LOOP_CACHE_MAX + 1] = (cache_step){ 0 };
-	assert_int_equal(gcs_loop_spawn(b, cache_fn, fill, NULL), 1);
-	for (i = 0; i < GCS_LOOP_CACHE_MAX; i++)
+	fill[GCS_MULTI_CACHE_MAX + 1] = (cache_step){ 0 };
+	assert_int_equal(rt_loop_spawn(b, cache_fn, fill, NULL), 1);
+	for (i = 0; i < GCS_MULTI_CACHE_MAX; i++)
 		assert_int_equal(fill[i].rc, 0);
-	assert_int_equal(fill[GCS_LOOP_CACHE_MAX].rc, -1);
+	assert_int_equal(fill[GCS_MULTI_CACHE_MAX].rc, -1);
 
 	assert_int_equal(cache_freed, 0);
-	gcs_loop_free(a); /* objs[3], still kept, by its own function */
+	rt_loop_free(a); /* objs[3], still kept, by its own function */
 	assert_int_equal(cache_freed, 0);
 	assert_int_equal(other_freed, 1);
-	gcs_loop_free(b);
-	assert_int_equal(cache_freed, GCS_LOOP_CACHE_MAX);
+	rt_loop_free(b);
+	assert_int_equal(cache_freed, GCS_MULTI_CACHE_MAX);
 }
-
-static void
-test_sleeping_tasks_wait_together(void **state)
-{
-	gcs_loop *l = gcs_loop_new();
-	counter c[3];
-	int i;
-
-	(void)state;
-	memset(c, 0, sizeof(c));
-	for (i = 0; i < 3; i++) {
-		c[i].sleep_ms = 100 + 50 * i;
-		assert_int_equal(gcs_loop_spawn(l, count_fn, &c[i], count_done),
-		    0);
-	}
-	/* All three are waiting at once, on this one thread. */
-	assert_int_equal(gcs_loop_tasks(l), 3);
-	run_until_idle(l);
-	for (i = 0; i < 3; i++) {
-		assert_int_equal(c[i].ran, 1);
-		assert_int_equal(c[i].done, 1);
-		/* A sleep never ends early. */
-		assert_true(c[i].ended - c[i].started >= c[i].sleep_ms);
-	}
-	gcs_loop_free(l);
-}
-
-static void
-test_many_tasks_reuse_stacks(void **state)
-{
-	gcs_loop *l = gcs_loop_new();
-	counter *c = calloc(MANY_TASKS, sizeof(*c));
-	int i, round, waited = 0;
-
-	(void)state;
-	assert_non_null(c);
-	for (round = 0; round < 2; round++) {
-		for (i = 0; i < MANY_TASKS; i++) {
-			c[i].sleep_ms = 1 + i % 5;
-			if (gcs_loop_spawn(l, count_fn, &c[i], count_done) == 0)
-				waited++;
-		}
-		assert_int_equal(gcs_loop_tasks(l), MANY_TASKS);
-		run_until_idle(l);
-	}
-	assert_int_equal(waited, 2 * MANY_TASKS);
-	for (i = 0; i < MANY_TASKS; i++) {
-		assert_int_equal(c[i].ran, 2);
-		assert_int_equal(c[i].done, 2);
-	}
-	free(c);
-	gcs_loop_free(l);
-}
-
-static void *
-waker(void *arg)
-{
-	usleep(50 * 1000);
-	gcs_loop_wake(arg);
-	return NULL;
-}
-
-/* A wait of the loop ends on a wake-up from another thread: run_once
- * returns having handled one event (the wake-up), not on its timeout. */
-static void
-test_wake_from_another_thread(void **state)
-{
-	gcs_loop *l = gcs_loop_new();
-	pthread_t t;
-
-	(void)state;
-	assert_int_equal(pthread_create(&t, NULL, waker, l), 0);
-	assert_int_equal(gcs_loop_run_once(l, RUN_MAX_MS), 1);
-	pthread_join(t, NULL);
-	gcs_loop_free(l);
-}
-
-static int overflow_depth;
-static volatile int overflow_limit = 1 << 30; /* never reached */
-
-static int
-recurse(int n)
-{
-	volatile char pad[1024];
-
-	if (n >= overflow_limit)
-		return 0;
-	pad[0] = (char)n;
-	overflow_depth = n;
-	return pad[0] + recurse(n + 1) + pad[0];
-}
-
-static void
-overflow_fn(void *arg)
-{
-	(void)arg;
-	recurse(0);
-}
-
-/* A task that runs off its stack is stopped (the guard page below it
- * faults, or the sanitizer's stack-overflow check fires), in a child
- * process: it does not carry on into whatever lies below. */
-static void
-test_stack_overflow_is_fatal(void **state)
-{
-	pid_t pid;
-	int st = 0;
-
-	(void)state;
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		gcs_loop *l = gcs_loop_new();
-
-		alarm(10);
-		if (l != NULL)
-			gcs_loop_spawn(l, overflow_fn, NULL, NULL);
-		_exit(0); /* reached only if the overflow went unnoticed */
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	/* Killed by SIGSEGV/SIGBUS, or stopped by AddressSanitizer (which
-	 * reports the overflow and exits non-zero). */
-	assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	if (WIFSIGNALED(st))
-		assert_true(WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS ||
-		    WTERMSIG(st) == SIGABRT);
-}
-
 /* ---- the gs:// store from tasks ---- */
 
 static int
@@ -411,7 +234,7 @@ static void
 test_store_calls_in_tasks_overlap(void **state)
 {
 	gcs_store *s = open_store();
-	gcs_loop *l = gcs_loop_new();
+	rt_loop *l = rt_loop_new();
 	call *c = calloc(STORE_TASKS, sizeof(*c));
 	char q[128];
 	int i;
@@ -424,9 +247,9 @@ test_store_calls_in_tasks_overlap(void **state)
 	for (i = 0; i < STORE_TASKS; i++) {
 		c[i].s = s;
 		snprintf(c[i].name, sizeof(c[i].name), "t%d", i);
-		assert_int_equal(gcs_loop_spawn(l, store_fn, &c[i], NULL), 0);
+		assert_int_equal(rt_loop_spawn(l, store_fn, &c[i], NULL), 0);
 	}
-	assert_int_equal(gcs_loop_tasks(l), STORE_TASKS);
+	assert_int_equal(rt_loop_tasks(l), STORE_TASKS);
 	run_until_idle(l);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
 	for (i = 0; i < STORE_TASKS; i++) {
@@ -441,7 +264,7 @@ test_store_calls_in_tasks_overlap(void **state)
 	assert_int_equal(fake_gcs_count(&fake, "insert"), STORE_TASKS);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 	free(c);
-	gcs_loop_free(l);
+	rt_loop_free(l);
 	gcs_store_free(s);
 }
 
@@ -453,14 +276,14 @@ static void
 test_dropped_answer_in_task_counts_sends(void **state)
 {
 	gcs_store *s = open_store();
-	gcs_loop *l = gcs_loop_new();
+	rt_loop *l = rt_loop_new();
 	call warm = { 0 }, c = { 0 };
 
 	(void)state;
 	/* A first call leaves a kept connection in the loop's cache. */
 	warm.s = s;
 	snprintf(warm.name, sizeof(warm.name), "warm");
-	if (gcs_loop_spawn(l, store_fn, &warm, NULL) == 0)
+	if (rt_loop_spawn(l, store_fn, &warm, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(warm.remove_rc, GCS_OK);
 	assert_int_equal(fake_gcs_ctl(&fake,
@@ -468,13 +291,13 @@ test_dropped_answer_in_task_counts_sends(void **state)
 	    200);
 	c.s = s;
 	snprintf(c.name, sizeof(c.name), "amb");
-	if (gcs_loop_spawn(l, store_fn, &c, NULL) == 0)
+	if (rt_loop_spawn(l, store_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(c.insert_rc, GCS_OK);
 	assert_int_equal(c.remove_rc, GCS_NOT_FOUND);
 	assert_int_equal(c.remove_attempts, 2);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
-	gcs_loop_free(l);
+	rt_loop_free(l);
 	gcs_store_free(s);
 }
 
@@ -503,17 +326,17 @@ static void
 test_kept_connection_stays_registered(void **state)
 {
 	gcs_store *s = open_store();
-	gcs_loop *l = gcs_loop_new();
+	rt_loop *l = rt_loop_new();
 	call c = { 0 };
 	unsigned long ctls;
 
 	(void)state;
 	c.s = s;
-	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+	if (rt_loop_spawn(l, seq_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(c.remove_rc, GCS_OK);
 	/* 60 requests; the connection's setup costs a few calls. */
-	ctls = gcs_loop_epoll_ctls(l);
+	ctls = rt_loop_epoll_ctls(l);
 	assert_true(ctls >= 1);
 	assert_true(ctls <= 4);
 	/* The fake closes the connection after a delete: libcurl closes its
@@ -523,18 +346,18 @@ test_kept_connection_stays_registered(void **state)
 	    200);
 	memset(&c, 0, sizeof(c));
 	c.s = s;
-	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+	if (rt_loop_spawn(l, seq_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	/* The dropped delete was seq0's; the rest went through. */
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
 	memset(&c, 0, sizeof(c));
 	c.s = s;
-	if (gcs_loop_spawn(l, seq_fn, &c, NULL) == 0)
+	if (rt_loop_spawn(l, seq_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(c.remove_rc, GCS_OK);
-	assert_true(gcs_loop_epoll_ctls(l) <= ctls + 6);
+	assert_true(rt_loop_epoll_ctls(l) <= ctls + 6);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
-	gcs_loop_free(l);
+	rt_loop_free(l);
 	gcs_store_free(s);
 }
 
@@ -660,7 +483,7 @@ get_fn(void *arg)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-	g->rc = gcs_loop_perform(h);
+	g->rc = gcs_multi_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &g->status);
 	curl_easy_cleanup(h);
 }
@@ -670,7 +493,7 @@ test_idle_connection_closed_by_peer(void **state)
 {
 	idle_srv v = { 0 };
 	pthread_t th;
-	gcs_loop *l = gcs_loop_new();
+	rt_loop *l = rt_loop_new();
 	get_call g = { 0 };
 	int i, events = 0;
 
@@ -678,7 +501,7 @@ test_idle_connection_closed_by_peer(void **state)
 	idle_srv_start(&v, &th);
 
 	g.port = v.port;
-	if (gcs_loop_spawn(l, get_fn, &g, NULL) == 0)
+	if (rt_loop_spawn(l, get_fn, &g, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(g.rc, CURLE_OK);
 	assert_int_equal(g.status, 200);
@@ -687,105 +510,18 @@ test_idle_connection_closed_by_peer(void **state)
 	 * event, where a socket left registered would fire every round. */
 	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
 	for (i = 0; i < 10; i++)
-		events += gcs_loop_run_once(l, 20);
+		events += rt_loop_run_once(l, 20);
 	assert_true(events <= 1);
 	/* The next transfer finds the connection dead and makes another. */
 	memset(&g, 0, sizeof(g));
 	g.port = v.port;
-	if (gcs_loop_spawn(l, get_fn, &g, NULL) == 0)
+	if (rt_loop_spawn(l, get_fn, &g, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(g.rc, CURLE_OK);
 	assert_int_equal(g.status, 200);
 	idle_srv_stop(&v, th);
 	assert_int_equal(v.served, 2);
-	gcs_loop_free(l);
-}
-
-/* ---- waiting on a file descriptor ---- */
-
-typedef struct fdw {
-	int fd, rc, rc2, hung;
-	int64_t deadline;
-} fdw;
-
-static void
-fdw_fn(void *arg)
-{
-	fdw *w = arg;
-
-	w->rc = gcs_loop_wait_fd(w->fd, false, w->deadline);
-}
-
-static void
-hung_fn(void *arg)
-{
-	fdw *w = arg;
-
-	w->hung = gcs_loop_fd_hung_up(w->fd);
-	gcs_loop_fd_forget(w->fd);
-	w->rc2 = gcs_loop_fd_hung_up(w->fd);
-}
-
-/* A task waiting on an fd goes on when it becomes readable, or at its
- * deadline with 0; the fd stays watched between waits (no epoll_ctl for
- * the second wait), and readable with nobody waiting it is reported as
- * hung up, once, until forgotten.  Outside a task the same call polls. */
-static void
-test_wait_fd(void **state)
-{
-	gcs_loop *l = gcs_loop_new();
-	int pfd[2], i, events = 0;
-	unsigned long ctls;
-	fdw w = { 0 };
-	char b;
-
-	(void)state;
-	assert_non_null(l);
-	assert_int_equal(pipe(pfd), 0);
-	w.fd = pfd[0];
-	w.rc = -9;
-	w.deadline = util_mono_ms() + RUN_MAX_MS;
-	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
-	gcs_loop_run_once(l, 0);
-	assert_int_equal(w.rc, -9); /* still waiting */
-	assert_int_equal(write(pfd[1], "x", 1), 1);
-	run_until_idle(l);
-	assert_int_equal(w.rc, 1);
-	assert_int_equal(read(pfd[0], &b, 1), 1);
-	ctls = gcs_loop_epoll_ctls(l);
-	assert_int_equal(ctls, 1);
-
-	/* The deadline: nothing to read. */
-	w.rc = -9;
-	w.deadline = util_mono_ms() + 60;
-	assert_int_equal(gcs_loop_spawn(l, fdw_fn, &w, NULL), 0);
-	run_until_idle(l);
-	assert_int_equal(w.rc, 0);
-	assert_true(util_mono_ms() >= w.deadline);
-	assert_int_equal(gcs_loop_epoll_ctls(l), ctls); /* still watched */
-
-	/* Readable with nobody waiting: seen once, then no longer watched
-	 * (ten rounds see at most one event, not one per round). */
-	assert_int_equal(write(pfd[1], "y", 1), 1);
-	for (i = 0; i < 10; i++)
-		events += gcs_loop_run_once(l, 10);
-	assert_int_equal(events, 1);
-	assert_int_equal(gcs_loop_spawn(l, hung_fn, &w, NULL), 1);
-	assert_int_equal(w.hung, 1);
-	assert_int_equal(w.rc2, 0);                /* forgotten */
-	assert_false(gcs_loop_fd_hung_up(pfd[0])); /* not in a task */
-
-	/* Outside a task: poll. */
-	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, util_mono_ms() + 1000),
-	    1);
-	assert_int_equal(read(pfd[0], &b, 1), 1);
-	assert_int_equal(gcs_loop_wait_fd(pfd[0], false, util_mono_ms() + 30),
-	    0);
-	assert_int_equal(gcs_loop_wait_fd(pfd[1], true, util_mono_ms() + 1000),
-	    1);
-	close(pfd[0]);
-	close(pfd[1]);
-	gcs_loop_free(l);
+	rt_loop_free(l);
 }
 
 /* The store client's handle (gcs_http) on a loop's kept connection: a
@@ -808,7 +544,7 @@ static void
 http_get_fn(void *arg)
 {
 	http_call *o = arg;
-	gcs_http *h = gcs_loop_cache_take(http_free_fn);
+	gcs_http *h = gcs_multi_cache_take(http_free_fn);
 	char url[64], err[128];
 
 	if (h == NULL && (h = gcs_http_new()) == NULL)
@@ -816,7 +552,7 @@ http_get_fn(void *arg)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", o->port);
 	o->rc = gcs_http_perform(h, "GET", url, NULL, NULL, 0, 5000, &o->resp,
 	    err, sizeof(err));
-	if (gcs_loop_cache_put(h, http_free_fn) != 0)
+	if (gcs_multi_cache_put(h, http_free_fn) != 0)
 		gcs_http_free(h);
 }
 
@@ -825,7 +561,7 @@ test_http_idle_connection_closed(void **state)
 {
 	idle_srv v = { 0 };
 	pthread_t th;
-	gcs_loop *l = gcs_loop_new();
+	rt_loop *l = rt_loop_new();
 	http_call o = { 0 };
 	int i, events = 0;
 
@@ -834,7 +570,7 @@ test_http_idle_connection_closed(void **state)
 
 	o.port = v.port;
 	o.rc = -9;
-	if (gcs_loop_spawn(l, http_get_fn, &o, NULL) == 0)
+	if (rt_loop_spawn(l, http_get_fn, &o, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.resp.status, 200);
@@ -844,10 +580,10 @@ test_http_idle_connection_closed(void **state)
 	gcs_resp_clear(&o.resp);
 	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
 	for (i = 0; i < 10; i++)
-		events += gcs_loop_run_once(l, 20);
+		events += rt_loop_run_once(l, 20);
 	assert_true(events <= 1);
 	o.rc = -9;
-	if (gcs_loop_spawn(l, http_get_fn, &o, NULL) == 0)
+	if (rt_loop_spawn(l, http_get_fn, &o, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.resp.status, 200);
@@ -855,27 +591,21 @@ test_http_idle_connection_closed(void **state)
 	gcs_resp_clear(&o.resp);
 	idle_srv_stop(&v, th);
 	assert_int_equal(v.served, 2);
-	gcs_loop_free(l);
+	rt_loop_free(l);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spawn_without_wait_finishes_inline),
 		cmocka_unit_test(test_loop_cache),
-		cmocka_unit_test(test_sleeping_tasks_wait_together),
-		cmocka_unit_test(test_many_tasks_reuse_stacks),
-		cmocka_unit_test(test_wake_from_another_thread),
-		cmocka_unit_test(test_stack_overflow_is_fatal),
 		cmocka_unit_test(test_store_calls_in_tasks_overlap),
 		cmocka_unit_test(test_dropped_answer_in_task_counts_sends),
 		cmocka_unit_test(test_kept_connection_stays_registered),
 		cmocka_unit_test(test_idle_connection_closed_by_peer),
-		cmocka_unit_test(test_wait_fd),
 		cmocka_unit_test(test_http_idle_connection_closed),
 	};
 
-	return cmocka_run_group_tests_name("gcs_loop", tests, group_setup,
+	return cmocka_run_group_tests_name("gcs_multi", tests, group_setup,
 	    group_teardown);
 }
