@@ -180,7 +180,8 @@ add_holders(env_buf *b, const char *prefix, const json_t *holders)
  * state if the object did not carry one.  A lock in an error (OF_ERROR)
  * is someone else's: its fencing token is written as
  * LOCKGATE_HOLDER_FENCING_TOKEN, never where a script keeps its own.
- * An array of holders comes as add_holders writes it.  Returns 1 when a state line was written. */
+ * An array of holders comes as add_holders writes it.  Returns 1 when
+ * a state line was written. */
 static int
 add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state,
     int of_error)
