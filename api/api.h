@@ -248,6 +248,9 @@ int api_acquire_check(const api_acquire_req *req, api_err *err);
  * a new one, so a refresh or release naming the old grant is refused
  * (API_LEASE_LOST) instead of acting on the new one. */
 void api_acquire_prepare(api_acquire_req *req);
+/* REQ asks for a lease of a semaphore or shared lock (api/group.c), not
+ * today's exclusive lock. */
+bool api_acquire_is_group(const api_acquire_req *req);
 /* One attempt to take the lock for REQ, prepared by api_acquire_prepare
  * (an empty lease_id is API_INTERNAL).  API_OK fills OUT with the lease
  * (and its lease_id); a lease that was already REQ's own (same owner,

@@ -23,6 +23,7 @@
 #include "lease.h"
 
 #define GROUP_LIST_PAGE 100 /* objects per listing page */
+#define GROUP_SWEEP_MAX 8   /* expired leases one acquire removes */
 
 /* The objects of one group, as one listing saw them. */
 typedef struct group_view {
@@ -78,8 +79,13 @@ view_take(group_view *v, const char *name, gcs_entry *e)
 		v->has_head = true;
 		return 0;
 	}
-	if (strncmp(e->name, name, len) != 0 || e->name[len] != LEASE_GROUP_SEP)
+	if (strncmp(e->name, name, len) != 0 ||
+	    (unsigned char)e->name[len] > LEASE_GROUP_SEP)
 		return 1;
+	/* Another client's object that sorts below the group (no lock name
+	 * holds such a byte): not ours, and the group follows it. */
+	if (e->name[len] != LEASE_GROUP_SEP)
+		return 0;
 	if (is_marker(&e->obj))
 		return 0;
 	if (v->n == v->cap) {
@@ -111,8 +117,12 @@ view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 			v->truncated = true;
 			break;
 		}
-		rc = gcs_list(svc->store, name, GROUP_LIST_PAGE, token, &page,
-		    ge);
+		/* Small first: most groups are; then as the store allows,
+		 * so that a limit of API_LIMIT_MAX (and as many pending)
+		 * fits in API_GROUP_SCAN_PAGES. */
+		rc = gcs_list(svc->store, name,
+		    pages == 0 ? GROUP_LIST_PAGE : GCS_LIST_PAGE_MAX, token,
+		    &page, ge);
 		free(token);
 		token = NULL;
 		if (rc != GCS_OK)
@@ -136,6 +146,18 @@ view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 	if (rc != GCS_OK)
 		view_clear(v);
 	return rc;
+}
+
+/* V saw the lease object ONAME (a force release may have removed it). */
+static bool
+view_has(const group_view *v, const char *oname)
+{
+	size_t i;
+
+	for (i = 0; i < v->n; i++)
+		if (strcmp(v->leases[i].name, oname) == 0)
+			return true;
+	return false;
 }
 
 /* The head as V saw it is the group head of generation GEN and
@@ -307,15 +329,18 @@ judge(const group_view *v, const api_acquire_req *req, const char *own,
 			continue;
 		live++;
 		if (!group || !same_kind(o, req->mode, limit)) {
-			/* A semaphore's holders, to anyone but their own
-			 * kind: another limit.  Shared readers to an
-			 * exclusive acquire: simply locked. */
+			/* Shown: the earliest lease, as on every answer,
+			 * unless it is of our kind (the others pending).  A
+			 * semaphore's holders, to anyone but their own kind:
+			 * another limit.  Shared readers to an exclusive
+			 * acquire: simply locked. */
 			api_mode m;
 			int l;
-			lease_mode_of(o, &m, &l);
+			if (group && same_kind(*held, req->mode, limit))
+				*held = o;
+			lease_mode_of(*held, &m, &l);
 			*mismatch = !(m == API_MODE_SHARED &&
 			    req->mode == API_MODE_EXCLUSIVE && limit == 1);
-			*held = o;
 			return 1;
 		}
 	}
@@ -377,6 +402,23 @@ remove_quietly(api_service *svc, const char *name, const gcs_object *o)
 
 	(void)gcs_remove(svc->store, name, o->generation, o->metageneration,
 	    &ge);
+}
+
+/* Remove up to GROUP_SWEEP_MAX leases V saw expired: a crashed holder's
+ * object would otherwise stay in every listing.  Safe: an expired lease
+ * counts for nothing, and its holder's refresh would be lost anyway. */
+static void
+sweep_expired(api_service *svc, const group_view *v)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < v->n && n < GROUP_SWEEP_MAX; i++)
+		if (lease_expired(&v->leases[i].obj)) {
+			remove_quietly(svc, v->leases[i].name,
+			    &v->leases[i].obj);
+			n++;
+		}
 }
 
 #define AGAIN (-1) /* the head moved: start over */
@@ -459,15 +501,16 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 	lease_read(req->name, o, true, out);
 	svc_remember(svc, oname, lease_id_of(o), req->owner, o);
 	svc_emit(svc, announced ? API_EV_REFRESHED : API_EV_GRANTED, req->name,
-	    req->owner, req->holder, req->owner, NULL, o->generation,
+	    req->owner, req->holder, req->owner, NULL, lease_token_of(o),
 	    o->updated_ms);
 	return API_OK;
 }
 
 /*
  * A keyed acquire whose client key names a live lease of its owner in
- * the group: renew that lease and answer it (1), or 0 when there is none,
- * or an api code (< 0 never) on failure... returned as 2 with ERR set.
+ * the group: 1 when that lease was renewed and OUT is the answer, 0 when
+ * there is none (or it moved meanwhile: acquire anew), 2 on a store
+ * failure (ERR set).
  */
 static int
 renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
@@ -553,11 +596,14 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 	if (rc != GCS_OK)
 		return svc_store_fail(err, &ge);
 	if ((rc = view_scan(svc, req->name, &v, &ge)) != GCS_OK) {
-		/* Left pending: it only ever causes refusals, and expires. */
+		/* Unjudged, so not granted: withdrawn if the store lets us
+		 * (else it only causes refusals until it expires). */
+		remove_quietly(svc, oname, &mine);
 		gcs_object_clear(&mine);
 		return svc_store_fail(err, &ge);
 	}
-	if (!head_is(&v,
+	if (!view_has(&v, oname) ||
+	    !head_is(&v,
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_GEN, 1, GCS_GEN_MAX, 0),
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_METAGEN, 1, GCS_GEN_MAX,
 	            0))) {
@@ -566,10 +612,13 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 		rc = refuse_view(req, &v, held, oname, mismatch, out, err);
 	} else {
 		rc = grant(svc, req, oname, &mine, false, out);
+		sweep_expired(svc, &v);
 		gcs_object_clear(&mine);
 		view_clear(&v);
 		return rc;
 	}
+	if (rc != AGAIN)
+		sweep_expired(svc, &v);
 	remove_quietly(svc, oname, &mine);
 	gcs_object_clear(&mine);
 	view_clear(&v);
@@ -664,6 +713,16 @@ patch_to_lease(api_service *svc, const char *name, const json_t *meta,
 	return rc;
 }
 
+/* Remove the marker ONAME of generation TOKEN (never patched, so of
+ * metageneration 1); a failure leaves it to be ignored by every lister. */
+static void
+remove_marker(api_service *svc, const char *oname, int64_t token)
+{
+	gcs_err ge;
+
+	(void)gcs_remove(svc->store, oname, token, 1, &ge);
+}
+
 /*
  * The exclusive acquire over a group head: list; with no live group
  * lease, patch the head into our lease (flagged lg_over_group, one
@@ -693,15 +752,15 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	}
 	view_clear(&v);
 	obj_name(oname, sizeof(oname), req->name, req->lease_id);
-	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK)
-		return svc_store_fail(err, &ge);
+	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK) {
+		if (rc != GCS_PRECONDITION)
+			return svc_store_fail(err, &ge);
+		err->reason = "moved"; /* not ours there: start over */
+		return API_BUSY;
+	}
 	rc = patch_to_lease(svc, req->name, meta, head, token, &lease, &ge);
 	if (rc != GCS_OK) {
-		gcs_err ig;
-		(void)gcs_get(svc->store, oname, &back, &ig);
-		if (back.generation == token)
-			remove_quietly(svc, oname, &back);
-		gcs_object_clear(&back);
+		remove_marker(svc, oname, token);
 		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
 			err->reason = "moved";
 			return API_BUSY;
@@ -722,12 +781,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 		rc = grant(svc, req, req->name, &lease, false, out);
 	}
 	view_clear(&v);
-	/* The marker served for its generation only. */
-	if (gcs_get(svc->store, oname, &back, &ge) == GCS_OK) {
-		if (is_marker(&back))
-			remove_quietly(svc, oname, &back);
-		gcs_object_clear(&back);
-	}
+	remove_marker(svc, oname, token); /* it served for its generation */
 	gcs_object_clear(&lease);
 	return rc;
 }

@@ -77,6 +77,12 @@ api_time_str(int64_t ms, char *buf, size_t len)
 	buf[24] = '\0';
 }
 
+bool
+api_acquire_is_group(const api_acquire_req *req)
+{
+	return req->mode == API_MODE_SHARED || req->limit > 1;
+}
+
 void
 api_lock_clear(api_lock *lock)
 {
@@ -142,7 +148,7 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	/* A group lease's keys; the head's generations at their widest
 	 * until group.c writes the real ones, so that the size check
 	 * counts them. */
-	if ((req->mode == API_MODE_SHARED || req->limit > 1) &&
+	if (api_acquire_is_group(req) &&
 	    (set_str(m, LEASE_KEY_MODE,
 	         req->mode == API_MODE_SHARED ? "shared" : "exclusive") ||
 	        set_int(m, LEASE_KEY_LIMIT,

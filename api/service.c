@@ -271,13 +271,6 @@ api_acquire_prepare(api_acquire_req *req)
 		new_lease_id(req->lease_id, sizeof(req->lease_id));
 }
 
-/* A semaphore or shared acquire (group.c), not today's lock. */
-static bool
-is_group(const api_acquire_req *req)
-{
-	return req->mode == API_MODE_SHARED || req->limit > 1;
-}
-
 /* 1 when CUR is the live lease of REQ: its owner, and its client key
  * (or, without one, the lease_id REQ writes). */
 static int
@@ -322,7 +315,7 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		rc = group_peek(svc, req, out, err);
 	else if (is_ours(&cur, req) || lease_expired(&cur))
 		rc = API_OK; /* an attempt renews it, or takes over */
-	else if (is_group(req))
+	else if (api_acquire_is_group(req))
 		rc = group_refuse(req, &cur, req->mode != API_MODE_SHARED, out,
 		    err);
 	else
@@ -351,7 +344,7 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 	if (lease_id[0] == '\0')
 		return api_fail(err, API_INTERNAL,
 		    "an acquire without a lease_id (not prepared)");
-	if (is_group(req))
+	if (api_acquire_is_group(req))
 		return group_acquire(svc, req, out, err);
 	if ((meta = lease_metadata(req, lease_id)) == NULL)
 		return api_fail(err, API_INTERNAL, "out of memory");

@@ -9,7 +9,10 @@
  * stays held, and is cut short by the lease's expiry or by a release
  * handled on this instance (srv_waits_wake), which tries the head at once.
  * Only the head ever tries, so waiters on one instance are served first
- * come, first served.
+ * come, first served.  A grant of a semaphore or shared lease may leave
+ * room for more: the next head then looks at once, and so on until one
+ * is refused, so a release wakes as many waiters as there are free slots
+ * (readers up to the first writer).
  *
  * Every wait has a deadline; a client that hangs up is noticed within
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
@@ -83,13 +86,6 @@ jitter(int ms, unsigned *seed)
 {
 	/* Uniform in [ms/2, ms]: spreads instances that poll one lock. */
 	return ms / 2 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
-}
-
-/* A semaphore or shared acquire, whose grant may leave room. */
-static bool
-is_group(const api_acquire_req *q)
-{
-	return q->mode == API_MODE_SHARED || q->limit > 1;
 }
 
 static wlock *
@@ -493,7 +489,7 @@ poller(void *arg)
 			/* A semaphore or shared lock may have more free
 			 * slots: the next waiter looks at once, and so on
 			 * until one is refused. */
-			if (rc == API_OK && is_group(w->req))
+			if (rc == API_OK && api_acquire_is_group(w->req))
 				ms = 0;
 			l->next_poll = now + ms;
 			if (l->head == NULL)

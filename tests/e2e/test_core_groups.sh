@@ -4,8 +4,9 @@
 # refuses the fourth naming its holders; another limit is 409
 # limit_mismatch; inspect and list show mode, limit and holders and never
 # a lease_id; refresh, release and forceRelease work per lease; a release
-# wakes as many waiters as there are free slots, and a waiting writer
-# holds back new readers on this instance.
+# wakes as many waiters as there are free slots, a holder that stops
+# refreshing loses its slot to a waiter after its TTL, and a waiting
+# writer holds back new readers on this instance.
 . tests/e2e/lib.sh
 lg_start
 A="Authorization: Bearer $(lg_token alice)"
@@ -127,6 +128,17 @@ done
 lg_eq "$(post "$B" "sem:release?lease_id=$L4")" 204 "release last"
 lg_eq "$(lg_curl -o /dev/null -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/sem")" \
     404 "a group with no lease is not held"
+
+# --- a holder that stops refreshing loses its slot to a waiter ----------
+lg_eq "$(post "$A" "crash:acquire?limit=2&ttl=2")" 200 "a lease nobody refreshes"
+lg_eq "$(post "$A" "crash:acquire?limit=2&ttl=60")" 200 "a live lease"
+LIVE=$(lg_json lease_id <"$out")
+lg_eq "$(post "$B" "crash:acquire?limit=2&ttl=60&wait=15")" 200 \
+    "a waiter gets the slot after the TTL"
+lg_eq "$(lg_json owner <"$out")" bob "the waiter's lease"
+lg_curl -o "$out" -H "$A" "$LG_URL/v1/locks/crash" >/dev/null
+lg_eq "$(count_holders holders <"$out")" 2 "the live lease and the waiter's"
+lg_eq "$(post "$A" "crash:release?lease_id=$LIVE")" 204 "release the live one"
 
 # --- shared and exclusive ------------------------------------------------
 lg_eq "$(post "$A" "rw:acquire?ttl=60")" 200 "writer"

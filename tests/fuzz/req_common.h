@@ -52,7 +52,7 @@ req_query_each(void *ctx, params_visit_fn fn, void *arg)
 }
 
 static const char *const req_acquire[] = { "ttl", "wait", "holder", "purpose",
-	"expected_duration", "labels", "lease_id", "format", NULL };
+	"expected_duration", "labels", "lease_id", "limit", "format", NULL };
 static const char *const req_refresh[] = { "lease_id", "ttl", "format", NULL };
 static const char *const req_list[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
@@ -117,7 +117,7 @@ req_run(int route, req_query *q, const char *body, size_t blen)
 	api_lease_req lq;
 	api_list_req ls;
 	api_err err;
-	long ttl, wait, exp, size, tok;
+	long ttl, wait, exp, size, tok, limit;
 	bool inc;
 
 	memset(&err, 0, sizeof(err));
@@ -145,9 +145,15 @@ req_run(int route, req_query *q, const char *body, size_t blen)
 		        &err) < 0 ||
 		    params_str(&p, "lease_id", aq.key, sizeof(aq.key), &err) <
 		        0 ||
-		    params_labels(&p, &aq.labels, &err))
+		    params_labels(&p, &aq.labels, &err) ||
+		    params_int(&p, "limit", 1, API_LIMIT_MAX, 1, &limit,
+		        &err)) {
+			json_decref(aq.labels);
 			break;
+		}
 		FUZZ_CHECK(ttl >= API_TTL_MIN && ttl <= API_TTL_MAX);
+		FUZZ_CHECK(limit >= 1 && limit <= API_LIMIT_MAX);
+		aq.limit = (int)limit; /* > 1: a semaphore's lease */
 		FUZZ_CHECK(api_text_clean(aq.holder, strlen(aq.holder)));
 		FUZZ_CHECK(api_text_clean(aq.purpose, strlen(aq.purpose)));
 		if (aq.labels != NULL) {

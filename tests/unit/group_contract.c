@@ -394,6 +394,27 @@ test_expired_slot(void **state)
 	api_lock_clear(&c);
 }
 
+/* The longest lock name (256 bytes): its lease objects' names, with '#'
+ * and a lease_id, are longer than any lock name, on every store. */
+static void
+test_longest_name(void **state)
+{
+	gc_state *st = *state;
+	api_lock a, b;
+	size_t n = strlen(st->name);
+
+	memset(st->name + n, 'x', API_NAME_MAX - n);
+	st->name[API_NAME_MAX] = '\0';
+	take(st, "a", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &a);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &a);
+	give_back(st, &b);
+	assert_int_equal(holders_now(st), -1);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
 int
 group_contract_run(const char *suite_name, store_contract_open_fn open,
     store_contract_close_fn close, void *ctx)
@@ -412,6 +433,8 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		cmocka_unit_test_setup_teardown(test_force_per_lease, gc_setup,
 		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_expired_slot, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
 		    gc_teardown),
 	};
 

@@ -1247,6 +1247,16 @@ group_take(fixture *f, const char *name, const char *owner, api_mode mode,
 	return api_acquire(f->svc, &q, out, err);
 }
 
+/* The fencing token an exclusive lease over a group recorded. */
+static int64_t
+lease_token_fetch(const gcs_object *o)
+{
+	const char *t =
+	    json_string_value(json_object_get(o->metadata, "lg_token"));
+
+	return t != NULL ? strtoll(t, NULL, 10) : 0;
+}
+
 /*
  * A reader's lease object inserted (pending: its acquire not done) while
  * an exclusive lease over the group expired: the next exclusive acquire
@@ -1259,6 +1269,7 @@ test_group_flagged_takeover(void **state)
 	fixture *f = *state;
 	api_lock r, w, x;
 	api_err err;
+	gcs_page pg;
 	gcs_object o;
 	gcs_err ge;
 	json_t *m;
@@ -1278,7 +1289,16 @@ test_group_flagged_takeover(void **state)
 	assert_string_equal(json_string_value(
 	                        json_object_get(o.metadata, "lg_over_group")),
 	    "1");
+	/* Its token came from a marker object, gone again; a token of its
+	 * own, above the reader's. */
+	assert_int_equal(lease_token_fetch(&o), w.fencing_token);
+	assert_true(w.fencing_token > r.fencing_token);
+	assert_true(w.fencing_token != o.generation);
 	gcs_object_clear(&o);
+	assert_int_equal(gcs_list(&f->ws->base, "rw#", 10, NULL, &pg, &ge),
+	    GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
 	clock_ms += 5000; /* the writer's lease expired */
 	m = json_pack("{s:s,s:s,s:s,s:s,s:s}", "lease_id", "pendingreader1",
 	    "owner", "r2", "ttl", "30", "mode", "shared", "limit", "1");
@@ -1379,6 +1399,39 @@ test_group_json(void **state)
 	api_lock_clear(&a);
 }
 
+/* A holder that stops refreshing frees its slot after its TTL, and the
+ * grant that takes it removes the dead lease's object. */
+static void
+test_group_expired_slot_swept(void **state)
+{
+	fixture *f = *state;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+	char oname[400];
+
+	assert_int_equal(group_take(f, "s1", "a", API_MODE_EXCLUSIVE, 2, 2, &a,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "b", API_MODE_EXCLUSIVE, 2, 30, &b,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_LOCKED);
+	api_lock_clear(&c);
+	clock_ms += 3500;
+	assert_int_equal(group_take(f, "s1", "c", API_MODE_EXCLUSIVE, 2, 30, &c,
+	                     &err),
+	    API_OK);
+	snprintf(oname, sizeof(oname), "s1#%s", a.lease_id);
+	assert_int_equal(gcs_get(&f->ws->base, oname, &o, &ge), GCS_NOT_FOUND);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
 int
 main(void)
 {
@@ -1443,6 +1496,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

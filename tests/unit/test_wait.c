@@ -249,6 +249,77 @@ t_waiter_caps(void **state)
 		api_lock_clear(&w[i].lock);
 }
 
+static void
+on_done_count(srv_waiter *w, void *ctx)
+{
+	fixture *f = ctx;
+
+	(void)w;
+	__atomic_add_fetch(&f->done, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A semaphore's two leases end and this instance is told once: its first
+ * two waiters are granted (one look after each grant), the third waits
+ * on.  A writer waiting is seen by srv_waits_has_writer (readers hold
+ * back behind it); semaphore waiters are not writers.
+ */
+static void
+t_group_wakes_free_slots(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req hq[2], q[4];
+	api_lease_req rel;
+	srv_waiter w[4];
+	api_lock held[2];
+	api_err e;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		waiter_for(&w[0], &hq[i], "w/sem", "holder");
+		hq[i].limit = 2;
+		assert_int_equal(api_acquire(f->svc, &hq[i], &held[i], &e),
+		    API_OK);
+	}
+	for (i = 0; i < 3; i++) {
+		waiter_for(&w[i], &q[i], "w/sem", "waiter");
+		q[i].limit = 2;
+		w[i].done = on_done_count;
+		w[i].ctx = f;
+		assert_int_equal(srv_waits_add(f->waits, &w[i]),
+		    SRV_WAITS_QUEUED);
+	}
+	assert_int_equal(srv_waits_has_writer(f->waits, "w/sem"), 0);
+	for (i = 0; i < 2; i++) {
+		memset(&rel, 0, sizeof(rel));
+		snprintf(rel.name, sizeof(rel.name), "w/sem");
+		snprintf(rel.owner, sizeof(rel.owner), "holder");
+		snprintf(rel.lease_id, sizeof(rel.lease_id), "%s",
+		    held[i].lease_id);
+		assert_int_equal(api_release(f->svc, &rel, &e), API_OK);
+		api_lock_clear(&held[i]);
+	}
+	srv_waits_wake(f->waits, "w/sem");
+	wait_count(&f->done, 2);
+	assert_int_equal(w[0].rc, API_OK);
+	assert_int_equal(w[1].rc, API_OK);
+	/* A writer queued on another lock, held. */
+	waiter_for(&w[3], &hq[0], "w/rw", "holder");
+	assert_int_equal(api_acquire(f->svc, &hq[0], &held[0], &e), API_OK);
+	api_lock_clear(&held[0]);
+	waiter_for(&w[3], &q[3], "w/rw", "writer");
+	w[3].done = on_done_count;
+	w[3].ctx = f;
+	assert_int_equal(srv_waits_has_writer(f->waits, "w/rw"), 0);
+	assert_int_equal(srv_waits_add(f->waits, &w[3]), SRV_WAITS_QUEUED);
+	assert_int_equal(srv_waits_has_writer(f->waits, "w/rw"), 1);
+	srv_waits_shutdown(f->waits);
+	wait_count(&f->done, 4);
+	assert_int_not_equal(w[2].rc, API_OK);
+	for (i = 0; i < 4; i++)
+		api_lock_clear(&w[i].lock);
+}
+
 int
 main(void)
 {
@@ -260,6 +331,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(t_failed_insert_deletes_nothing,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(t_waiter_caps, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_group_wakes_free_slots, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
