@@ -1284,15 +1284,16 @@
 			fillFields(l, status);
 		else
 			$('detailfields').replaceChildren();
-		if (full || $('force').disabled !== !forceAllowed(status))
+		if (full || $('force').disabled !== !forceAllowed(status)) {
 			fillForce(status);
-		if (full)
 			fillHolders(l, status);
+		}
 	}
 
 	/* A group's holders, one item each (owner, holder, purpose, expiry,
 	 * fencing token), each with its own force release: it acts on that
-	 * lease only.  Drawn on full renders only, as the button is. */
+	 * lease only.  Drawn when the Force release button is (not on every
+	 * tick: a button's focus would move). */
 	function fillHolders(l, status) {
 		const box = $('holders');
 		box.replaceChildren();

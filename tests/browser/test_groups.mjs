@@ -4,6 +4,7 @@
 // token), and an admin's force release acts on the one lease chosen,
 // sending its fencing token: the other leases stay.  An exclusive lock
 // shows as before: no count, no holder list, the one Force release button.
+// Someone who is no admin sees the leases but cannot force-release them.
 import {
 	acquire, assert, browser, call, eq, run, startLockgate, token, watchedPage, within,
 } from './harness.mjs';
@@ -137,6 +138,19 @@ await run('groups on the dashboard', [
 		eq(await page.$eval('#force', (b) => b.hidden || b.disabled), false,
 		    'the force release button');
 		await close();
+		page.check();
+	}],
+
+	['signed in as no admin: each lease shown, no force release', async () => {
+		await page.evaluate((t) => sessionStorage.setItem('lockgate.token', t), alice);
+		await page.reload();
+		await within(3000, () => page.$('#rows tr[data-name="stage"]'), 'rows');
+		await open('stage');
+		const hs = await holders();
+		eq(hs.length, 1, 'holders listed');
+		eq(hs[0].button.enabled, false, 'a lease\'s force release for a non-admin');
+		const hint = await page.$eval('#forcehint', (h) => h.textContent);
+		assert(/Only an admin/.test(hint), 'hint: ' + hint);
 		page.check();
 	}],
 ]);
