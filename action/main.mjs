@@ -101,6 +101,8 @@ async function acquire(base, name, params, wait, tok) {
 				throw new Cancelled();
 			continue;
 		}
+		if (r.status === 409 && r.code === 'limit_mismatch')
+			throw new ActionError(`could not acquire ${name}: its holders use another limit or mode than the inputs limit and shared ask for (${describe(r)})`);
 		throw new ActionError(`could not acquire ${name}: ${describe(r)}`);
 	}
 }
@@ -168,6 +170,20 @@ async function releaseMode(id) {
 	}
 }
 
+// The limit and shared inputs as acquire parameters, sent on every
+// attempt (none for the default exclusive lock, as before).
+function kindParams() {
+	const v = input('limit', '1');
+	if (!/^[0-9]{1,4}$/.test(v) || +v < 1 || +v > 1000)
+		throw new ActionError(`input limit must be a whole number from 1 to 1000, not "${v}"`);
+	const shared = inputBool('shared');
+	if (shared && +v > 1)
+		throw new ActionError(`inputs shared and limit ${v}: a shared lock has no limit; give one of them`);
+	if (shared)
+		return { mode: 'shared' };
+	return +v > 1 ? { limit: +v } : {};
+}
+
 async function main() {
 	const rel = input('release');
 	if (rel)
@@ -182,6 +198,7 @@ async function main() {
 		holder: input('holder', holderDefault()),
 		purpose: input('purpose'),
 		expected_duration: expected || '',
+		...kindParams(),
 	};
 	const tok = await getToken(base, cancel.signal);
 	const lease = await acquire(base, name, params, wait, tok);

@@ -144,11 +144,44 @@ add_value(env_buf *b, const char *key, const json_t *v)
 	}
 }
 
+/* A lock's holders, HOLDERS an array: PREFIX HOLDERS, their number, then
+ * the members of holder i (from 0, as a list numbers its locks) under
+ * PREFIX HOLDER_i_ , e.g. LOCKGATE_HOLDER_0_OWNER.  A holder's own fencing
+ * token is LOCKGATE_HOLDER_i_FENCING_TOKEN, never a script's own key.
+ * Flat: a member of a holder is never expanded further. */
+static void
+add_holders(env_buf *b, const char *prefix, const json_t *holders)
+{
+	char key[SRV_ENV_KEY_MAX + 1], hprefix[SRV_ENV_KEY_MAX + 1], num[32];
+	const char *name;
+	json_t *h, *v;
+	size_t i;
+
+	snprintf(num, sizeof num, "%zu", json_array_size(holders));
+	make_key(key, prefix, "holders");
+	add_line(b, key, num, strlen(num));
+	json_array_foreach(holders, i, h)
+	{
+		snprintf(hprefix, sizeof hprefix, "%sHOLDER_%zu_", prefix, i);
+		if (!json_is_object(h)) {
+			make_key(key, hprefix, "value");
+			add_value(b, key, h);
+			continue;
+		}
+		json_object_foreach(h, name, v)
+		{
+			make_key(key, hprefix, name);
+			add_value(b, key, v);
+		}
+	}
+}
+
 /* A lock or lease: every member under PREFIX, then, when WITH_STATE, its
  * state if the object did not carry one.  A lock in an error (OF_ERROR)
  * is someone else's: its fencing token is written as
  * LOCKGATE_HOLDER_FENCING_TOKEN, never where a script keeps its own.
- * Returns 1 when a state line was written. */
+ * An array of holders comes as add_holders writes it.  Returns 1 when
+ * a state line was written. */
 static int
 add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state,
     int of_error)
@@ -159,6 +192,10 @@ add_lock(env_buf *b, const char *prefix, const json_t *lock, int with_state,
 
 	json_object_foreach((json_t *)lock, name, v)
 	{
+		if (strcmp(name, "holders") == 0 && json_is_array(v)) {
+			add_holders(b, prefix, v);
+			continue;
+		}
 		if (of_error && strcmp(name, "fencing_token") == 0)
 			make_key(key, prefix, "holder_fencing_token");
 		else

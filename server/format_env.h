@@ -26,7 +26,13 @@
  *                     LOCKGATE_HOLDER, LOCKGATE_LEASE_ID, ..., and
  *                     LOCKGATE_STATE: the object's own "state" member,
  *                     else 'held' (or 'expired' when it says "expired":
- *                     true) when it has a fencing_token.
+ *                     true) when it has a fencing_token.  Its holders
+ *                     (an array: every lease of a semaphore or shared
+ *                     lock, the one lease of an exclusive lock) as
+ *                     LOCKGATE_HOLDERS, their number, and holder I's
+ *                     members as LOCKGATE_HOLDER_<I>_OWNER,
+ *                     LOCKGATE_HOLDER_<I>_FENCING_TOKEN, ... (I from 0);
+ *                     in a list, LOCKGATE_<J>_HOLDERS and so on.
  *   error          {"error": {code, message, ...}}
  *                  -> LOCKGATE_ERROR (code), LOCKGATE_ERROR_MESSAGE, other
  *                     scalar members as LOCKGATE_ERROR_<MEMBER>; a member

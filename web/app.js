@@ -455,9 +455,31 @@
 		l._acq = ms(l.acquired_at);
 		l._ref = ms(l.refreshed_at);
 		l._labels = labelText(l.labels);
-		l._hay = [l.name, l.owner, l.holder, l.purpose, l._labels,
-		    l.fencing_token].map(str).join('\n').toLowerCase();
+		const hay = [l.name, l.owner, l.holder, l.purpose, l._labels,
+		    l.fencing_token];
+		/* a search finds a semaphore by any of its holders */
+		if (isGroup(l))
+			for (const h of holdersOf(l))
+				hay.push(h.owner, h.holder, h.purpose, h.fencing_token);
+		l._hay = hay.map(str).join('\n').toLowerCase();
 		return l;
+	}
+
+	/* A lock with several leases at once: a semaphore (limit above 1)
+	 * or a shared lock.  An exclusive lock shows as it always has. */
+	function isGroup(l) {
+		return l.mode === 'shared' || (typeof l.limit === 'number' && l.limit > 1);
+	}
+
+	function holdersOf(l) {
+		return Array.isArray(l.holders) ?
+		    l.holders.filter((h) => h && typeof h === 'object') : [];
+	}
+
+	/* A group's count against its limit: "2 of 3", or "3 shared". */
+	function countText(l) {
+		const n = holdersOf(l).length;
+		return l.mode === 'shared' ? n + ' shared' : n + ' of ' + l.limit;
 	}
 
 	/* Every page of the list for the current prefix; pages that did not
@@ -951,6 +973,12 @@
 		td(tr, 'Name', 'name').appendChild(b);
 		td(tr, 'Owner', 'owner').textContent = str(l.owner);
 		const h = td(tr, 'Holder', 'holder');
+		if (isGroup(l)) {
+			const c = el('span', countText(l), 'chip holdcount');
+			c.title = 'Leases held now, of the most at once; the first ' +
+			    'holder follows (all of them in the details)';
+			h.append(c, ' ');
+		}
 		h.appendChild(holderNode(l.holder));
 		clampable(h, l.holder, 'h:' + l.name);
 		const p = td(tr, 'Purpose', 'purpose');
@@ -1256,8 +1284,42 @@
 			fillFields(l, status);
 		else
 			$('detailfields').replaceChildren();
-		if (full || $('force').disabled !== !forceAllowed(status))
+		if (full || $('force').disabled !== !forceAllowed(status)) {
 			fillForce(status);
+			fillHolders(l, status);
+		}
+	}
+
+	/* A group's holders, one item each (owner, holder, purpose, expiry,
+	 * fencing token), each with its own force release: it acts on that
+	 * lease only.  Drawn when the Force release button is (not on every
+	 * tick: a button's focus would move). */
+	function fillHolders(l, status) {
+		const box = $('holders');
+		box.replaceChildren();
+		box.hidden = !l || !isGroup(l);
+		if (box.hidden)
+			return;
+		box.appendChild(el('h3', 'Holders (' + countText(l) + ')'));
+		const ol = el('ol', null, 'holderlist');
+		for (const h of holdersOf(l)) {
+			const li = document.createElement('li');
+			li.dataset.token = str(h.fencing_token);
+			const dl = el('dl', null, 'fields');
+			field(dl, 'Owner', str(h.owner));
+			field(dl, 'Holder', holderNode(h.holder));
+			field(dl, 'Purpose', str(h.purpose));
+			field(dl, 'Expires', str(h.expires_at) + ' (' +
+			    clock(new Date(ms(h.expires_at))) + ')');
+			field(dl, 'Fencing token', str(h.fencing_token));
+			const b = el('button', 'Force release this lease…', 'danger');
+			b.type = 'button';
+			b.dataset.token = str(h.fencing_token);
+			b.disabled = !forceAllowed(status);
+			li.append(dl, b);
+			ol.appendChild(li);
+		}
+		box.appendChild(ol);
 	}
 
 	function fillFields(l, status) {
@@ -1272,6 +1334,8 @@
 		else if (status === 'loading')
 			stateText = 'checking… (listed as ' + s.text + ')';
 		field(tmp, 'State', stateText);
+		if (isGroup(l))
+			field(tmp, 'Holders', countText(l));
 		field(tmp, 'Owner', str(l.owner));
 		field(tmp, 'Holder', holderNode(l.holder));
 		field(tmp, 'Purpose', str(l.purpose));
@@ -1305,9 +1369,14 @@
 		const box = $('forcebox');
 		box.hidden = false;
 		$('force').disabled = !forceAllowed(status);
+		const l = st.dv && st.dv.lock;
+		const group = !!l && isGroup(l);
+		$('force').hidden = group;
 		const hint = $('forcehint');
 		hint.replaceChildren();
-		if (status === 'gone')
+		if (group && forceAllowed(status))
+			hint.append('Force release acts on one lease: choose it under Holders.');
+		else if (status === 'gone')
 			hint.append('Nothing to release: the lock is not held.');
 		else if (status === 'unknown')
 			hint.append('Not while the state is unknown: ' + whyUnknown() + '.');
@@ -1322,22 +1391,29 @@
 		box.dataset.for = st.detail;
 	}
 
-	function confirmForce() {
+	/* TOKEN: the fencing token of a group's lease to release; none: an
+	 * exclusive lock's one lease. */
+	function confirmForce(token) {
 		const l = st.dv && st.dv.lock;
 		if (!l || !forceAllowed(detailStatus()))
 			return;
+		const lease = typeof token === 'string' ?
+		    holdersOf(l).find((h) => str(h.fencing_token) === token) : l;
+		if (!lease)
+			return;
 		const text = $('confirmtext');
 		text.replaceChildren();
-		text.appendChild(document.createTextNode('Force release '));
+		text.appendChild(document.createTextNode(lease === l ?
+		    'Force release ' : 'Force release one lease of '));
 		text.appendChild(el('strong', l.name));
 		text.appendChild(document.createTextNode(', held by '));
-		const holder = el('strong', l.holder ? null : '(no holder given)');
-		if (l.holder)
-			holder.appendChild(iso(l.holder));
-		text.append(holder, ' (owner ', iso(l.owner), ', fencing token ' +
-		    str(l.fencing_token) + ')? ' +
+		const holder = el('strong', lease.holder ? null : '(no holder given)');
+		if (lease.holder)
+			holder.appendChild(iso(lease.holder));
+		text.append(holder, ' (owner ', iso(lease.owner), ', fencing token ' +
+		    str(lease.fencing_token) + ')? ' +
 		    'Its holder loses the lease at once and may still be working.');
-		st.forceToken = l.fencing_token; /* the lease the admin saw */
+		st.forceToken = lease.fencing_token; /* the lease the admin saw */
 		st.forceLock = l;
 		$('reason').value = '';
 		$('reason').setCustomValidity('');
@@ -1356,6 +1432,14 @@
 				q.set('fencing_token', token);
 			q.set('reason', reason);
 			await api('POST', lockPath(name) + ':forceRelease?' + q.toString());
+			if (isGroup(lock) && holdersOf(lock).length > 1) {
+				/* one lease of several: the lock stays held */
+				detailMsg('Force-released the lease with fencing token ' +
+				    str(token) + ' of ' + name + '.', 'ok');
+				pollNow();
+				loadDetail(true);
+				return;
+			}
 			detailMsg('Force-released ' + name + '.', 'ok');
 			/* 204: that lease is gone.  The list we hold still has it
 			 * until the next poll; it must not bring it back. */
@@ -1613,7 +1697,12 @@
 				$('copied').textContent = 'Copy it from the link (select, then copy).';
 			}
 		});
-		$('force').addEventListener('click', confirmForce);
+		$('force').addEventListener('click', () => confirmForce());
+		$('holders').addEventListener('click', (ev) => {
+			const b = ev.target.closest('button[data-token]');
+			if (b && !b.disabled)
+				confirmForce(b.dataset.token);
+		});
 		$('reason').addEventListener('input', () => {
 			const n = new TextEncoder().encode($('reason').value).length;
 			$('reason').setCustomValidity(n > REASON_MAX ?

@@ -16,7 +16,10 @@
 #  5. keep + a later job's release input; releasing a gone lease fails.
 #  6. The OIDC audience defaults to the url; the token input is used as
 #     given; no token at all is a clear error.
-#  7. No token (OIDC or input) shows in any output, state, log, or the
+#  7. The limit and shared inputs: two jobs hold a limit=2 semaphore,
+#     another limit is refused with a clear message, two shared jobs hold
+#     a lock a writer cannot take; bad inputs are refused before acquiring.
+#  8. No token (OIDC or input) shows in any output, state, log, or the
 #     heartbeat's command line or environment, except in ::add-mask::.
 . tests/e2e/lib.sh
 command -v node >/dev/null 2>&1 || lg_fail "node is missing (make deps-test)"
@@ -29,7 +32,7 @@ ACT=$(pwd)/action
 grep -q '^  using: node24$' action.yml || lg_fail "action.yml: runs.using is not node24"
 grep -q '^  main: action/main.mjs$' action.yml || lg_fail "action.yml: main is not action/main.mjs"
 grep -q '^  post: action/post.mjs$' action.yml || lg_fail "action.yml: post is not action/post.mjs"
-for i in url name ttl wait holder purpose expected-duration token audience release; do
+for i in url name ttl wait limit shared holder purpose expected-duration token audience release; do
 	grep -q "^  $i:\$" action.yml || lg_fail "action.yml: no input $i"
 done
 for o in lease-id fencing-token expires-at; do
@@ -294,7 +297,49 @@ grep -q "^::error::the runner's OIDC token endpoint answered 401" "$LG_TMP/job.W
     lg_fail "main W: $(log_of W main)"
 echo "ok 6 - audience default, no token, a refused OIDC request"
 
-# ---- 7. No token anywhere but in ::add-mask::.
+# ---- 7. limit and shared: sent on the acquire, checked before it.
+job_run L1 INPUT_NAME=ci/sem INPUT_LIMIT=2 INPUT_TTL=60 || lg_fail "main L1: $(log_of L1 main)"
+job_run L2 INPUT_NAME=ci/sem INPUT_LIMIT=2 INPUT_TTL=60 || lg_fail "main L2 (second of 2): $(log_of L2 main)"
+lg_curl -H "$ADMIN" "$LG_URL/v1/locks/ci/sem" >"$out"
+lg_eq "$(lg_json limit <"$out")" 2 "ci/sem's limit"
+lg_eq "$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["holders"]))' <"$out")" 2 \
+    "both jobs hold ci/sem"
+if job_run L3 INPUT_NAME=ci/sem INPUT_LIMIT=3; then
+	lg_fail "another limit passed: $(log_of L3 main)"
+fi
+grep -q "^::error::could not acquire ci/sem: its holders use another limit or mode" "$LG_TMP/job.L3/main.log" ||
+    lg_fail "main L3: $(log_of L3 main)"
+if job_run L4 INPUT_NAME=ci/sem INPUT_LIMIT=2; then
+	lg_fail "a third lease of 2 passed: $(log_of L4 main)"
+fi
+grep -q "^::error::ci/sem is held by" "$LG_TMP/job.L4/main.log" || lg_fail "main L4: $(log_of L4 main)"
+job_run S1 INPUT_NAME=ci/rw INPUT_SHARED=true INPUT_TTL=60 || lg_fail "main S1: $(log_of S1 main)"
+job_run S2 INPUT_NAME=ci/rw INPUT_SHARED=true INPUT_TTL=60 || lg_fail "main S2 (a second reader): $(log_of S2 main)"
+lg_curl -H "$ADMIN" "$LG_URL/v1/locks/ci/rw" >"$out"
+lg_eq "$(lg_json mode <"$out")" shared "ci/rw's mode"
+if job_run S3 INPUT_NAME=ci/rw; then
+	lg_fail "a writer beside readers passed: $(log_of S3 main)"
+fi
+grep -q "^::error::ci/rw is held by" "$LG_TMP/job.S3/main.log" || lg_fail "main S3: $(log_of S3 main)"
+for bad in "INPUT_LIMIT=0" "INPUT_LIMIT=1001" "INPUT_LIMIT=two" "INPUT_SHARED=yes"; do
+	if job_run B "INPUT_NAME=ci/bad" "$bad"; then
+		lg_fail "$bad passed: $(log_of B main)"
+	fi
+	grep -q "^::error::input" "$LG_TMP/job.B/main.log" || lg_fail "$bad: $(log_of B main)"
+done
+if job_run B INPUT_NAME=ci/bad INPUT_SHARED=true INPUT_LIMIT=2; then
+	lg_fail "shared with limit 2 passed: $(log_of B main)"
+fi
+grep -q "^::error::inputs shared and limit 2" "$LG_TMP/job.B/main.log" || lg_fail "shared+limit: $(log_of B main)"
+lg_eq "$(holder_token ci/bad)" not_held "refused inputs took nothing"
+for j in L1 L2 S1 S2; do
+	job_post "$j" || lg_fail "post $j: $(log_of "$j" post)"
+done
+lg_eq "$(holder_token ci/sem)" not_held "ci/sem after both posts"
+lg_eq "$(holder_token ci/rw)" not_held "ci/rw after both posts"
+echo "ok 7 - limit and shared inputs"
+
+# ---- 8. No token anywhere but in ::add-mask::.
 [ "$(wc -l <"$O/tokens")" -ge 10 ] || lg_fail "only $(wc -l <"$O/tokens") OIDC tokens were issued"
 grep -qxF "::add-mask::$INTOK" "$LG_TMP/job.F/main.log" || lg_fail "the token input was not masked"
 grep -q "^::add-mask::ey" "$LG_TMP/job.A/main.log" || lg_fail "the OIDC token was not masked"
@@ -306,7 +351,7 @@ for tok in "$INTOK" $(cat "$O/tokens"); do
 	fi
 done
 grep -qF -- "$REQTOK" $files && lg_fail "the runner's request token shows in an output"
-echo "ok 7 - no token shows in $(echo "$files" | wc -l) output, state and log files"
+echo "ok 8 - no token shows in $(echo "$files" | wc -l) output, state and log files"
 
 lg_stop "$LG_PID"
 echo ok

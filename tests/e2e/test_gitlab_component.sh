@@ -11,7 +11,9 @@
 #     duration), its $VARIABLES expand at run time, the lease outlives its
 #     ttl, the lock is free afterwards; a failing line stops the script
 #     (sh -e) and its status is the job's; two jobs never overlap; wait 0
-#     on a held lock exits 73; an unreachable server exits 69.
+#     on a held lock exits 73; an unreachable server exits 69; two jobs
+#     with limit 2, or shared, hold the lock together, and another limit
+#     exits 73 (limit_mismatch).
 . tests/e2e/lib.sh
 TPL=templates/lock.yml
 [ -f "$TPL" ] || lg_fail "no $TPL"
@@ -62,11 +64,15 @@ ADMIN="Authorization: Bearer $(lg_token ops admin)"
 out=$LG_TMP/out
 
 # job ID NAME TTL WAIT SCRIPT [URL]: the component's job as a runner runs
-# it, with the variables the template sets; its status (at most 60 s).
+# it, with the variables the template sets (limit $LIMIT, shared
+# $SHARED); its status (at most 60 s).
+LIMIT=1
+SHARED=false
 job() {
 	env -i PATH="$B" HOME="$LG_TMP" TMPDIR="$LG_TMP/tmp" \
 	    LOCKGATE_URL="${6:-$LG_URL}" LOCKGATE_TOKEN="$TOKEN" \
 	    LOCKGATE_LOCK_NAME="$2" LOCKGATE_TTL="$3" LOCKGATE_WAIT="$4" \
+	    LOCKGATE_LIMIT="$LIMIT" LOCKGATE_SHARED="$SHARED" \
 	    LOCKGATE_PURPOSE="component test $1" LOCKGATE_EXPECTED=60 LOCKGATE_GRACE=0 \
 	    CI_JOB_URL="https://gitlab.example/acme/site/-/jobs/$1" T="$LG_TMP" \
 	    LOCKGATE_SCRIPT="$5" "$(command -v timeout)" 60 "$B/sh" "$LG_TMP/job.sh" \
@@ -132,6 +138,43 @@ job 8 gl/none 5 0 'echo ran >"$T/eight"' http://127.0.0.1:1
 lg_eq "$?" 69 "an unreachable server: $(cat "$LG_TMP/job.8.out")"
 [ -f "$LG_TMP/eight" ] && lg_fail "the script ran without a server"
 echo "ok 5 - busy lock exits 73, no server exits 69, the script never runs"
+
+# Two jobs at once, each waiting (at most 10 s) for the other's mark: both
+# exit 0 only when they held the lock together.
+meet() { # MINE OTHER: the script of a job that must meet another
+	printf ': >"$T/%s"\ni=0\nwhile [ ! -e "$T/%s" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done\n[ -e "$T/%s" ]\n' "$1" "$2" "$2"
+}
+LIMIT=2
+job 9 gl/sem 10 30 "$(meet sem9 sem10)" &
+p9=$!
+job 10 gl/sem 10 30 "$(meet sem10 sem9)" &
+p10=$!
+i=0
+until [ "$(lg_curl -o /dev/null -w '%{http_code}' -H "$ADMIN" "$LG_URL/v1/locks/gl/sem")" = 200 ] || [ $i -ge 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+LIMIT=3
+job 11 gl/sem 10 0 'echo ran >"$T/eleven"'
+lg_eq "$?" 73 "another limit: $(cat "$LG_TMP/job.11.out")"
+grep -q limit_mismatch "$LG_TMP/job.11.out" || lg_fail "job 11: $(cat "$LG_TMP/job.11.out")"
+[ -f "$LG_TMP/eleven" ] && lg_fail "the script ran with another limit"
+wait "$p9"
+s9=$?
+wait "$p10"
+lg_eq "$s9:$?" 0:0 "two jobs of limit 2 together: $(cat "$LG_TMP/job.9.out" "$LG_TMP/job.10.out")"
+LIMIT=1
+SHARED=true
+job 12 gl/rw 10 30 "$(meet rw12 rw13)" &
+p12=$!
+job 13 gl/rw 10 30 "$(meet rw13 rw12)"
+s13=$?
+wait "$p12"
+lg_eq "$?:$s13" 0:0 "two shared jobs together: $(cat "$LG_TMP/job.12.out" "$LG_TMP/job.13.out")"
+SHARED=false
+code=$(lg_curl -o "$out" -w '%{http_code}' -H "$ADMIN" "$LG_URL/v1/locks/gl/sem")
+lg_eq "$code" 404 "gl/sem after its jobs"
+echo "ok 6 - limit 2 and shared jobs hold the lock together; another limit exits 73"
 
 lg_stop "$LG_PID"
 echo ok

@@ -5,7 +5,8 @@
  * line is KEY='...' with KEY = LOCKGATE_[A-Z0-9_]* of at most
  * SRV_ENV_KEY_MAX bytes and single-quoted parts joined by \' only, or the
  * closing "false" of an error; and for a lock answer every top-level
- * string member comes back byte for byte (NULs dropped) under its key.
+ * string member comes back byte for byte (NULs dropped) under its key,
+ * but for one whose key a holders array may write too.
  *
  * With LOCKGATE_FUZZ_DASH set (tests/fuzz/run.sh sets it when it replays
  * the corpus), the output is also eval'ed by dash with set -a and the
@@ -124,6 +125,24 @@ key_shared(const json_t *answer, const char *name)
 	return n > 1;
 }
 
+/* Whether member NAME's key is one a holders array of ANSWER is written
+ * under (LOCKGATE_HOLDERS, LOCKGATE_HOLDER_<digits>_...): then whichever
+ * comes later wins, as in the shell. */
+static int
+key_of_holders(const json_t *answer, const char *name)
+{
+	size_t d;
+
+	if (!json_is_array(json_object_get(answer, "holders")))
+		return 0;
+	if (strcmp(name, "holders") == 0)
+		return 1;
+	if (strncmp(name, "holder_", 7) != 0)
+		return 0;
+	d = strspn(name + 7, "0123456789");
+	return d > 0 && name[7 + d] == '_';
+}
+
 /* A lock answer's string members come back under their keys. */
 static void
 members_back(const json_t *answer)
@@ -145,7 +164,7 @@ members_back(const json_t *answer)
 		    strcmp(name, "state") == 0 ||
 		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") !=
 		        n ||
-		    key_shared(answer, name))
+		    key_shared(answer, name) || key_of_holders(answer, name))
 			continue;
 		snprintf(key, sizeof(key), SRV_ENV_PREFIX "%s", name);
 		for (i = strlen(SRV_ENV_PREFIX); key[i]; i++)

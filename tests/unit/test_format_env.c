@@ -404,6 +404,93 @@ test_list_numbers_locks_and_ends_with_page_token(void **state)
 	json_decref(l);
 }
 
+/* A semaphore's holders: their number, then each holder's members under
+ * LOCKGATE_HOLDER_<i>_ (from 0); in an error too, where no holder's token
+ * lands in LOCKGATE_FENCING_TOKEN.  A hostile purpose comes back as is. */
+static void
+test_holders_numbered(void **state)
+{
+	const char *want =
+	    "LOCKGATE_LOCK='stage'\n"
+	    "LOCKGATE_FENCING_TOKEN='5'\n"
+	    "LOCKGATE_MODE='exclusive'\n"
+	    "LOCKGATE_LIMIT='3'\n"
+	    "LOCKGATE_HOLDERS='2'\n"
+	    "LOCKGATE_HOLDER_0_OWNER='alice'\n"
+	    "LOCKGATE_HOLDER_0_PURPOSE='it'\\''s $(x)'\n"
+	    "LOCKGATE_HOLDER_0_FENCING_TOKEN='5'\n"
+	    "LOCKGATE_HOLDER_0_LABELS='{\"a\":\"b\"}'\n"
+	    "LOCKGATE_HOLDER_1_OWNER='bob'\n"
+	    "LOCKGATE_HOLDER_1_EXPIRES_AT='2026-11-22T03:00:00.000Z'\n"
+	    "LOCKGATE_HOLDER_1_FENCING_TOKEN='6'\n"
+	    "LOCKGATE_STATE='held'\n";
+	json_t *lock = json_pack("{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:s, "
+	                         "s:{s:s}}, {s:s, s:s, s:s}]}",
+	    "name", "stage", "fencing_token", "5", "mode", "exclusive", "limit",
+	    3, "holders", "owner", "alice", "purpose", "it's $(x)",
+	    "fencing_token", "5", "labels", "a", "b", "owner", "bob",
+	    "expires_at", "2026-11-22T03:00:00.000Z", "fencing_token", "6");
+	json_t *e = json_pack("{s:{s:s, s:s, s:O}}", "error", "code", "locked",
+	    "message", "m", "lock", lock);
+	char *env, *got;
+	size_t n;
+
+	(void)state;
+	env = srv_env_format(lock);
+	assert_non_null(env);
+	assert_string_equal(env, want);
+	got = dash_get(env, "LOCKGATE_HOLDER_0_PURPOSE", &n);
+	assert_int_equal(n, strlen("it's $(x)"));
+	assert_memory_equal(got, "it's $(x)", n);
+	free(got);
+	free(env);
+	env = srv_env_format(e);
+	assert_non_null(env);
+	assert_non_null(strstr(env, "LOCKGATE_HOLDER_FENCING_TOKEN='5'\n"));
+	assert_non_null(strstr(env, "LOCKGATE_HOLDERS='2'\n"));
+	assert_non_null(strstr(env, "LOCKGATE_HOLDER_1_FENCING_TOKEN='6'\n"));
+	got = dash_eval(env, "{LOCKGATE_FENCING_TOKEN:-}", 1, &n);
+	assert_int_equal(n, 0);
+	free(got);
+	free(env);
+	json_decref(e);
+	json_decref(lock);
+}
+
+/* In a list, lock J's holders are LOCKGATE_J_HOLDERS and
+ * LOCKGATE_J_HOLDER_<i>_...; holders that are not objects, or not an
+ * array, come as values. */
+static void
+test_holders_in_list_and_odd_shapes(void **state)
+{
+	json_t *l = json_pack("{s:[{s:s, s:[{s:s}]}]}", "locks", "name", "a",
+	    "holders", "owner", "x");
+	json_t *odd = json_pack("{s:[s, i]}", "holders", "it's", 2);
+	json_t *scalar = json_pack("{s:s}", "holders", "none");
+	char *env;
+
+	(void)state;
+	env = srv_env_format(l);
+	assert_string_equal(env,
+	    "LOCKGATE_COUNT='1'\n"
+	    "LOCKGATE_0_LOCK='a'\n"
+	    "LOCKGATE_0_HOLDERS='1'\n"
+	    "LOCKGATE_0_HOLDER_0_OWNER='x'\n");
+	free(env);
+	env = srv_env_format(odd);
+	assert_string_equal(env,
+	    "LOCKGATE_HOLDERS='2'\n"
+	    "LOCKGATE_HOLDER_0_VALUE='it'\\''s'\n"
+	    "LOCKGATE_HOLDER_1_VALUE='2'\n");
+	free(env);
+	env = srv_env_format(scalar);
+	assert_string_equal(env, "LOCKGATE_HOLDERS='none'\n");
+	free(env);
+	json_decref(scalar);
+	json_decref(odd);
+	json_decref(l);
+}
+
 static void
 test_hostile_keys(void **state)
 {
@@ -464,6 +551,8 @@ main(void)
 		cmocka_unit_test(test_state_member_not_doubled),
 		cmocka_unit_test(
 		    test_list_numbers_locks_and_ends_with_page_token),
+		cmocka_unit_test(test_holders_numbered),
+		cmocka_unit_test(test_holders_in_list_and_odd_shapes),
 		cmocka_unit_test(test_hostile_keys),
 		cmocka_unit_test(test_null_and_non_object),
 	};
