@@ -333,8 +333,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
-		    setup,
-		    teardown),
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
