@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "http_int.h"
+#include "routes_int.h"
 #include "metrics.h"
 #include "events.h"
 #include "web.h"
@@ -25,17 +26,17 @@ static const char *const list_params[] = { "prefix", "page_size", "page_token",
 	"include_expired", "format", NULL };
 static const char *const force_params[] = { "fencing_token", "reason", "format",
 	NULL };
-static const char *const plain_params[] = { "format", NULL };
+const char *const routes_plain_params[] = { "format", NULL };
 static const char *const events_params[] = { "max", "format", NULL };
 
-static bool
-is_get(const srv_req *r)
+bool
+routes_is_get(const srv_req *r)
 {
 	return !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
 }
 
-static enum MHD_Result
-bad_method(srv_req *r, const char *allowed)
+enum MHD_Result
+routes_bad_method(srv_req *r, const char *allowed)
 {
 	return http_fail(r, API_METHOD, NULL,
 	    "use %s for this route, not %.10s", allowed, r->method);
@@ -46,8 +47,8 @@ bad_method(srv_req *r, const char *allowed)
  * r->id set, or anonymous for a public read); -1 when an answer was
  * queued, its result in *MR.
  */
-static int
-authenticate(srv_req *r, auth_action action, const char *name,
+int
+routes_authenticate(srv_req *r, auth_action action, const char *name,
     enum MHD_Result *mr)
 {
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -105,8 +106,8 @@ answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
 
 /* Set the answer's format from F ("env" or "json"; NULL: not a string).
  * -1 when F is neither (answered, result in *MR). */
-static int
-format_pick(srv_req *r, const char *f, enum MHD_Result *mr)
+int
+routes_format_pick(srv_req *r, const char *f, enum MHD_Result *mr)
 {
 	if (f == NULL || (strcmp(f, "env") != 0 && strcmp(f, "json") != 0)) {
 		*mr = http_fail(r, API_BAD_REQUEST, "bad_format",
@@ -118,9 +119,9 @@ format_pick(srv_req *r, const char *f, enum MHD_Result *mr)
 }
 
 /* Parse the parameters against ALLOWED; a format in the body counts as
- * one in the query (negotiate() saw only the query). */
-static int
-prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
+ * one in the query (routes_negotiate() saw only the query). */
+int
+routes_prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
 {
 	api_err err;
 	json_t *f;
@@ -132,7 +133,7 @@ prepare(srv_req *r, const char *const *allowed, enum MHD_Result *mr)
 	}
 	f = r->params.body ? json_object_get(r->params.body, "format") : NULL;
 	if (f != NULL)
-		return format_pick(r, json_string_value(f), mr);
+		return routes_format_pick(r, json_string_value(f), mr);
 	return 0;
 }
 
@@ -305,8 +306,8 @@ do_acquire(srv_req *r, const char *name)
 	long ttl, wait, expected;
 	int rc;
 
-	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
-	    prepare(r, acquire_params, &mr) != 0)
+	if (routes_authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    routes_prepare(r, acquire_params, &mr) != 0)
 		return mr;
 	memset(&err, 0, sizeof(err));
 	api_copy(q->name, sizeof(q->name), name);
@@ -427,8 +428,8 @@ do_refresh(srv_req *r, const char *name)
 	api_lock lock;
 	api_err err;
 
-	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
-	    prepare(r, refresh_params, &mr) != 0 ||
+	if (routes_authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    routes_prepare(r, refresh_params, &mr) != 0 ||
 	    lease_params(r, name, true, &q, &mr) != 0)
 		return mr;
 	if (api_refresh(r->srv->svc, &q, &lock, &err) != API_OK)
@@ -445,8 +446,8 @@ do_release(srv_req *r, const char *name)
 	api_lease_req q;
 	api_err err;
 
-	if (authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
-	    prepare(r, release_params, &mr) != 0 ||
+	if (routes_authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
+	    routes_prepare(r, release_params, &mr) != 0 ||
 	    lease_params(r, name, false, &q, &mr) != 0)
 		return mr;
 	if (api_release(r->srv->svc, &q, &err) != API_OK)
@@ -463,8 +464,8 @@ do_force(srv_req *r, const char *name)
 	char reason[API_REASON_MAX + 1];
 
 	memset(&err, 0, sizeof(err));
-	if (authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
-	    prepare(r, force_params, &mr) != 0)
+	if (routes_authenticate(r, AUTH_ADMIN, name, &mr) != 0 ||
+	    routes_prepare(r, force_params, &mr) != 0)
 		return mr;
 	/* The fencing token of the lease the admin saw: only that one is
 	 * removed (0, the default: whichever holds it).  The reason, text
@@ -486,8 +487,8 @@ do_inspect(srv_req *r, const char *name)
 	api_lock lock;
 	api_err err;
 
-	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
-	    prepare(r, plain_params, &mr) != 0)
+	if (routes_authenticate(r, AUTH_READ, name, &mr) != 0 ||
+	    routes_prepare(r, routes_plain_params, &mr) != 0)
 		return mr;
 	if (api_inspect(r->srv->svc, name, &lock, &err) != API_OK) {
 		api_lock_clear(&lock);
@@ -507,8 +508,8 @@ do_events(srv_req *r, const char *name)
 	long limit;
 
 	memset(&err, 0, sizeof(err));
-	if (authenticate(r, AUTH_READ, name, &mr) != 0 ||
-	    prepare(r, events_params, &mr) != 0)
+	if (routes_authenticate(r, AUTH_READ, name, &mr) != 0 ||
+	    routes_prepare(r, events_params, &mr) != 0)
 		return mr;
 	if (params_int(&r->params, "max", 1, SRV_EVENTS_ANSWER_MAX,
 	        SRV_EVENTS_ANSWER_MAX, &limit, &err))
@@ -571,7 +572,7 @@ do_list(srv_req *r)
 
 	memset(&q, 0, sizeof(q));
 	memset(&err, 0, sizeof(err));
-	if (prepare(r, list_params, &mr) != 0)
+	if (routes_prepare(r, list_params, &mr) != 0)
 		return mr;
 	if (params_str(&r->params, "prefix", q.prefix, sizeof(q.prefix), &err) <
 	        0 ||
@@ -590,7 +591,7 @@ do_list(srv_req *r)
 		return http_fail(r, API_BAD_REQUEST, "bad_page_token",
 		    "the page_token is not one this server handed out");
 	q.page_size = (int)size;
-	if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
+	if (routes_authenticate(r, AUTH_READ, NULL, &mr) != 0)
 		return mr;
 	q.visible = list_visible;
 	q.visible_ctx = r;
@@ -650,147 +651,11 @@ do_list(srv_req *r)
 	return http_send(r, 200, resp);
 }
 
-/* The configured link hosts as a JSON array (new reference; NULL when out
- * of memory), lower-cased, at most SRV_LINK_HOSTS_MAX. */
-static json_t *
-link_hosts_json(const char *list)
-{
-	json_t *a = json_array();
-	char host[256];
-	size_t n, i;
-
-	while (a != NULL && *list != '\0' &&
-	    json_array_size(a) < SRV_LINK_HOSTS_MAX) {
-		n = strcspn(list, ",");
-		if (n > 0 && n < sizeof(host)) {
-			for (i = 0; i < n; i++)
-				host[i] =
-				    (char)(list[i] >= 'A' && list[i] <= 'Z'
-				            ? list[i] - 'A' + 'a'
-				            : list[i]);
-			host[n] = '\0';
-			json_array_append_new(a, json_string(host));
-		}
-		list += n + (list[n] == ',');
-	}
-	return a;
-}
-
-static enum MHD_Result
-do_whoami(srv_req *r)
-{
-	char why[200];
-	enum MHD_Result mr;
-	const char *h, *owner = NULL;
-	bool admin = false;
-
-	if (prepare(r, plain_params, &mr) != 0)
-		return mr;
-	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	    MHD_HTTP_HEADER_AUTHORIZATION);
-	if (h != NULL || !r->srv->cfg->public_read) {
-		if (authenticate(r, AUTH_READ, NULL, &mr) != 0)
-			return mr;
-		owner = r->id.owner;
-		/* admin: may force-release some lock (with a policy, the
-		 * policy's admin action; the claim alone is not). */
-		admin = auth_allowed(r->srv->auth, &r->id, AUTH_ADMIN, NULL,
-		    why, sizeof(why));
-	}
-	/* link_hosts: whose URLs the dashboard may show as links. */
-	return http_json(r, 200,
-	    json_pack("{s:s?, s:b, s:b, s:o*}", "owner", owner, "admin", admin,
-	        "public_read", r->srv->cfg->public_read, "link_hosts",
-	        link_hosts_json(r->srv->cfg->link_hosts)));
-}
-
-static enum MHD_Result
-do_readyz(srv_req *r)
-{
-	gcs_err ge;
-
-	if (srv_draining(r->srv))
-		return http_fail(r, API_SHUTTING_DOWN, NULL,
-		    "this instance is shutting down");
-	if (gcs_check(api_store(r->srv->svc), &ge) != GCS_OK)
-		return http_fail(r, API_UNAVAILABLE, NULL,
-		    "the lock storage does not answer: %s", ge.msg);
-	return http_json(r, 200, json_pack("{s:s}", "status", "ready"));
-}
-
-static enum MHD_Result
-do_metrics(srv_req *r)
-{
-	enum MHD_Result mr;
-	char *text;
-	size_t len;
-
-	if (!r->srv->cfg->metrics_public && !r->srv->cfg->public_read &&
-	    authenticate(r, AUTH_READ, NULL, &mr) != 0)
-		return mr;
-	if ((text = metrics_render(&len)) == NULL)
-		return MHD_NO;
-	mr = http_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,
-	    len, true);
-	free(text);
-	return mr;
-}
-
-static enum MHD_Result
-do_asset(srv_req *r, const char *url)
-{
-	const srv_asset *a;
-	const char *ctype;
-	struct MHD_Response *resp;
-	size_t i;
-
-	r->route = "asset";
-	if ((a = srv_web_find(url, &ctype)) == NULL)
-		return http_fail(r, API_NOT_FOUND, NULL, "no such page");
-	if (!is_get(r))
-		return bad_method(r, "GET");
-	resp = MHD_create_response_from_buffer(a->len, (void *)a->data,
-	    MHD_RESPMEM_PERSISTENT);
-	if (resp == NULL)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", ctype);
-	for (i = 0; srv_web_headers[i][0] != NULL; i++)
-		MHD_add_response_header(resp, srv_web_headers[i][0],
-		    srv_web_headers[i][1]);
-	return http_send(r, 200, resp);
-}
-
-/*
- * Shell clients without jq ask for KEY='value' lines: Accept: text/plain,
- * or format=env.  -1 when the format parameter is bad (answered).
- */
-static int
-negotiate(srv_req *r, enum MHD_Result *mr)
-{
-	const char *f, *accept;
-
-	f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
-	    "format");
-	if (f != NULL)
-		return format_pick(r, f, mr);
-	accept = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	    MHD_HTTP_HEADER_ACCEPT);
-	r->env_format = accept != NULL && strstr(accept, "text/plain") &&
-	    !strstr(accept, "application/json");
-	return 0;
-}
-
+/* The routing table: what is served is exactly what is listed here, and
+ * `lockgate --routes` prints it for the OpenAPI test. */
 typedef enum MHD_Result (*fixed_fn)(srv_req *r);
 typedef enum MHD_Result (*lock_fn)(srv_req *r, const char *name);
 
-static enum MHD_Result
-do_healthz(srv_req *r)
-{
-	return http_json(r, 200, json_pack("{s:s}", "status", "ok"));
-}
-
-/* The routing table: what is served is exactly what is listed here, and
- * `lockgate --routes` prints it for the OpenAPI test. */
 static const struct fixed_route {
 	const char *path;
 	const char *method;
@@ -798,10 +663,10 @@ static const struct fixed_route {
 	fixed_fn fn;
 } fixed_routes[] = {
 	{ "/v1/locks", "GET", "list", do_list },
-	{ "/v1/whoami", "GET", "whoami", do_whoami },
-	{ "/healthz", "GET", "healthz", do_healthz },
-	{ "/readyz", "GET", "readyz", do_readyz },
-	{ "/metrics", "GET", "metrics", do_metrics },
+	{ "/v1/whoami", "GET", "whoami", routes_whoami },
+	{ "/healthz", "GET", "healthz", routes_healthz },
+	{ "/readyz", "GET", "readyz", routes_readyz },
+	{ "/metrics", "GET", "metrics", routes_metrics },
 };
 
 static const struct lock_route {
@@ -822,7 +687,8 @@ static const struct lock_route {
 static bool
 method_is(const srv_req *r, const char *method)
 {
-	return !strcmp(method, "GET") ? is_get(r) : !strcmp(r->method, method);
+	return !strcmp(method, "GET") ? routes_is_get(r)
+	                              : !strcmp(r->method, method);
 }
 
 static enum MHD_Result
@@ -856,7 +722,7 @@ lock_route(srv_req *r, const char *rest)
 		/* The verb names the route in logs and metrics. */
 		r->route = lr->verb ? lr->verb : "inspect";
 		if (!method_is(r, lr->method))
-			return bad_method(r, lr->method);
+			return routes_bad_method(r, lr->method);
 		return lr->fn(r, name);
 	}
 	return http_fail(r, API_NOT_FOUND, "unknown_verb",
@@ -878,14 +744,14 @@ routes_dispatch(srv_req *r)
 	enum MHD_Result mr;
 	size_t i;
 
-	if (!strncmp(path, "/v1/", 4) && negotiate(r, &mr) != 0)
+	if (!strncmp(path, "/v1/", 4) && routes_negotiate(r, &mr) != 0)
 		return mr;
 	for (i = 0; i < NELEM(fixed_routes); i++) {
 		if (strcmp(path, fixed_routes[i].path) != 0)
 			continue;
 		r->route = fixed_routes[i].route;
 		if (!method_is(r, fixed_routes[i].method))
-			return bad_method(r, fixed_routes[i].method);
+			return routes_bad_method(r, fixed_routes[i].method);
 		return fixed_routes[i].fn(r);
 	}
 	if (!strncmp(path, "/v1/locks/", 10))
@@ -893,7 +759,7 @@ routes_dispatch(srv_req *r)
 	if (!strncmp(path, "/v1/", 4))
 		return http_fail(r, API_NOT_FOUND, NULL,
 		    "no such route; see /v1/locks");
-	return do_asset(r, path);
+	return routes_asset(r, path);
 }
 
 void
