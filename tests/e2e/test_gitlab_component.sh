@@ -144,10 +144,16 @@ echo "ok 5 - busy lock exits 73, no server exits 69, the script never runs"
 meet() { # MINE OTHER: the script of a job that must meet another
 	printf ': >"$T/%s"\ni=0\nwhile [ ! -e "$T/%s" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done\n[ -e "$T/%s" ]\n' "$1" "$2" "$2"
 }
+# They hold on until job 11 has been refused (at most 10 s): without
+# that they could meet, release and leave job 11 a free lock.
+hold='i=0
+while [ ! -e "$T/sem.go" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done'
 LIMIT=2
-job 9 gl/sem 10 30 "$(meet sem9 sem10)" &
+job 9 gl/sem 10 30 "$(meet sem9 sem10)
+$hold" &
 p9=$!
-job 10 gl/sem 10 30 "$(meet sem10 sem9)" &
+job 10 gl/sem 10 30 "$(meet sem10 sem9)
+$hold" &
 p10=$!
 i=0
 until [ "$(lg_curl -o /dev/null -w '%{http_code}' -H "$ADMIN" "$LG_URL/v1/locks/gl/sem")" = 200 ] || [ $i -ge 50 ]; do
@@ -159,6 +165,7 @@ job 11 gl/sem 10 0 'echo ran >"$T/eleven"'
 lg_eq "$?" 73 "another limit: $(cat "$LG_TMP/job.11.out")"
 grep -q limit_mismatch "$LG_TMP/job.11.out" || lg_fail "job 11: $(cat "$LG_TMP/job.11.out")"
 [ -f "$LG_TMP/eleven" ] && lg_fail "the script ran with another limit"
+: >"$LG_TMP/sem.go"
 wait "$p9"
 s9=$?
 wait "$p10"
