@@ -602,6 +602,18 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	    "the lease kept changing while refreshing; retry shortly");
 }
 
+/* The lease REF of REQ is gone from the store: forgotten, announced. */
+static int
+released(api_service *svc, const api_lease_req *req, const lease_ref *ref,
+    api_err *err)
+{
+	memset(err, 0, sizeof(*err));
+	lease_cache_del(svc->cache, req->name);
+	emit(svc, API_EV_RELEASED, req->name, ref->owner, NULL, req->owner,
+	    ref->generation, 0);
+	return API_OK;
+}
+
 int
 api_release(api_service *svc, const api_lease_req *req, api_err *err)
 {
@@ -609,6 +621,7 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 	gcs_err ge;
 	api_err gerr;
 	int rc, i;
+	bool sent = false; /* a delete of ours may have been applied */
 
 	memset(err, 0, sizeof(*err));
 	memset(&ref, 0, sizeof(ref));
@@ -625,20 +638,25 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 			}
 			rc = (int)err->code;
 		}
+		if (sent && (rc == API_LEASE_NOT_FOUND || rc == API_LEASE_LOST))
+			return released(svc, req, &ref, err);
 		if (rc != API_OK)
 			return rc;
 		rc = gcs_remove(svc->store, req->name, ref.generation,
 		    ref.metageneration, &ge);
-		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
-			/* A 404 after a retried delete: the first attempt
-			 * went through and its answer was lost. */
-			lease_cache_del(svc->cache, req->name);
-			emit(svc, API_EV_RELEASED, req->name, ref.owner, NULL,
-			    req->owner, ref.generation, 0);
-			return API_OK;
-		}
-		if (rc == GCS_PRECONDITION)
+		/* A 404 after a retried delete: the first attempt went
+		 * through and its answer was lost. */
+		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1))
+			return released(svc, req, &ref, err);
+		if (rc == GCS_PRECONDITION) {
+			/* A 412 after a retried delete: the first attempt
+			 * may have removed our lease (and someone else may
+			 * have taken the free lock since).  If the lookup
+			 * finds our generation gone, the lock is free of
+			 * this lease: released, whoever removed it. */
+			sent = sent || ge.attempts > 1;
 			continue;
+		}
 		if (rc == GCS_NOT_FOUND) {
 			lease_cache_del(svc->cache, req->name);
 			return api_fail(err, API_LEASE_NOT_FOUND,

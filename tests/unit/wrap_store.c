@@ -75,6 +75,15 @@ w_remove(gcs_store *s, const char *name, int64_t g, int64_t m, gcs_err *err)
 	if ((rc = injected(w, W_REMOVE, err)) != GCS_OK)
 		return rc;
 	rc = gcs_remove(w->inner, name, g, m, err);
+	if (rc == GCS_OK && w->lost_op == W_REMOVE) {
+		void (*fn)(void *) = w->meanwhile;
+		w->lost_op = -1;
+		w->meanwhile = NULL;
+		if (fn != NULL)
+			fn(w->meanwhile_ctx);
+		rc = gcs_fail(err, w->lost_status, "answer lost, then failed");
+		err->attempts = 2;
+	}
 	if (rc == GCS_OK && w->ghost_op == W_REMOVE) {
 		w->ghost_op = -1;
 		rc = gcs_fail(err, GCS_NOT_FOUND, "404 after a retry");
@@ -152,4 +161,5 @@ wrap_reset(wrap_store *w)
 	w->ghost_op = -1;
 	w->fail_op = -1;
 	w->lost_op = -1;
+	w->meanwhile = NULL;
 }

@@ -33,6 +33,10 @@ typedef struct wrap_store {
 	 * as if its answer was lost and every retry failed (attempts 2). */
 	int lost_op;
 	gcs_status lost_status;
+	/* Called (once) between a lost write and its failed retry: what
+	 * another client did meanwhile (NULL: nothing). */
+	void (*meanwhile)(void *ctx);
+	void *meanwhile_ctx;
 } wrap_store;
 
 /* Wraps INNER (taking ownership). */
