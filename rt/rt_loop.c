@@ -433,6 +433,41 @@ rt_loop_wake(rt_loop *l)
 	while (n < 0 && errno == EINTR);
 }
 
+void
+rt_task_resume_remote(rt_task *t)
+{
+	rt_loop *l = t->loop;
+	rt_task *head = __atomic_load_n(&l->remote, __ATOMIC_RELAXED);
+
+	do
+		t->remote = head;
+	while (!__atomic_compare_exchange_n(&l->remote, &head, t, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	/* L outlives this: it is freed only once T has finished, and T runs
+	 * only after the loop has been woken. */
+	rt_loop_wake(l);
+}
+
+/* Move the tasks resumed from other threads to L's ready list, in the
+ * order they were resumed. */
+static void
+remote_take(rt_loop *l)
+{
+	rt_task *t = __atomic_exchange_n(&l->remote, NULL, __ATOMIC_ACQUIRE);
+	rt_task *order = NULL, *next;
+
+	for (; t != NULL; t = next) {
+		next = t->remote;
+		t->remote = order;
+		order = t;
+	}
+	for (t = order; t != NULL; t = next) {
+		next = t->remote;
+		t->remote = NULL;
+		rt_ready_push(l, t);
+	}
+}
+
 static void
 dispatch(rt_loop *l, const struct epoll_event *ev)
 {
@@ -442,8 +477,11 @@ dispatch(rt_loop *l, const struct epoll_event *ev)
 	uint64_t v;
 
 	if (fd == l->wakefd) {
+		/* The eventfd first: a resume queued after this read wakes
+		 * the loop again. */
 		while (read(l->wakefd, &v, sizeof(v)) > 0)
 			;
+		remote_take(l);
 		return;
 	}
 	for (i = 0; i < l->nwatch; i++)
