@@ -101,6 +101,32 @@ void rt_fd_forget(int fd);
  * False outside a task. */
 bool rt_fd_hung_up(int fd);
 
+/* ---- waiting for another thread's word ---- */
+
+/*
+ * A task's wait for something another thread does (a fetch it started
+ * ends, say), without holding the task's thread.  The protocol, with a
+ * mutex and a list of the other thread's: the task calls rt_waiter_init
+ * and puts W on the list (mutex held), lets the mutex go and calls
+ * rt_waiter_wait; the other thread calls rt_waiter_wake on every W of the
+ * list (mutex held); the task, back, takes W off the list (mutex held).
+ * So W, on the task's stack, is alive whenever it is woken.
+ */
+typedef struct rt_waiter {
+	rt_task *task;          /* private */
+	int state;              /* private: 0 waits, 1 woken, 2 timed out */
+	struct rt_waiter *next; /* the other thread's list */
+} rt_waiter;
+/* W ready for the calling task (which must be one). */
+void rt_waiter_init(rt_waiter *w);
+/* Suspend the calling task until rt_waiter_wake(W) (from any thread, and
+ * perhaps before this call) or DEADLINE_MS (util_mono_ms clock).  1:
+ * woken; 0: the deadline passed first. */
+int rt_waiter_wait(rt_waiter *w, int64_t deadline_ms);
+/* W's task goes on, on its own loop; nothing when it has been woken or
+ * its deadline passed.  Any thread. */
+void rt_waiter_wake(rt_waiter *w);
+
 /* ---- blocking work ---- */
 
 #define RT_OFFLOAD_THREADS 64 /* rt_offload's threads at most, by default */

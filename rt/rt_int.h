@@ -43,6 +43,7 @@ struct rt_task {
 	int64_t wake_ms;
 	struct rt_task *next;   /* spare, sleeping or ready list */
 	struct rt_task *remote; /* the loop's queue of remote resumes */
+	rt_waiter *waiter;      /* rt_waiter_wait's, while it sleeps */
 	rt_loop *loop;
 #ifdef RT_ASAN
 	void *asan_fake;

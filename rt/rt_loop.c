@@ -433,6 +433,46 @@ rt_loop_wake(rt_loop *l)
 	while (n < 0 && errno == EINTR);
 }
 
+/* Move W from waiting to STATE; whether this call did. */
+static bool
+waiter_settle(rt_waiter *w, int state)
+{
+	int waiting = 0;
+
+	return __atomic_compare_exchange_n(&w->state, &waiting, state, false,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void
+rt_waiter_init(rt_waiter *w)
+{
+	w->task = rt_tl_task;
+	w->state = 0;
+	w->next = NULL;
+}
+
+int
+rt_waiter_wait(rt_waiter *w, int64_t deadline_ms)
+{
+	rt_task *t = w->task;
+
+	/* Even when woken already, the task yields: its remote resume is
+	 * queued, and the loop takes it only after this yield. */
+	t->waiter = w;
+	t->wake_ms = deadline_ms;
+	sleeper_add(t->loop, t);
+	rt_task_yield(t);
+	t->waiter = NULL;
+	return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == 1;
+}
+
+void
+rt_waiter_wake(rt_waiter *w)
+{
+	if (waiter_settle(w, 1))
+		rt_task_resume_remote(w->task);
+}
+
 void
 rt_task_resume_remote(rt_task *t)
 {
@@ -464,6 +504,8 @@ remote_take(rt_loop *l)
 	for (t = order; t != NULL; t = next) {
 		next = t->remote;
 		t->remote = NULL;
+		if (t->waiter != NULL) /* woken before its deadline */
+			sleeper_remove(l, t);
 		rt_ready_push(l, t);
 	}
 }
@@ -530,7 +572,11 @@ rt_loop_run_once(rt_loop *l, int timeout_ms)
 	run_timers(l, now);
 	while ((t = l->sleepers) != NULL && t->wake_ms <= now) {
 		l->sleepers = t->next;
-		rt_ready_push(l, t);
+		t->next = NULL;
+		/* An rt_waiter woken meanwhile is readied by its remote
+		 * resume, not here. */
+		if (t->waiter == NULL || waiter_settle(t->waiter, 2))
+			rt_ready_push(l, t);
 	}
 	/* Tasks made ready now run now; any they make ready (none: a task
 	 * only becomes ready through a client's callback or a timer) wait a

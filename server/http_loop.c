@@ -362,8 +362,8 @@ loops_open(srv_server *s, struct sockaddr_storage *ss, unsigned flags,
 	return 0;
 }
 
-/* Start-up in order (the address, the waiters, the storage workers, the
- * loops) with one unwind path. */
+/* Start-up in order (the address, the waiters, the offload pool's size,
+ * the loops) with one unwind path. */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
@@ -442,11 +442,12 @@ srv_stop(srv_server *s)
 		usleep(5000);
 	/* A loop ends once its tasks have (their storage calls are bounded
 	 * by the store's deadlines), at the latest when the drain budget
-	 * does; then no task is left to offload, and the offload threads
-	 * end. */
+	 * does.  Then the offload threads end, before the loops are freed:
+	 * one still running a job (a commit, bounded by the store's
+	 * deadlines) resumes its task on that task's loop. */
 	loops_join(s, deadline);
-	loops_free(s);
 	rt_offload_stop();
+	loops_free(s);
 	srv_drops_report(true);
 	srv_waits_free(s->waits);
 	s->waits = NULL;

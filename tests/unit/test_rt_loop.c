@@ -4,7 +4,8 @@
  * (sleeps) are all alive at once on one thread; a wake-up from another
  * thread ends a wait; a task's stack overflow is fatal, never silent; a
  * task waiting on an fd goes on when it is readable or at its deadline;
- * blocking work offloaded by many tasks of many loops at once comes back
+ * tasks waiting for another thread's word go on when it comes, or at
+ * their deadline; blocking work offloaded by many tasks of many loops at once comes back
  * to each task with its own result, on its own loop's thread, within the
  * pool's bound of threads.
  *
@@ -300,6 +301,116 @@ test_wait_fd(void **state)
 	rt_loop_free(l);
 }
 
+/* ---- rt_waiter ---- */
+
+#define WAITERS 100
+
+/* The other thread's side of the rt_waiter protocol. */
+static struct {
+	pthread_mutex_t mu;
+	rt_waiter *list;
+	int registered;
+} word = { PTHREAD_MUTEX_INITIALIZER, NULL, 0 };
+
+typedef struct waiter_task {
+	int64_t deadline_ms;
+	int rc; /* rt_waiter_wait's */
+} waiter_task;
+
+static void
+waiter_task_fn(void *arg)
+{
+	waiter_task *wt = arg;
+	rt_waiter w, **p;
+
+	rt_waiter_init(&w);
+	pthread_mutex_lock(&word.mu);
+	w.next = word.list;
+	word.list = &w;
+	word.registered++;
+	pthread_mutex_unlock(&word.mu);
+	wt->rc = rt_waiter_wait(&w, wt->deadline_ms);
+	pthread_mutex_lock(&word.mu);
+	for (p = &word.list; *p != NULL; p = &(*p)->next)
+		if (*p == &w) {
+			*p = w.next;
+			break;
+		}
+	pthread_mutex_unlock(&word.mu);
+}
+
+/* Wake every waiter on the list once N have registered (bounded wait). */
+static void *
+word_giver(void *arg)
+{
+	int n = *(int *)arg, i, seen = 0;
+	rt_waiter *w;
+
+	for (i = 0; i < RUN_MAX_MS && seen < n; i++) {
+		pthread_mutex_lock(&word.mu);
+		seen = word.registered;
+		pthread_mutex_unlock(&word.mu);
+		if (seen < n)
+			usleep(1000);
+	}
+	pthread_mutex_lock(&word.mu);
+	for (w = word.list; w != NULL; w = w->next)
+		rt_waiter_wake(w);
+	for (w = word.list; w != NULL; w = w->next)
+		rt_waiter_wake(w); /* a second word changes nothing */
+	pthread_mutex_unlock(&word.mu);
+	return NULL;
+}
+
+/* Tasks waiting for another thread's word all go on when it comes, long
+ * before their deadline, each woken once. */
+static void
+test_waiters_woken_from_another_thread(void **state)
+{
+	rt_loop *l = rt_loop_new();
+	waiter_task *wt = calloc(WAITERS, sizeof(*wt));
+	int i, n = WAITERS;
+	pthread_t th;
+
+	(void)state;
+	assert_non_null(wt);
+	word.registered = 0;
+	for (i = 0; i < WAITERS; i++) {
+		wt[i].deadline_ms = util_mono_ms() + RUN_MAX_MS;
+		wt[i].rc = -1;
+		assert_int_equal(rt_loop_spawn(l, waiter_task_fn, &wt[i], NULL),
+		    0);
+	}
+	assert_int_equal(pthread_create(&th, NULL, word_giver, &n), 0);
+	run_until_idle(l);
+	pthread_join(th, NULL);
+	for (i = 0; i < WAITERS; i++)
+		assert_int_equal(wt[i].rc, 1);
+	assert_null(word.list);
+	free(wt);
+	rt_loop_free(l);
+}
+
+/* With no word, a wait ends at its deadline; a word after that (the
+ * waiter is off the list by then) finds nobody. */
+static void
+test_waiter_deadline(void **state)
+{
+	rt_loop *l = rt_loop_new();
+	waiter_task wt = { 0, -1 };
+	int64_t start = util_mono_ms();
+
+	(void)state;
+	word.registered = 0;
+	wt.deadline_ms = start + 50;
+	assert_int_equal(rt_loop_spawn(l, waiter_task_fn, &wt, NULL), 0);
+	run_until_idle(l);
+	assert_int_equal(wt.rc, 0);
+	assert_true(util_mono_ms() >= start + 50);
+	assert_null(word.list);
+	rt_loop_free(l);
+}
+
 /* ---- rt_offload ---- */
 
 #define OFFLOAD_LOOPS    4
@@ -448,6 +559,8 @@ main(void)
 		cmocka_unit_test(test_wake_from_another_thread),
 		cmocka_unit_test(test_stack_overflow_is_fatal),
 		cmocka_unit_test(test_wait_fd),
+		cmocka_unit_test(test_waiters_woken_from_another_thread),
+		cmocka_unit_test(test_waiter_deadline),
 		cmocka_unit_test(test_offload_from_many_tasks_and_loops),
 		cmocka_unit_test(test_offload_outside_a_task_runs_inline),
 	};
