@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "rt/rt.h"
 #include "store_file_int.h"
 #include "util/clock.h"
 
@@ -503,7 +504,16 @@ file_committer_main(void *arg)
 	return NULL;
 }
 
-/* Queue OP, wait for the committer, hand back the result. */
+/* Wait for the committer to post DONE (a sem_t). */
+static void
+op_wait(void *done)
+{
+	while (sem_wait(done) != 0 && errno == EINTR)
+		;
+}
+
+/* Queue OP, wait for the committer, hand back the result.  In a task the
+ * wait is rt_offload's: the task's loop goes on meanwhile. */
 int
 file_submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 {
@@ -535,8 +545,7 @@ file_submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	if (fs->wake_at != 0 && fs->qlen >= fs->wake_at)
 		pthread_cond_signal(&fs->work);
 	pthread_mutex_unlock(&fs->mu);
-	while (sem_wait(&op->done) != 0 && errno == EINTR)
-		;
+	rt_offload(op_wait, &op->done);
 	sem_destroy(&op->done);
 	json_decref(op->state);
 	json_decref(op->clean);

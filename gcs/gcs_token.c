@@ -44,7 +44,8 @@ struct gcs_token_src {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int refreshing;
-	uint64_t fetch_seq; /* bumped after every fetch */
+	uint64_t fetch_seq;      /* bumped after every fetch */
+	rt_waiter *task_waiters; /* tasks waiting for the fetch in flight */
 	int last_ok;
 	int64_t last_fail_ms; /* mono time of the last failed fetch */
 	char last_msg[GCS_ERRMSG_MAX];
@@ -465,6 +466,27 @@ copy_token(const gcs_token_src *t, char *out, size_t outsz, gcs_err *err)
 	return GCS_OK;
 }
 
+/* With T->mu held: a task waits for the fetch in flight, until
+ * DEADLINE_MS, without holding its thread (the fetcher may be a task of
+ * this very thread); fetch_and_keep wakes it. */
+static void
+wait_in_task(gcs_token_src *t, int64_t deadline_ms)
+{
+	rt_waiter w, **p;
+
+	rt_waiter_init(&w);
+	w.next = t->task_waiters;
+	/* W is taken off the list before this returns. */
+	// cppcheck-suppress autoVariables
+	t->task_waiters = &w;
+	pthread_mutex_unlock(&t->mu);
+	rt_waiter_wait(&w, deadline_ms);
+	pthread_mutex_lock(&t->mu);
+	for (p = &t->task_waiters; *p != &w; p = &(*p)->next)
+		;
+	*p = w.next;
+}
+
 /* With T->mu held and a fetch of another caller in flight: wait for it,
  * at most until DEADLINE_MS (NOW: the clock read under the lock).
  * Returns with T->mu held: GCS_OK to look again, or the failure (that
@@ -490,14 +512,9 @@ wait_for_fetch(gcs_token_src *t, int64_t deadline_ms, int64_t now, gcs_err *err)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	if (rt_in_task()) {
-		/* The fetcher may be a task of this very thread: a condition
-		 * wait would stop it.  Look again shortly, giving the thread
-		 * up. */
-		pthread_mutex_unlock(&t->mu);
-		rt_sleep(GCS_TOKEN_WAIT_STEP_MS);
-		pthread_mutex_lock(&t->mu);
-	} else
+	if (rt_in_task())
+		wait_in_task(t, deadline_ms);
+	else
 		while (t->refreshing && t->fetch_seq == seq &&
 		    pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
 			;
@@ -515,6 +532,7 @@ fetch_and_keep(gcs_token_src *t, int64_t deadline_ms, int64_t now, int valid,
     char *tok, size_t toksz, char *out, size_t outsz, gcs_err *err)
 {
 	int64_t life = 0, early;
+	rt_waiter *w;
 	long timeout;
 	int rc;
 
@@ -552,6 +570,8 @@ fetch_and_keep(gcs_token_src *t, int64_t deadline_ms, int64_t now, int valid,
 			rc = copy_token(t, out, outsz, err); /* old one lasts */
 	}
 	pthread_cond_broadcast(&t->cv);
+	for (w = t->task_waiters; w != NULL; w = w->next)
+		rt_waiter_wake(w);
 	return rc;
 }
 

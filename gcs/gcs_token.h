@@ -32,13 +32,11 @@
 #define GCS_TOKEN_EARLY_FETCH_MS   1000
 #define GCS_TOKEN_EARLY_RETRY_MS   10000
 #define GCS_TOKEN_LIFE_MAX_S       86400 /* expires_in past this is cut to it */
-#define GCS_TOKEN_WAIT_STEP_MS \
-	5 /* a task waiting on another's fetch looks again this often */
-#define GCS_SA_KEY_FILE_MAX       65536 /* bytes of a service-account key file */
-#define GCS_SA_ASSERTION_TTL_S    3600 /* exp - iat of the assertion (max 1 h) */
-#define GCS_TOKEN_SCOPE           "https://www.googleapis.com/auth/devstorage.read_write"
-#define GCS_DEFAULT_TOKEN_URI     "https://oauth2.googleapis.com/token"
-#define GCS_DEFAULT_METADATA_HOST "metadata.google.internal"
+#define GCS_SA_KEY_FILE_MAX        65536 /* bytes of a service-account key file */
+#define GCS_SA_ASSERTION_TTL_S     3600 /* exp - iat of the assertion (max 1 h) */
+#define GCS_TOKEN_SCOPE            "https://www.googleapis.com/auth/devstorage.read_write"
+#define GCS_DEFAULT_TOKEN_URI      "https://oauth2.googleapis.com/token"
+#define GCS_DEFAULT_METADATA_HOST  "metadata.google.internal"
 
 typedef struct gcs_token_src gcs_token_src;
 

@@ -41,7 +41,9 @@ struct rt_task {
 	bool detached; /* spawn returned 0: DONE is owed */
 	bool fd_ready; /* rt_wait_fd: the fd, not the deadline */
 	int64_t wake_ms;
-	struct rt_task *next; /* spare, sleeping or ready list */
+	struct rt_task *next;   /* spare, sleeping or ready list */
+	struct rt_task *remote; /* the loop's queue of remote resumes */
+	rt_waiter *waiter;      /* rt_waiter_wait's, while it sleeps */
 	rt_loop *loop;
 #ifdef RT_ASAN
 	void *asan_fake;
@@ -75,6 +77,7 @@ struct rt_loop {
 	rt_timer *timers;  /* clients' armed timers, unordered */
 	rt_task *sleepers; /* by wake_ms */
 	rt_task *ready, *ready_tail;
+	rt_task *remote; /* rt_task_resume_remote's, last first (atomic) */
 	rt_task *spare;
 	int nspare;
 	int live;

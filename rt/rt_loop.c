@@ -433,6 +433,83 @@ rt_loop_wake(rt_loop *l)
 	while (n < 0 && errno == EINTR);
 }
 
+/* Move W from waiting to STATE; whether this call did. */
+static bool
+waiter_settle(rt_waiter *w, int state)
+{
+	int waiting = 0;
+
+	return __atomic_compare_exchange_n(&w->state, &waiting, state, false,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void
+rt_waiter_init(rt_waiter *w)
+{
+	w->task = rt_tl_task;
+	w->state = 0;
+	w->next = NULL;
+}
+
+int
+rt_waiter_wait(rt_waiter *w, int64_t deadline_ms)
+{
+	rt_task *t = w->task;
+
+	/* Even when woken already, the task yields: its remote resume is
+	 * queued, and the loop takes it only after this yield. */
+	t->waiter = w;
+	t->wake_ms = deadline_ms;
+	sleeper_add(t->loop, t);
+	rt_task_yield(t);
+	t->waiter = NULL;
+	return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == 1;
+}
+
+void
+rt_waiter_wake(rt_waiter *w)
+{
+	if (waiter_settle(w, 1))
+		rt_task_resume_remote(w->task);
+}
+
+void
+rt_task_resume_remote(rt_task *t)
+{
+	rt_loop *l = t->loop;
+	rt_task *head = __atomic_load_n(&l->remote, __ATOMIC_RELAXED);
+
+	do
+		t->remote = head;
+	while (!__atomic_compare_exchange_n(&l->remote, &head, t, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	/* L outlives this: it is freed only once T has finished, and T runs
+	 * only after the loop has been woken. */
+	rt_loop_wake(l);
+}
+
+/* Move the tasks resumed from other threads to L's ready list, in the
+ * order they were resumed. */
+static void
+remote_take(rt_loop *l)
+{
+	rt_task *t = __atomic_exchange_n(&l->remote, NULL, __ATOMIC_ACQUIRE);
+	rt_task *order = NULL, *next;
+
+	for (; t != NULL; t = next) {
+		next = t->remote;
+		t->remote = order;
+		order = t;
+	}
+	for (t = order; t != NULL; t = next) {
+		next = t->remote;
+		t->remote = NULL;
+		if (t->waiter != NULL) /* woken before its deadline */
+			sleeper_remove(l, t);
+		rt_ready_push(l, t);
+	}
+}
+
 static void
 dispatch(rt_loop *l, const struct epoll_event *ev)
 {
@@ -442,8 +519,11 @@ dispatch(rt_loop *l, const struct epoll_event *ev)
 	uint64_t v;
 
 	if (fd == l->wakefd) {
+		/* The eventfd first: a resume queued after this read wakes
+		 * the loop again. */
 		while (read(l->wakefd, &v, sizeof(v)) > 0)
 			;
+		remote_take(l);
 		return;
 	}
 	for (i = 0; i < l->nwatch; i++)
@@ -492,7 +572,11 @@ rt_loop_run_once(rt_loop *l, int timeout_ms)
 	run_timers(l, now);
 	while ((t = l->sleepers) != NULL && t->wake_ms <= now) {
 		l->sleepers = t->next;
-		rt_ready_push(l, t);
+		t->next = NULL;
+		/* An rt_waiter woken meanwhile is readied by its remote
+		 * resume, not here. */
+		if (t->waiter == NULL || waiter_settle(t->waiter, 2))
+			rt_ready_push(l, t);
 	}
 	/* Tasks made ready now run now; any they make ready (none: a task
 	 * only becomes ready through a client's callback or a timer) wait a

@@ -34,9 +34,7 @@
 #define AUTH_JWKS_BODY_MAX    262144 /* bytes of a JWKS document */
 #define AUTH_JWKS_TIMEOUT_MS  5000   /* one JWKS fetch, all included */
 #define AUTH_JWKS_WAIT_MS \
-	2000                     /* a request waits this long for a
-				     re-fetch on an unknown kid */
-#define AUTH_JWKS_WAIT_STEP_MS 5 /* a task waiting for that fetch looks again */
+	2000 /* a request waits this long for a re-fetch on an unknown kid */
 #define AUTH_JWKS_THREAD_WAITERS \
 	4 /* threads (not tasks) waiting for that fetch at once, at most */
 #define AUTH_JWKS_AGE_DEFAULT 300   /* s to cache without Cache-Control */
@@ -156,7 +154,7 @@ void auth_jwks_free(auth_jwks *j);
 auth_keyset *auth_jwks_keys(auth_jwks *j);
 /* A token named a kid we do not have: ask for a re-fetch (at most once per
  * min_interval) and wait up to AUTH_JWKS_WAIT_MS for it.  Who waits: an
- * event-loop task (it yields, its thread serves on); a thread that said
+ * event-loop task (an rt_waiter: its thread serves on); a thread that said
  * it may (auth_thread_may_wait), while fewer than AUTH_JWKS_THREAD_WAITERS
  * threads wait.  Any other caller (an event loop's own thread) takes the
  * keys at hand: a forged token must not hold a thread that serves others.

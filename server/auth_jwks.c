@@ -49,6 +49,8 @@ struct auth_jwks {
 	unsigned long waits; /* requests that waited for a fetch */
 	int thread_waiters;  /* threads waiting for one now */
 	int thread_waiters_max;
+	/* tasks waiting for one now */
+	rt_waiter *task_waiters;
 	bool want;
 	bool stop;
 	bool started;
@@ -228,6 +230,16 @@ install(auth_jwks *j, auth_keyset *ks, long max_age, const char *err,
 	return old;
 }
 
+/* With J->mu held: the tasks waiting for a fetch go on. */
+static void
+wake_tasks(auth_jwks *j)
+{
+	rt_waiter *w;
+
+	for (w = j->task_waiters; w != NULL; w = w->next)
+		rt_waiter_wake(w);
+}
+
 /* Fetches and installs; called without the mutex. */
 static void
 refresh(auth_jwks *j)
@@ -242,6 +254,7 @@ refresh(auth_jwks *j)
 	old = install(j, ks, max_age, err, now, &note);
 	j->fetches++;
 	pthread_cond_broadcast(&j->cv);
+	wake_tasks(j);
 	pthread_mutex_unlock(&j->mu);
 	auth_keyset_unref(old);
 	note_log(j, &note);
@@ -358,6 +371,7 @@ auth_jwks_free(auth_jwks *j)
 		pthread_mutex_lock(&j->mu);
 		j->stop = true;
 		pthread_cond_broadcast(&j->cv);
+		wake_tasks(j);
 		pthread_mutex_unlock(&j->mu);
 		pthread_join(j->thread, NULL);
 	}
@@ -379,20 +393,25 @@ auth_jwks_keys(auth_jwks *j)
 	return ks;
 }
 
-/* A request running as an event-loop task waits for the fetch (called
- * with J->mu held, returns with it held) without holding its thread: it
- * looks again every AUTH_JWKS_WAIT_STEP_MS, up to AUTH_JWKS_WAIT_MS. */
+/* A request running as an event-loop task waits for the next fetch to end
+ * (called with J->mu held, returns with it held), at most
+ * AUTH_JWKS_WAIT_MS, without holding its thread: wake_tasks wakes it. */
 static void
-wait_in_task(auth_jwks *j, unsigned long seen)
+wait_in_task(auth_jwks *j)
 {
-	int waited = 0;
+	rt_waiter w, **p;
 
-	while (j->fetches == seen && !j->stop && waited < AUTH_JWKS_WAIT_MS) {
-		pthread_mutex_unlock(&j->mu);
-		rt_sleep(AUTH_JWKS_WAIT_STEP_MS);
-		waited += AUTH_JWKS_WAIT_STEP_MS;
-		pthread_mutex_lock(&j->mu);
-	}
+	rt_waiter_init(&w);
+	w.next = j->task_waiters;
+	/* W is taken off the list before this returns. */
+	// cppcheck-suppress autoVariables
+	j->task_waiters = &w;
+	pthread_mutex_unlock(&j->mu);
+	rt_waiter_wait(&w, util_mono_ms() + AUTH_JWKS_WAIT_MS);
+	pthread_mutex_lock(&j->mu);
+	for (p = &j->task_waiters; *p != &w; p = &(*p)->next)
+		;
+	*p = w.next;
 }
 
 auth_keyset *
@@ -413,7 +432,8 @@ auth_jwks_refetch(auth_jwks *j)
 		until = util_mono_after_us((int64_t)AUTH_JWKS_WAIT_MS * 1000);
 		if (rt_in_task()) {
 			j->waits++;
-			wait_in_task(j, seen);
+			if (!j->stop)
+				wait_in_task(j);
 		} else if (tl_may_wait &&
 		    j->thread_waiters < AUTH_JWKS_THREAD_WAITERS) {
 			j->waits++;

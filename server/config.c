@@ -45,8 +45,8 @@ static const opt opts[] = {
 	    false },
 	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
 	    SRV_THREADS_MAX, SRV_THREADS_BLOCKING, NULL,
-	    "file:// storage workers: threads that may each wait on one "
-	    "group commit (gs:// and mem:// need none)",
+	    "file:// commit waiters: threads that may each wait on one "
+	    "group commit for a request (gs:// and mem:// need none)",
 	    false },
 	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
 	    API_WAIT_MAX_DEFAULT, NULL,

@@ -1,6 +1,6 @@
 /*
- * http.c: libmicrohttpd plumbing: how a request runs (a storage worker, a
- * loop task, or inline), answers, the per-request state and log line.
+ * http.c: libmicrohttpd plumbing: how a request runs (a task of its loop),
+ * answers, the per-request state and log line.
  * Connections and their limits are http_conn.c's, reading a request's
  * head http_read.c's, starting and stopping http_loop.c's.
  */
@@ -32,12 +32,12 @@ http_send(srv_req *r, int status, struct MHD_Response *resp)
 	if (resp == NULL)
 		return MHD_NO;
 	r->status = status;
-	if (r->in_job) {
-		/* Queued by the polling thread after the resume. */
-		if (r->job_resp != NULL)
-			MHD_destroy_response(r->job_resp);
-		r->job_resp = resp;
-		r->job_status = status;
+	if (r->kept) {
+		/* Queued by the handler after the resume. */
+		if (r->kept_resp != NULL)
+			MHD_destroy_response(r->kept_resp);
+		r->kept_resp = resp;
+		r->kept_status = status;
 		return MHD_YES;
 	}
 	rc = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -62,141 +62,51 @@ queue(srv_req *r, int status, struct MHD_Response *resp)
 __thread srv_loop *http_tl_loop;
 
 void
-http_release_hold(srv_req *r)
+http_resume(srv_req *r)
 {
-	struct MHD_Connection *conn = r->conn;
 	srv_loop *lp = r->loop; /* R may be gone once resumed */
 
-	if (__atomic_sub_fetch(&r->holds, 1, __ATOMIC_SEQ_CST) != 0)
-		return;
-	MHD_resume_connection(conn);
+	MHD_resume_connection(r->conn);
 	/* The daemon takes a resumed connection back in its next run, and
 	 * in external mode nothing tells the loop that one is due: on the
-	 * loop's own thread, say so; from another thread (a waiter, a
-	 * storage worker), wake it. */
+	 * loop's own thread, say so; from another thread (a waiter), wake
+	 * it. */
 	__atomic_store_n(&lp->run_again, 1, __ATOMIC_SEQ_CST);
 	if (lp != http_tl_loop)
 		rt_loop_wake(lp->io);
 }
 
-/* ---- storage workers ---- */
-
-/* Whether PATH may call the storage (so runs on a worker). */
-static bool
-blocking_route(const char *path)
-{
-	return strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/readyz") == 0;
-}
-
-static void
-job_run(srv_req *r)
-{
-	r->job_rc = routes_dispatch(r);
-	r->in_job = false;
-	r->job_done = true;
-	http_release_hold(r);
-}
-
-/* A worker: runs queued requests, else waits idle to be handed one. */
-static void *
-job_main(void *arg)
-{
-	srv_worker *w = arg;
-	srv_jobs *j = w->jobs;
-	srv_req *r;
-
-	/* A worker runs one request at a time: it may wait for a JWKS
-	 * re-fetch (a few workers at once, at most). */
-	auth_thread_may_wait(true);
-	pthread_mutex_lock(&j->mu);
-	for (;;) {
-		if ((r = j->head) != NULL) {
-			j->head = r->job_next;
-			if (j->head == NULL)
-				j->tail = NULL;
-			pthread_mutex_unlock(&j->mu);
-			job_run(r);
-			pthread_mutex_lock(&j->mu);
-			continue;
-		}
-		if (j->stop)
-			break;
-		w->idle = j->idle;
-		j->idle = w;
-		pthread_mutex_unlock(&j->mu);
-		while (sem_wait(&w->go) != 0)
-			;
-		if ((r = w->req) != NULL) {
-			w->req = NULL;
-			job_run(r);
-		}
-		pthread_mutex_lock(&j->mu);
-	}
-	pthread_mutex_unlock(&j->mu);
-	return NULL;
-}
-
-/* Suspend R and hand it to a worker (an idle one directly, else the
- * queue); run it here once the workers have stopped (a keep-alive request
- * during the last moments of a drain). */
-static enum MHD_Result
-job_submit(srv_jobs *j, srv_req *r)
-{
-	srv_worker *w;
-
-	pthread_mutex_lock(&j->mu);
-	if (j->stop) {
-		pthread_mutex_unlock(&j->mu);
-		return routes_dispatch(r);
-	}
-	r->in_job = true;
-	r->holds = 1;
-	MHD_suspend_connection(r->conn);
-	if ((w = j->idle) != NULL) {
-		j->idle = w->idle;
-		w->req = r;
-		pthread_mutex_unlock(&j->mu);
-		sem_post(&w->go);
-		return MHD_YES;
-	}
-	r->job_next = NULL;
-	if (j->tail != NULL)
-		j->tail->job_next = r;
-	else
-		j->head = r;
-	j->tail = r;
-	pthread_mutex_unlock(&j->mu);
-	return MHD_YES;
-}
-
-/* ---- loop tasks (gs://) ---- */
+/* ---- a request's task ---- */
 
 static void
 task_body(void *arg)
 {
 	srv_req *r = arg;
 
-	r->job_rc = routes_dispatch(r);
+	r->task_rc = routes_dispatch(r);
 }
 
-/* The task ended: as a worker's request ends (job_run). */
+/* The task ended after it had waited (so the connection is suspended):
+ * resume the connection for its kept answer, unless a waiter has it. */
 static void
 task_done(void *arg)
 {
 	srv_req *r = arg;
 
-	r->in_job = false;
-	r->job_done = true;
-	http_release_hold(r);
+	r->kept = false;
+	if (r->waiting)
+		return;
+	r->ended = true;
+	http_resume(r);
 }
 
 /*
  * Run R as a task of this thread's loop.  The task starts at once, on
- * this call: a request that needs no storage wait (mem://, an error, a
- * cached answer) is answered within it, exactly as if run inline, its
- * connection never suspended.  Only when the task first waits is the
- * connection suspended and held for it, as for a storage worker; its
- * answers from then on are kept and queued after task_done resumes it.
+ * this call: a request that needs no wait (mem://, an error, a cached
+ * answer) is answered within it, exactly as if run inline, its connection
+ * never suspended.  When the task first waits (a storage answer, a
+ * file:// commit, a JWKS fetch), the connection is suspended; its answers
+ * from then on are kept and queued once task_done resumes it.
  */
 static enum MHD_Result
 task_submit(srv_req *r)
@@ -205,94 +115,31 @@ task_submit(srv_req *r)
 
 	rc = rt_loop_spawn(r->loop->io, task_body, r, task_done);
 	if (rc == 1)
-		return r->job_rc;
+		return r->task_rc;
 	if (rc < 0)
 		return http_fail(r, API_UNAVAILABLE, NULL,
 		    "out of memory for this request; retry");
-	/* Not waiting yet (a wait ends the handler, so the task cannot have
-	 * started one before its first yield): the task holds the
-	 * connection alone. */
-	r->in_job = true;
-	r->holds = 1;
+	/* Not waiting for a lock yet (start_wait is the task's last step,
+	 * and it has not ended): the connection is the task's alone. */
+	r->kept = true;
 	MHD_suspend_connection(r->conn);
 	return MHD_YES;
 }
 
-/* On the polling thread, after the worker resumed R: queue its answer. */
+/* In the handler, after task_done resumed R: queue its answer. */
 static enum MHD_Result
-job_finish(srv_req *r)
+task_finish(srv_req *r)
 {
-	struct MHD_Response *resp = r->job_resp;
+	struct MHD_Response *resp = r->kept_resp;
 	enum MHD_Result rc;
 
-	r->job_done = false;
+	r->ended = false;
 	if (resp == NULL)
 		return MHD_NO; /* the handler failed without an answer */
-	r->job_resp = NULL;
-	rc = MHD_queue_response(r->conn, (unsigned)r->job_status, resp);
+	r->kept_resp = NULL;
+	rc = MHD_queue_response(r->conn, (unsigned)r->kept_status, resp);
 	MHD_destroy_response(resp);
-	return rc == MHD_YES ? r->job_rc : MHD_NO;
-}
-
-srv_jobs *
-http_jobs_new(int n)
-{
-	srv_jobs *j = calloc(1, sizeof(*j));
-	srv_worker *w;
-
-	if (j == NULL)
-		return NULL;
-	pthread_mutex_init(&j->mu, NULL);
-	j->workers = calloc((size_t)n, sizeof(*j->workers));
-	if (j->workers == NULL) {
-		http_jobs_free(j);
-		return NULL;
-	}
-	for (; j->nworkers < n; j->nworkers++) {
-		w = &j->workers[j->nworkers];
-		w->jobs = j;
-		sem_init(&w->go, 0, 0);
-		if (pthread_create(&w->thread, NULL, job_main, w) != 0) {
-			sem_destroy(&w->go);
-			http_jobs_free(j);
-			return NULL;
-		}
-	}
-	return j;
-}
-
-/* Stop the workers once they have run every queued request.  Later
- * requests run on the polling threads. */
-void
-http_jobs_stop(srv_jobs *j)
-{
-	srv_worker *w;
-	int i;
-
-	pthread_mutex_lock(&j->mu);
-	j->stop = true;
-	while ((w = j->idle) != NULL) {
-		j->idle = w->idle;
-		sem_post(&w->go); /* with no request: look again, and stop */
-	}
-	pthread_mutex_unlock(&j->mu);
-	for (i = 0; i < j->nworkers; i++) {
-		pthread_join(j->workers[i].thread, NULL);
-		sem_destroy(&j->workers[i].go);
-	}
-	j->nworkers = 0;
-}
-
-/* After MHD has stopped (its threads read s->jobs). */
-void
-http_jobs_free(srv_jobs *j)
-{
-	if (j == NULL)
-		return;
-	http_jobs_stop(j);
-	free(j->workers);
-	pthread_mutex_destroy(&j->mu);
-	free(j);
+	return rc == MHD_YES ? r->task_rc : MHD_NO;
 }
 
 enum MHD_Result
@@ -523,7 +370,7 @@ req_new(void)
 	if (lp == NULL || lp->spare == NULL)
 		return calloc(1, sizeof(srv_req));
 	r = lp->spare;
-	lp->spare = r->job_next;
+	lp->spare = r->spare_next;
 	lp->nspare--;
 	memset(r, 0, sizeof(*r));
 	return r;
@@ -539,7 +386,7 @@ req_free(srv_req *r)
 		free(r);
 		return;
 	}
-	r->job_next = lp->spare;
+	r->spare_next = lp->spare;
 	lp->spare = r;
 	lp->nspare++;
 }
@@ -619,8 +466,8 @@ http_access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (r->waiting)
 		return routes_finish_wait(r);
-	if (r->job_done)
-		return job_finish(r);
+	if (r->ended)
+		return task_finish(r);
 	if (*upload_data_size > 0) {
 		size_t add = *upload_data_size;
 
@@ -647,11 +494,7 @@ http_access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->too_large)
 		return http_fail(r, API_TOO_LARGE, NULL,
 		    "the request body is larger than %d bytes", SRV_BODY_MAX);
-	if (s->tasks && r->loop != NULL && blocking_route(r->path))
-		return task_submit(r);
-	if (s->jobs != NULL && blocking_route(r->path))
-		return job_submit(s->jobs, r);
-	return routes_dispatch(r);
+	return task_submit(r);
 }
 
 void
@@ -687,8 +530,8 @@ http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		    r->reason, r->error, r->trace);
 	metrics_http(r->route, r->status, secs);
 	params_clear(&r->params);
-	if (r->job_resp != NULL)
-		MHD_destroy_response(r->job_resp);
+	if (r->kept_resp != NULL)
+		MHD_destroy_response(r->kept_resp);
 	json_decref(r->acq.labels);
 	json_decref(r->acq.claims);
 	api_lock_clear(&r->waiter.lock);

@@ -7,7 +7,6 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
-#include <semaphore.h>
 
 #include "rt/rt.h"
 
@@ -15,36 +14,11 @@
 #include "srv.h"
 
 /*
- * Storage workers (file:// and gs://, whose calls block): a request that
- * may call the storage is suspended by its polling thread and run by a
- * worker, so a polling thread never waits for the storage and no
- * connection waits behind another connection's storage call.  The
- * worker's answer is kept in the request and queued by the polling thread
- * after the resume (as a waiter's is).
- */
-typedef struct srv_worker {
-	struct srv_jobs *jobs;
-	pthread_t thread;
-	sem_t go;                /* posted with `req` set, or to stop */
-	struct srv_req *req;     /* handed over while idle */
-	struct srv_worker *idle; /* next idle worker */
-} srv_worker;
-
-typedef struct srv_jobs {
-	pthread_mutex_t mu;
-	struct srv_req *head, *tail; /* requests no worker was free for */
-	srv_worker *idle;            /* LIFO: the warmest first */
-	srv_worker *workers;
-	int nworkers;
-	bool stop;
-} srv_jobs;
-
-/*
  * An event loop: one thread with its own libmicrohttpd daemon (external
  * epoll mode, on its own SO_REUSEPORT listen socket, so the kernel spreads
- * new connections over the loops) and an rt_loop that runs the requests
- * of a network store (gs://) as tasks: a task waiting on the storage
- * holds neither this thread nor any other.
+ * new connections over the loops) and an rt_loop that runs every request
+ * as a task: a task waiting on the storage (a gs:// answer, a file://
+ * commit through rt_offload) holds neither this thread nor any other.
  */
 typedef struct srv_loop {
 	struct srv_server *srv;
@@ -75,8 +49,6 @@ struct srv_server {
 	api_service *svc;
 	auth_ctx *auth;
 	srv_waits *waits;
-	srv_jobs *jobs; /* file://: storage workers; NULL: none */
-	bool tasks;     /* gs://: storage requests run as loop tasks */
 	srv_loop *loops;
 	int nloops;
 	int port;
@@ -115,21 +87,24 @@ typedef struct srv_req {
 	/* Identity, when the route needed one. */
 	auth_identity id;
 	bool have_id;
-	/* Waiting (acquire with wait > 0). */
-	bool waiting;
-	bool wait_done;
+	/*
+	 * Its task, and who resumes the connection.  The task runs the
+	 * request; when it first waits, the connection is suspended and its
+	 * answers are kept (KEPT) until its end resumes the connection and
+	 * the handler queues them.  A wait for a lock (start_wait, the
+	 * task's last step) hands the connection to the waiter instead: it
+	 * is suspended (if the task has not done so) and the waiter's end
+	 * resumes it (WAITING).  So exactly one party resumes it.
+	 */
+	bool kept;    /* the task waited: answers are kept */
+	bool ended;   /* the task ended after a wait: queue what it kept */
+	bool waiting; /* a waiter has the connection (routes_finish_wait) */
 	api_acquire_req acq;
 	srv_waiter waiter;
-	/* Run by a storage worker (see srv_jobs) or as a loop task. */
-	struct srv_req *job_next;
-	bool in_job;   /* a worker or task runs it: answers are kept */
-	bool job_done; /* the worker or task finished */
-	enum MHD_Result job_rc;
-	struct MHD_Response *job_resp; /* the kept answer */
-	int job_status;
-	/* Who must resume the suspended connection: the last of the worker
-	 * and the waiter to finish. */
-	int holds;
+	struct srv_req *spare_next; /* the loop's spare requests */
+	enum MHD_Result task_rc;
+	struct MHD_Response *kept_resp; /* the kept answer */
+	int kept_status;
 } srv_req;
 
 /* --- http.c --- */
@@ -146,12 +121,12 @@ enum MHD_Result
 http_body(srv_req *r, int status, const char *ctype, char *text, size_t len);
 enum MHD_Result http_text(srv_req *r, int status, const char *ctype,
     const void *data, size_t len, bool copy);
-/* Queue RESP (consumed) as it is; kept for the polling thread when a
- * storage worker runs R. */
+/* Queue RESP (consumed) as it is; kept while R's task has the connection
+ * suspended (see srv_req). */
 enum MHD_Result http_send(srv_req *r, int status, struct MHD_Response *resp);
-/* One of the parties holding R's connection suspended is done; the last
- * resumes it.  R must not be touched after this. */
-void http_release_hold(srv_req *r);
+/* Resume R's suspended connection: by its one owner (see srv_req), from
+ * any thread.  R must not be touched after this. */
+void http_resume(srv_req *r);
 
 /* --- routes.c --- */
 /* Route R on its raw path (r->path) and answer it. */
@@ -191,9 +166,6 @@ enum MHD_Result http_access_handler(void *cls, struct MHD_Connection *conn,
     const char *upload_data, size_t *upload_data_size, void **con_cls);
 void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe);
-srv_jobs *http_jobs_new(int n);
-void http_jobs_stop(srv_jobs *j);
-void http_jobs_free(srv_jobs *j);
 
 /* http_conn.c */
 void http_conn_notify(void *cls, struct MHD_Connection *conn,

@@ -201,7 +201,7 @@ loops_free(srv_server *s)
 		while (lp->spare != NULL) {
 			srv_req *r = lp->spare;
 
-			lp->spare = r->job_next;
+			lp->spare = r->spare_next;
 			free(r);
 		}
 	}
@@ -362,8 +362,8 @@ loops_open(srv_server *s, struct sockaddr_storage *ss, unsigned flags,
 	return 0;
 }
 
-/* Start-up in order (the address, the waiters, the storage workers, the
- * loops) with one unwind path. */
+/* Start-up in order (the address, the waiters, the offload pool's size,
+ * the loops) with one unwind path. */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
@@ -381,26 +381,15 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}
-	/* How a request that may call the storage runs: as a loop task on
-	 * gs:// and mem:// (it waits for the network, or for a JWKS fetch,
-	 * without holding the thread), on a storage worker on file:// (its
-	 * calls wait for the disk's group commit, which only a thread can). */
-	if (strncmp(cfg->store, "file://", 7) != 0)
-		s->tasks = true;
-	else if ((s->jobs = http_jobs_new(cfg->threads)) == NULL) {
-		snprintf(err, errlen,
-		    "cannot start the storage worker threads");
-		goto fail;
-	}
+	/* Every request runs as a task of its loop; a file:// commit waits
+	 * for the disk on one of rt_offload's threads, at most --threads. */
+	rt_offload_size(cfg->threads);
 	if (loops_open(s, &ss, flags, err, errlen) == 0)
 		return 0;
-fail:
 	loops_join(s, 0);
 	loops_free(s);
 	srv_waits_free(s->waits);
 	s->waits = NULL;
-	http_jobs_free(s->jobs);
-	s->jobs = NULL;
 	return -1;
 }
 
@@ -451,21 +440,15 @@ srv_stop(srv_server *s)
 	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) > 0 &&
 	    util_mono_ms() < deadline)
 		usleep(5000);
-	/* The workers finish what they run and what is queued (every
-	 * suspended connection must be resumed before MHD stops; a storage
-	 * call is bounded by the store's own deadlines), then the loops get
-	 * a moment to take the resumed connections back. */
-	if (s->jobs != NULL) {
-		http_jobs_stop(s->jobs);
-		usleep(SRV_RESUME_GRACE_MS * 1000);
-	}
-	/* A loop ends once its tasks have (they too are bounded by the
-	 * store's deadlines), at the latest when the drain budget does. */
+	/* A loop ends once its tasks have (their storage calls are bounded
+	 * by the store's deadlines), at the latest when the drain budget
+	 * does.  Then the offload threads end, before the loops are freed:
+	 * one still running a job (a commit, bounded by the store's
+	 * deadlines) resumes its task on that task's loop. */
 	loops_join(s, deadline);
+	rt_offload_stop();
 	loops_free(s);
 	srv_drops_report(true);
-	http_jobs_free(s->jobs);
-	s->jobs = NULL;
 	srv_waits_free(s->waits);
 	s->waits = NULL;
 }

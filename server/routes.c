@@ -143,8 +143,7 @@ wait_done(srv_waiter *w, void *ctx)
 	srv_req *r = ctx;
 
 	(void)w;
-	__atomic_store_n(&r->wait_done, true, __ATOMIC_SEQ_CST);
-	http_release_hold(r);
+	http_resume(r);
 }
 
 enum MHD_Result
@@ -152,8 +151,6 @@ routes_finish_wait(srv_req *r)
 {
 	srv_waiter *w = &r->waiter;
 
-	if (!__atomic_load_n(&r->wait_done, __ATOMIC_SEQ_CST))
-		return MHD_YES;
 	r->waiting = false;
 	if (w->hung_up) {
 		r->status = 499;
@@ -213,13 +210,12 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 		w->lock = *holder;
 		memset(holder, 0, sizeof(*holder));
 	}
+	/* The waiter has the connection from here on, and resumes it (see
+	 * srv_req): suspended before queueing, as a waiter granted at once
+	 * resumes it, unless the task (which ends with this step) has done
+	 * so already. */
 	r->waiting = true;
-	/* Suspend before queueing: a waiter granted at once resumes a
-	 * connection that is already suspended.  A storage worker's request
-	 * is suspended already; the worker and the waiter each hold it, and
-	 * the last to finish resumes it. */
-	__atomic_add_fetch(&r->holds, 1, __ATOMIC_SEQ_CST);
-	if (!r->in_job)
+	if (!r->kept)
 		MHD_suspend_connection(r->conn);
 	switch ((added = srv_waits_add(r->srv->waits, w))) {
 	case SRV_WAITS_QUEUED:

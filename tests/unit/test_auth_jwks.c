@@ -4,7 +4,8 @@
  * disappears), a failing fetch keeps the cached keys while a well-formed
  * document with no usable key revokes them, the re-fetch rate limit, a
  * hanging fetch never holding a request whose kid is cached, who waits for
- * a re-fetch (tasks, threads that may, a few at once), and which published
+ * a re-fetch (tasks, without their thread; threads that may, a few at
+ * once), and which published
  * keys are refused (e = 1, members of the wrong type, key_ops).
  *
  * The test thread says it may wait for re-fetches, as a storage worker.
@@ -23,7 +24,9 @@
 #include <microhttpd.h>
 
 #include "auth_testutil.h"
+#include "rt/rt.h"
 #include "server/auth.h"
+#include "util/clock.h"
 
 #define HANG_LIMIT_S 10 /* a hanging answer gives up after this */
 
@@ -603,6 +606,72 @@ test_thread_waiters_bounded(void **state)
 	free(k1);
 }
 
+/* ---- tasks wait for a re-fetch without holding their thread ---- */
+
+#define TASK_WAITERS 8
+
+static void
+refetch_in_task(void *arg)
+{
+	refetcher *f = arg;
+
+	f->ks = auth_jwks_refetch(f->j);
+}
+
+/* Tasks of one loop asking for a re-fetch all wait for it at once, none
+ * holding the loop's thread (each spawn returns with its task waiting),
+ * and no thread of the threads' bound is taken; the fetch's end wakes
+ * them all with the new keys. */
+static void
+test_tasks_wait_without_their_thread(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	char *k2 = authtest_jwk(ec_priv, "k2"), err[200];
+	refetcher f[TASK_WAITERS];
+	auth_jwks_counters c;
+	rt_loop *l = rt_loop_new();
+	int64_t end;
+	auth_jwks *j;
+	int i;
+
+	(void)state;
+	assert_non_null(l);
+	serve(200, k1, NULL);
+	j = auth_jwks_new(url, 0, err, sizeof(err)); /* no rate limit */
+	assert_non_null(j);
+	pthread_mutex_lock(&mu);
+	hang = 1;
+	pthread_mutex_unlock(&mu);
+	serve(200, k1, k2);
+	for (i = 0; i < TASK_WAITERS; i++) {
+		f[i].j = j;
+		f[i].ks = NULL;
+		assert_int_equal(rt_loop_spawn(l, refetch_in_task, &f[i], NULL),
+		    0);
+	}
+	assert_int_equal(rt_loop_tasks(l), TASK_WAITERS);
+	pthread_mutex_lock(&mu);
+	hang = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	end = util_mono_ms() + 20000;
+	while (rt_loop_tasks(l) > 0 && util_mono_ms() < end)
+		rt_loop_run_once(l, 50);
+	assert_int_equal(rt_loop_tasks(l), 0);
+	for (i = 0; i < TASK_WAITERS; i++) {
+		assert_non_null(f[i].ks);
+		assert_int_equal(f[i].ks->n, 2);
+		auth_keyset_unref(f[i].ks);
+	}
+	auth_jwks_counts(j, &c);
+	assert_int_equal(c.waits, TASK_WAITERS);
+	assert_int_equal(c.thread_waiters_max, 0);
+	auth_jwks_free(j);
+	rt_loop_free(l);
+	free(k1);
+	free(k2);
+}
+
 /* K (a JWK's JSON text) with member NAME's value (the text after
  * "NAME":) replaced by VALUE; a new string. */
 static char *
@@ -810,6 +879,7 @@ main(void)
 		cmocka_unit_test(test_no_usable_key_revokes),
 		cmocka_unit_test(test_loop_thread_does_not_wait),
 		cmocka_unit_test(test_thread_waiters_bounded),
+		cmocka_unit_test(test_tasks_wait_without_their_thread),
 		cmocka_unit_test(test_jwks_refuses_bad_keys),
 		cmocka_unit_test(test_refetch_rate_limit),
 		cmocka_unit_test(test_server_down_at_start),

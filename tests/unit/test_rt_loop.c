@@ -3,7 +3,11 @@
  * that needs no wait finishes within rt_loop_spawn; waiting tasks
  * (sleeps) are all alive at once on one thread; a wake-up from another
  * thread ends a wait; a task's stack overflow is fatal, never silent; a
- * task waiting on an fd goes on when it is readable or at its deadline.
+ * task waiting on an fd goes on when it is readable or at its deadline;
+ * tasks waiting for another thread's word go on when it comes, or at
+ * their deadline; blocking work offloaded by many tasks of many loops at once comes back
+ * to each task with its own result, on its own loop's thread, within the
+ * pool's bound of threads.
  *
  * No timing upper bounds: concurrency is shown by counts (tasks alive at
  * once), every wait is bounded.
@@ -297,6 +301,254 @@ test_wait_fd(void **state)
 	rt_loop_free(l);
 }
 
+/* ---- rt_waiter ---- */
+
+#define WAITERS 100
+
+/* The other thread's side of the rt_waiter protocol. */
+static struct {
+	pthread_mutex_t mu;
+	rt_waiter *list;
+	int registered;
+} word = { PTHREAD_MUTEX_INITIALIZER, NULL, 0 };
+
+typedef struct waiter_task {
+	int64_t deadline_ms;
+	int rc; /* rt_waiter_wait's */
+} waiter_task;
+
+static void
+waiter_task_fn(void *arg)
+{
+	waiter_task *wt = arg;
+	rt_waiter w, **p;
+
+	rt_waiter_init(&w);
+	pthread_mutex_lock(&word.mu);
+	w.next = word.list;
+	word.list = &w;
+	word.registered++;
+	pthread_mutex_unlock(&word.mu);
+	wt->rc = rt_waiter_wait(&w, wt->deadline_ms);
+	pthread_mutex_lock(&word.mu);
+	for (p = &word.list; *p != NULL; p = &(*p)->next)
+		if (*p == &w) {
+			*p = w.next;
+			break;
+		}
+	pthread_mutex_unlock(&word.mu);
+}
+
+/* Wake every waiter on the list once N have registered (bounded wait). */
+static void *
+word_giver(void *arg)
+{
+	int n = *(int *)arg, i, seen = 0;
+	rt_waiter *w;
+
+	for (i = 0; i < RUN_MAX_MS && seen < n; i++) {
+		pthread_mutex_lock(&word.mu);
+		seen = word.registered;
+		pthread_mutex_unlock(&word.mu);
+		if (seen < n)
+			usleep(1000);
+	}
+	pthread_mutex_lock(&word.mu);
+	for (w = word.list; w != NULL; w = w->next)
+		rt_waiter_wake(w);
+	for (w = word.list; w != NULL; w = w->next)
+		rt_waiter_wake(w); /* a second word changes nothing */
+	pthread_mutex_unlock(&word.mu);
+	return NULL;
+}
+
+/* Tasks waiting for another thread's word all go on when it comes, long
+ * before their deadline, each woken once. */
+static void
+test_waiters_woken_from_another_thread(void **state)
+{
+	rt_loop *l = rt_loop_new();
+	waiter_task *wt = calloc(WAITERS, sizeof(*wt));
+	int i, n = WAITERS;
+	pthread_t th;
+
+	(void)state;
+	assert_non_null(wt);
+	word.registered = 0;
+	for (i = 0; i < WAITERS; i++) {
+		wt[i].deadline_ms = util_mono_ms() + RUN_MAX_MS;
+		wt[i].rc = -1;
+		assert_int_equal(rt_loop_spawn(l, waiter_task_fn, &wt[i], NULL),
+		    0);
+	}
+	assert_int_equal(pthread_create(&th, NULL, word_giver, &n), 0);
+	run_until_idle(l);
+	pthread_join(th, NULL);
+	for (i = 0; i < WAITERS; i++)
+		assert_int_equal(wt[i].rc, 1);
+	assert_null(word.list);
+	free(wt);
+	rt_loop_free(l);
+}
+
+/* With no word, a wait ends at its deadline; a word after that (the
+ * waiter is off the list by then) finds nobody. */
+static void
+test_waiter_deadline(void **state)
+{
+	rt_loop *l = rt_loop_new();
+	waiter_task wt = { 0, -1 };
+	int64_t start = util_mono_ms();
+
+	(void)state;
+	word.registered = 0;
+	wt.deadline_ms = start + 50;
+	assert_int_equal(rt_loop_spawn(l, waiter_task_fn, &wt, NULL), 0);
+	run_until_idle(l);
+	assert_int_equal(wt.rc, 0);
+	assert_true(util_mono_ms() >= start + 50);
+	assert_null(word.list);
+	rt_loop_free(l);
+}
+
+/* ---- rt_offload ---- */
+
+#define OFFLOAD_LOOPS    4
+#define OFFLOAD_TASKS    64 /* per loop */
+#define OFFLOAD_ROUNDS   3  /* offloads per task */
+#define OFFLOAD_POOL_MAX 8
+
+static int offload_running, offload_peak; /* FN calls at once */
+
+typedef struct offload_arg {
+	int in, out;
+	pthread_t ran_on;
+} offload_arg;
+
+/* Blocking work: a short sleep, so that many calls overlap. */
+static void
+offload_square(void *arg)
+{
+	offload_arg *a = arg;
+	int now = __atomic_add_fetch(&offload_running, 1, __ATOMIC_SEQ_CST);
+	int peak = __atomic_load_n(&offload_peak, __ATOMIC_SEQ_CST);
+
+	while (now > peak &&
+	    !__atomic_compare_exchange_n(&offload_peak, &peak, now, false,
+	        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	a->ran_on = pthread_self();
+	usleep(2000);
+	a->out = a->in * a->in;
+	__atomic_sub_fetch(&offload_running, 1, __ATOMIC_SEQ_CST);
+}
+
+typedef struct offload_task {
+	int id;
+	int right;       /* results as expected */
+	int off_thread;  /* FN ran on another thread than the loop's */
+	int on_own_loop; /* back on the loop's thread afterwards */
+	pthread_t loop_thread;
+} offload_task;
+
+static void
+offload_task_fn(void *arg)
+{
+	offload_task *t = arg;
+	offload_arg a;
+	int i;
+
+	for (i = 0; i < OFFLOAD_ROUNDS; i++) {
+		a.in = t->id * OFFLOAD_ROUNDS + i;
+		a.out = -1;
+		rt_offload(offload_square, &a);
+		if (a.out == a.in * a.in)
+			t->right++;
+		if (!pthread_equal(a.ran_on, t->loop_thread))
+			t->off_thread++;
+		if (pthread_equal(pthread_self(), t->loop_thread) &&
+		    rt_in_task())
+			t->on_own_loop++;
+	}
+}
+
+typedef struct offload_loop {
+	offload_task *t; /* OFFLOAD_TASKS of them */
+	int waited;      /* tasks that did not finish within the spawn */
+} offload_loop;
+
+/* One loop's thread: OFFLOAD_TASKS tasks offloading at once. */
+static void *
+offload_loop_main(void *arg)
+{
+	offload_loop *ol = arg;
+	rt_loop *l = rt_loop_new();
+	int i;
+
+	if (l == NULL)
+		return NULL;
+	for (i = 0; i < OFFLOAD_TASKS; i++) {
+		ol->t[i].loop_thread = pthread_self();
+		if (rt_loop_spawn(l, offload_task_fn, &ol->t[i], NULL) == 0)
+			ol->waited++;
+	}
+	run_until_idle(l);
+	rt_loop_free(l);
+	return NULL;
+}
+
+static void
+test_offload_from_many_tasks_and_loops(void **state)
+{
+	offload_task *t = calloc(OFFLOAD_LOOPS * OFFLOAD_TASKS, sizeof(*t));
+	offload_loop ol[OFFLOAD_LOOPS];
+	pthread_t th[OFFLOAD_LOOPS];
+	int i;
+
+	(void)state;
+	assert_non_null(t);
+	rt_offload_size(OFFLOAD_POOL_MAX);
+	offload_peak = 0;
+	for (i = 0; i < OFFLOAD_LOOPS * OFFLOAD_TASKS; i++)
+		t[i].id = i;
+	for (i = 0; i < OFFLOAD_LOOPS; i++) {
+		ol[i].t = &t[i * OFFLOAD_TASKS];
+		ol[i].waited = 0;
+		assert_int_equal(pthread_create(&th[i], NULL, offload_loop_main,
+		                     &ol[i]),
+		    0);
+	}
+	for (i = 0; i < OFFLOAD_LOOPS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < OFFLOAD_LOOPS * OFFLOAD_TASKS; i++) {
+		assert_int_equal(t[i].right, OFFLOAD_ROUNDS);
+		assert_int_equal(t[i].off_thread, OFFLOAD_ROUNDS);
+		assert_int_equal(t[i].on_own_loop, OFFLOAD_ROUNDS);
+	}
+	/* Every task was suspended by its first offload, so all of a
+	 * loop's tasks were waiting at once. */
+	for (i = 0; i < OFFLOAD_LOOPS; i++)
+		assert_int_equal(ol[i].waited, OFFLOAD_TASKS);
+	/* Calls overlapped, and never beyond the pool's size. */
+	assert_true(offload_peak > 1);
+	assert_true(offload_peak <= OFFLOAD_POOL_MAX);
+	rt_offload_stop();
+	rt_offload_size(RT_OFFLOAD_THREADS);
+	free(t);
+}
+
+/* Outside a task, rt_offload is a plain call on the caller's thread. */
+static void
+test_offload_outside_a_task_runs_inline(void **state)
+{
+	offload_arg a = { 7, -1, 0 };
+
+	(void)state;
+	rt_offload(offload_square, &a);
+	assert_int_equal(a.out, 49);
+	assert_true(pthread_equal(a.ran_on, pthread_self()));
+}
+
 int
 main(void)
 {
@@ -307,6 +559,10 @@ main(void)
 		cmocka_unit_test(test_wake_from_another_thread),
 		cmocka_unit_test(test_stack_overflow_is_fatal),
 		cmocka_unit_test(test_wait_fd),
+		cmocka_unit_test(test_waiters_woken_from_another_thread),
+		cmocka_unit_test(test_waiter_deadline),
+		cmocka_unit_test(test_offload_from_many_tasks_and_loops),
+		cmocka_unit_test(test_offload_outside_a_task_runs_inline),
 	};
 
 	return cmocka_run_group_tests_name("rt_loop", tests, NULL, NULL);
