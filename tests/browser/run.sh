@@ -23,14 +23,24 @@ if [ "$major" -lt 18 ]; then
 fi
 # Install from package-lock.json when node_modules is missing or holds
 # another version than the lock (a checkout made before a pin changed).
-want=$(node -p 'require(process.argv[1]).packages["node_modules/playwright-core"].version' \
-    "$here/package-lock.json")
-have=$(node -p 'require(process.argv[1]).version' \
-    "$here/node_modules/playwright-core/package.json" 2>/dev/null || true)
-if [ "$have" != "$want" ]; then
-	(cd "$here" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-	    npm ci --no-audit --no-fund --loglevel=error) >&2
-fi
+# make test runs several of these scripts at once, and npm ci first deletes
+# node_modules: the check and the install are one step under a lock, so one
+# script installs and the others wait, then find the version they want.
+install_deps() {
+	want=$(node -p 'require(process.argv[1]).packages["node_modules/playwright-core"].version' \
+	    "$here/package-lock.json")
+	have=$(node -p 'require(process.argv[1]).version' \
+	    "$here/node_modules/playwright-core/package.json" 2>/dev/null || true)
+	if [ "$have" != "$want" ]; then
+		(cd "$here" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+		    npm ci --no-audit --no-fund --loglevel=error) >&2
+	fi
+}
+exec 9>"$here/.install.lock"
+flock 9
+install_deps
+flock -u 9
+exec 9>&-
 
 cd "$root"
 mkdir -p test-artifacts
