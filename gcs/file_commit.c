@@ -449,9 +449,9 @@ unlock:
 	free(rec.p);
 }
 
-/* Wait (up to FILE_GATHER_US) until QLEN ops are queued: the callers just
+/* Wait (up to FILE_GATHER_US) until WANT ops are queued: the callers just
  * woken are about to queue their next op, and one sync for all of them
- * beats two for two halves.  Returns at once when nobody is expected. */
+ * beats two for two halves.  Returns at once when WANT are queued. */
 static void
 gather(file_store *fs, size_t want)
 {
@@ -477,8 +477,11 @@ file_committer_main(void *arg)
 
 	pthread_mutex_lock(&fs->mu);
 	for (;;) {
+		/* The N callers of the last batch, once woken, queue again:
+		 * some of them may be queued already, so wait for N in all,
+		 * not N more (with one caller, that waited for nobody). */
 		if (n > 0 && fs->qlen > 0)
-			gather(fs, fs->qlen + n);
+			gather(fs, n);
 		fs->wake_at = 1;
 		while (fs->head == NULL && !fs->stop)
 			pthread_cond_wait(&fs->work, &fs->mu);
@@ -495,25 +498,19 @@ file_committer_main(void *arg)
 		pthread_mutex_unlock(&fs->mu);
 		batch_run(fs, batch, n);
 		/* Woken without fs->mu held, so the callers do not all pile
-		 * up on it; a semaphore cannot lose the wake-up. */
+		 * up on it.  Each op is woken once, by this thread alone, and
+		 * not touched after: it may be gone the moment it is woken. */
 		for (i = 0; i < n; i++)
-			sem_post(&batch[i]->done);
+			rt_waiter_wake(&batch[i]->done);
 		pthread_mutex_lock(&fs->mu);
 	}
 	pthread_mutex_unlock(&fs->mu);
 	return NULL;
 }
 
-/* Wait for the committer to post DONE (a sem_t). */
-static void
-op_wait(void *done)
-{
-	while (sem_wait(done) != 0 && errno == EINTR)
-		;
-}
-
 /* Queue OP, wait for the committer, hand back the result.  In a task the
- * wait is rt_offload's: the task's loop goes on meanwhile. */
+ * wait is an rt_waiter: the task's loop goes on meanwhile, and the
+ * committer's wake resumes the task on it. */
 int
 file_submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 {
@@ -533,7 +530,7 @@ file_submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 			    "metadata over %d bytes", GCS_META_BYTES_MAX);
 		}
 	}
-	sem_init(&op->done, 0, 0);
+	rt_waiter_init(&op->done);
 	pthread_mutex_lock(&fs->mu);
 	op->next = NULL;
 	if (fs->tail != NULL)
@@ -545,8 +542,7 @@ file_submit(file_store *fs, file_op *op, gcs_object *out, gcs_err *err)
 	if (fs->wake_at != 0 && fs->qlen >= fs->wake_at)
 		pthread_cond_signal(&fs->work);
 	pthread_mutex_unlock(&fs->mu);
-	rt_offload(op_wait, &op->done);
-	sem_destroy(&op->done);
+	rt_waiter_wait(&op->done, RT_FOREVER);
 	json_decref(op->state);
 	json_decref(op->clean);
 	rc = op->rc;

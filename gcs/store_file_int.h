@@ -9,11 +9,11 @@
 
 #include <dirent.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "gcs.h"
+#include "rt/rt.h"
 #include "store_file.h"
 
 #define FILE_FNAME_MAX      200  /* longest encoded name kept readable */
@@ -64,7 +64,7 @@ typedef struct file_op {
 	int rc;
 	gcs_err err;
 	gcs_object out;
-	sem_t done; /* posted by the committer when the op is decided */
+	rt_waiter done; /* woken by the committer when the op is decided */
 	struct file_op *next;
 } file_op;
 

@@ -26,6 +26,7 @@
 #ifndef LOCKGATE_RT_H
 #define LOCKGATE_RT_H
 
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -104,49 +105,35 @@ bool rt_fd_hung_up(int fd);
 /* ---- waiting for another thread's word ---- */
 
 /*
- * A task's wait for something another thread does (a fetch it started
- * ends, say), without holding the task's thread.  The protocol, with a
- * mutex and a list of the other thread's: the task calls rt_waiter_init
- * and puts W on the list (mutex held), lets the mutex go and calls
- * rt_waiter_wait; the other thread calls rt_waiter_wake on every W of the
- * list (mutex held); the task, back, takes W off the list (mutex held).
- * So W, on the task's stack, is alive whenever it is woken.
+ * A wait for something another thread does (a fetch it started ends, a
+ * disk commit is made), without holding a task's thread.  The protocol,
+ * with a mutex and a list of the other thread's: the waiter calls
+ * rt_waiter_init and puts W on the list (mutex held), lets the mutex go
+ * and calls rt_waiter_wait; the other thread calls rt_waiter_wake on
+ * every W of the list (mutex held); the waiter, back, takes W off the
+ * list (mutex held).  So W, on the waiter's stack, is alive whenever it is
+ * woken.  (A waker that hands each W to exactly one rt_waiter_wake, a
+ * queue it owns, needs no list: W is not touched after that call.)
+ *
+ * In a task the task yields and its loop serves on; elsewhere (a plain
+ * thread, a command-line tool, a test) the calling thread blocks.
  */
 typedef struct rt_waiter {
-	rt_task *task;          /* private */
+	rt_task *task;          /* private: NULL outside a task */
 	int state;              /* private: 0 waits, 1 woken, 2 timed out */
+	sem_t sem;              /* private: the wait outside a task */
 	struct rt_waiter *next; /* the other thread's list */
 } rt_waiter;
-/* W ready for the calling task (which must be one). */
+#define RT_FOREVER INT64_MAX /* rt_waiter_wait: no deadline */
+/* W ready for the calling task or thread. */
 void rt_waiter_init(rt_waiter *w);
-/* Suspend the calling task until rt_waiter_wake(W) (from any thread, and
- * perhaps before this call) or DEADLINE_MS (util_mono_ms clock).  1:
- * woken; 0: the deadline passed first. */
+/* Wait until rt_waiter_wake(W) (from any thread, and perhaps before this
+ * call) or DEADLINE_MS (util_mono_ms clock; RT_FOREVER: none).  1:
+ * woken; 0: the deadline passed first.  W needs no clean-up after. */
 int rt_waiter_wait(rt_waiter *w, int64_t deadline_ms);
-/* W's task goes on, on its own loop; nothing when it has been woken or
- * its deadline passed.  Any thread. */
+/* W's waiter goes on (a task on its own loop); nothing when it has been
+ * woken or its deadline passed.  Any thread. */
 void rt_waiter_wake(rt_waiter *w);
-
-/* ---- blocking work ---- */
-
-#define RT_OFFLOAD_THREADS 64 /* rt_offload's threads at most, by default */
-
-/* Run FN(ARG), which may block (a disk commit, a wait on another
- * thread's progress), and return once it has returned.  In a task, FN
- * runs on a thread of the runtime's offload pool while the task is
- * suspended (its loop serves everything else), and the task is resumed on
- * its own loop.  Elsewhere FN runs on the caller's thread.  The pool
- * grows on demand up to its size: a call finding every thread busy waits
- * for one.  Should no thread start at all, FN runs on the caller's thread
- * (it then holds the loop: slow, never wrong). */
-void rt_offload(void (*fn)(void *arg), void *arg);
-/* The pool's size (1 .. 1024; RT_OFFLOAD_THREADS until set).  Threads
- * already started stay. */
-void rt_offload_size(int n);
-/* Finish what is queued, then end the pool's threads (when the process
- * stops, with no task left that could offload).  A later rt_offload
- * starts threads again. */
-void rt_offload_stop(void);
 
 /* ---- for clients that wait on a loop in their own way ---- */
 

@@ -449,6 +449,29 @@ rt_waiter_init(rt_waiter *w)
 	w->task = rt_tl_task;
 	w->state = 0;
 	w->next = NULL;
+	if (w->task == NULL)
+		sem_init(&w->sem, 0, 0);
+}
+
+/* rt_waiter_wait outside a task: the thread blocks on W's semaphore. */
+static int
+waiter_block(rt_waiter *w, int64_t deadline_ms)
+{
+	struct timespec dl = { .tv_sec = deadline_ms / 1000,
+		.tv_nsec = (long)(deadline_ms % 1000) * 1000000 };
+	int rc;
+
+	do
+		rc = deadline_ms == RT_FOREVER ? sem_wait(&w->sem) :
+		    sem_clockwait(&w->sem, CLOCK_MONOTONIC, &dl);
+	while (rc != 0 && errno == EINTR);
+	/* Timed out, unless a wake settled W first: its post is then on
+	 * its way, and taken before W goes. */
+	if (rc != 0 && !waiter_settle(w, 2))
+		while (sem_wait(&w->sem) != 0 && errno == EINTR)
+			;
+	sem_destroy(&w->sem);
+	return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == 1;
 }
 
 int
@@ -456,11 +479,15 @@ rt_waiter_wait(rt_waiter *w, int64_t deadline_ms)
 {
 	rt_task *t = w->task;
 
+	if (t == NULL)
+		return waiter_block(w, deadline_ms);
 	/* Even when woken already, the task yields: its remote resume is
-	 * queued, and the loop takes it only after this yield. */
+	 * queued, and the loop takes it only after this yield.  With no
+	 * deadline the task is no sleeper: only the wake resumes it. */
 	t->waiter = w;
 	t->wake_ms = deadline_ms;
-	sleeper_add(t->loop, t);
+	if (deadline_ms != RT_FOREVER)
+		sleeper_add(t->loop, t);
 	rt_task_yield(t);
 	t->waiter = NULL;
 	return __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) == 1;
@@ -469,8 +496,15 @@ rt_waiter_wait(rt_waiter *w, int64_t deadline_ms)
 void
 rt_waiter_wake(rt_waiter *w)
 {
-	if (waiter_settle(w, 1))
-		rt_task_resume_remote(w->task);
+	rt_task *t = w->task;
+
+	if (!waiter_settle(w, 1))
+		return;
+	/* The waiter goes on only after this, and W is not touched again. */
+	if (t != NULL)
+		rt_task_resume_remote(t);
+	else
+		sem_post(&w->sem);
 }
 
 void
@@ -504,8 +538,8 @@ remote_take(rt_loop *l)
 	for (t = order; t != NULL; t = next) {
 		next = t->remote;
 		t->remote = NULL;
-		if (t->waiter != NULL) /* woken before its deadline */
-			sleeper_remove(l, t);
+		if (t->waiter != NULL && t->wake_ms != RT_FOREVER)
+			sleeper_remove(l, t); /* woken before its deadline */
 		rt_ready_push(l, t);
 	}
 }

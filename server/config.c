@@ -44,9 +44,10 @@ static const opt opts[] = {
 	    "where leases live: file://DIR, gs://BUCKET/PREFIX/, mem://",
 	    false },
 	{ "threads", "LOCKGATE_THREADS", T_INT, OFF(threads), 1,
-	    SRV_THREADS_MAX, SRV_THREADS_BLOCKING, NULL,
-	    "file:// commit waiters: threads that may each wait on one "
-	    "group commit for a request (gs:// and mem:// need none)",
+	    SRV_THREADS_MAX, 0, "none",
+	    "no effect, accepted so that existing settings still start: "
+	    "no request holds a thread (a file:// write waits for its "
+	    "commit as a task)",
 	    false },
 	{ "max-wait", "LOCKGATE_MAX_WAIT", T_INT, OFF(max_wait), 0, 3300,
 	    API_WAIT_MAX_DEFAULT, NULL,
@@ -307,7 +308,7 @@ static void
 defaults(srv_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->threads = 0; /* chosen by store below */
+	cfg->threads = 0; /* unset: --threads has no effect */
 	cfg->max_wait = API_WAIT_MAX_DEFAULT;
 	cfg->max_connections = SRV_CONN_LIMIT_DEFAULT;
 	cfg->connection_timeout = SRV_CONN_TIMEOUT_DEFAULT;
@@ -480,8 +481,6 @@ settle(srv_config *cfg, char *err, size_t errlen)
 		    : 1;
 	if (settle_hosts_store(cfg, err, errlen) != 0)
 		return -1;
-	if (cfg->threads == 0)
-		cfg->threads = SRV_THREADS_BLOCKING;
 	if (cfg->auth.jwks_url != NULL && cfg->auth.policy_file == NULL) {
 		/* GitHub, GitLab and Google sign a token with any audience
 		 * for anyone who asks: without a policy every repository or

@@ -18,7 +18,8 @@
  * epoll mode, on its own SO_REUSEPORT listen socket, so the kernel spreads
  * new connections over the loops) and an rt_loop that runs every request
  * as a task: a task waiting on the storage (a gs:// answer, a file://
- * commit through rt_offload) holds neither this thread nor any other.
+ * commit, an rt_waiter its committer wakes) holds neither this thread
+ * nor any other.
  */
 typedef struct srv_loop {
 	struct srv_server *srv;

@@ -197,7 +197,12 @@ loops_free(srv_server *s)
 			MHD_stop_daemon(lp->daemon);
 		if (lp->listen_fd >= 0)
 			close(lp->listen_fd);
-		rt_loop_free(lp->io);
+		/* A task still waiting (a file:// commit on a disk that
+		 * hangs past the drain budget) may yet be woken from another
+		 * thread, which must find its loop: the process is ending,
+		 * and that loop is left as it is. */
+		if (rt_loop_tasks(lp->io) == 0)
+			rt_loop_free(lp->io);
 		while (lp->spare != NULL) {
 			srv_req *r = lp->spare;
 
@@ -362,8 +367,8 @@ loops_open(srv_server *s, struct sockaddr_storage *ss, unsigned flags,
 	return 0;
 }
 
-/* Start-up in order (the address, the waiters, the offload pool's size,
- * the loops) with one unwind path. */
+/* Start-up in order (the address, the waiters, the loops) with one
+ * unwind path. */
 int
 srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
     size_t errlen)
@@ -381,9 +386,6 @@ srv_start(srv_server *s, api_service *svc, auth_ctx *auth, char *err,
 		snprintf(err, errlen, "cannot start the waiter threads");
 		return -1;
 	}
-	/* Every request runs as a task of its loop; a file:// commit waits
-	 * for the disk on one of rt_offload's threads, at most --threads. */
-	rt_offload_size(cfg->threads);
 	if (loops_open(s, &ss, flags, err, errlen) == 0)
 		return 0;
 	loops_join(s, 0);
@@ -442,11 +444,8 @@ srv_stop(srv_server *s)
 		usleep(5000);
 	/* A loop ends once its tasks have (their storage calls are bounded
 	 * by the store's deadlines), at the latest when the drain budget
-	 * does.  Then the offload threads end, before the loops are freed:
-	 * one still running a job (a commit, bounded by the store's
-	 * deadlines) resumes its task on that task's loop. */
+	 * does; loops_free keeps a loop whose tasks outlived it. */
 	loops_join(s, deadline);
-	rt_offload_stop();
 	loops_free(s);
 	srv_drops_report(true);
 	srv_waits_free(s->waits);

@@ -191,6 +191,11 @@ start(proc *p, int argc, char **argv)
 		refuse("bad configuration", err);
 		return 2;
 	}
+	if (p->cfg.threads != 0)
+		srv_log("WARNING",
+		    "--threads (LOCKGATE_THREADS) has no effect: no request "
+		    "holds a thread; the setting can go",
+		    NULL);
 	gcs_configure(&p->cfg.gcs);
 	if ((p->store = gcs_open(p->cfg.store, &ge)) == NULL) {
 		refuse("cannot open the store (--store/LOCKGATE_STORE)",

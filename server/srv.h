@@ -45,9 +45,6 @@
  * them 503 at once (past these, new ones wait in the kernel's backlog). */
 #define SRV_CONN_OVERFLOW         256
 #define SRV_LOG_INTERVAL_MS       1000 /* libmicrohttpd's warnings: one a second */
-#define SRV_THREADS_BLOCKING \
-	64 /* file://: commit waiters (rt_offload's threads: a write holds
-	      one until its group commit; more of them, bigger commits) */
 #define SRV_THREADS_MAX    256
 #define SRV_LOOPS_MAX      8    /* HTTP event loops: one per CPU up to this */
 #define SRV_LOOP_IDLE_MS   1000 /* a loop with nothing due looks around */

@@ -209,6 +209,16 @@ if [ "$rc" -ne 0 ]; then
 else
 	echo "ok --check accepts a good configuration"
 fi
+# --threads is accepted (existing settings still start) but does nothing:
+# start-up says so.
+run LOCKGATE_THREADS=16 -- --check
+if [ "$rc" != 0 ] || ! grep -q '"--threads (LOCKGATE_THREADS) has no effect' "$TMP/out"; then
+	fail "LOCKGATE_THREADS=16: exit $rc, no warning:"
+	cat "$TMP/out"
+else
+	echo "ok --threads is accepted, with a warning that it does nothing"
+fi
+
 # --check on a bad configuration fails with the same message as a start.
 cases=$((cases + 1))
 run LOCKGATE_MAX_WAIT=99999 -- --check

@@ -5,9 +5,8 @@
  * thread ends a wait; a task's stack overflow is fatal, never silent; a
  * task waiting on an fd goes on when it is readable or at its deadline;
  * tasks waiting for another thread's word go on when it comes, or at
- * their deadline; blocking work offloaded by many tasks of many loops at once comes back
- * to each task with its own result, on its own loop's thread, within the
- * pool's bound of threads.
+ * their deadline, with or without one; outside a task the same wait
+ * blocks the thread until the word or the deadline.
  *
  * No timing upper bounds: concurrency is shown by counts (tasks alive at
  * once), every wait is bounded.
@@ -411,142 +410,60 @@ test_waiter_deadline(void **state)
 	rt_loop_free(l);
 }
 
-/* ---- rt_offload ---- */
-
-#define OFFLOAD_LOOPS    4
-#define OFFLOAD_TASKS    64 /* per loop */
-#define OFFLOAD_ROUNDS   3  /* offloads per task */
-#define OFFLOAD_POOL_MAX 8
-
-static int offload_running, offload_peak; /* FN calls at once */
-
-typedef struct offload_arg {
-	int in, out;
-	pthread_t ran_on;
-} offload_arg;
-
-/* Blocking work: a short sleep, so that many calls overlap. */
+/* A task with no deadline waits for the word alone. */
 static void
-offload_square(void *arg)
+test_waiter_without_deadline_woken(void **state)
 {
-	offload_arg *a = arg;
-	int now = __atomic_add_fetch(&offload_running, 1, __ATOMIC_SEQ_CST);
-	int peak = __atomic_load_n(&offload_peak, __ATOMIC_SEQ_CST);
-
-	while (now > peak &&
-	    !__atomic_compare_exchange_n(&offload_peak, &peak, now, false,
-	        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		;
-	a->ran_on = pthread_self();
-	usleep(2000);
-	a->out = a->in * a->in;
-	__atomic_sub_fetch(&offload_running, 1, __ATOMIC_SEQ_CST);
-}
-
-typedef struct offload_task {
-	int id;
-	int right;       /* results as expected */
-	int off_thread;  /* FN ran on another thread than the loop's */
-	int on_own_loop; /* back on the loop's thread afterwards */
-	pthread_t loop_thread;
-} offload_task;
-
-static void
-offload_task_fn(void *arg)
-{
-	offload_task *t = arg;
-	offload_arg a;
-	int i;
-
-	for (i = 0; i < OFFLOAD_ROUNDS; i++) {
-		a.in = t->id * OFFLOAD_ROUNDS + i;
-		a.out = -1;
-		rt_offload(offload_square, &a);
-		if (a.out == a.in * a.in)
-			t->right++;
-		if (!pthread_equal(a.ran_on, t->loop_thread))
-			t->off_thread++;
-		if (pthread_equal(pthread_self(), t->loop_thread) &&
-		    rt_in_task())
-			t->on_own_loop++;
-	}
-}
-
-typedef struct offload_loop {
-	offload_task *t; /* OFFLOAD_TASKS of them */
-	int waited;      /* tasks that did not finish within the spawn */
-} offload_loop;
-
-/* One loop's thread: OFFLOAD_TASKS tasks offloading at once. */
-static void *
-offload_loop_main(void *arg)
-{
-	offload_loop *ol = arg;
 	rt_loop *l = rt_loop_new();
-	int i;
+	waiter_task wt = { RT_FOREVER, -1 };
+	int n = 1;
+	pthread_t th;
 
-	if (l == NULL)
-		return NULL;
-	for (i = 0; i < OFFLOAD_TASKS; i++) {
-		ol->t[i].loop_thread = pthread_self();
-		if (rt_loop_spawn(l, offload_task_fn, &ol->t[i], NULL) == 0)
-			ol->waited++;
-	}
+	(void)state;
+	word.registered = 0;
+	assert_int_equal(rt_loop_spawn(l, waiter_task_fn, &wt, NULL), 0);
+	assert_int_equal(pthread_create(&th, NULL, word_giver, &n), 0);
 	run_until_idle(l);
+	pthread_join(th, NULL);
+	assert_int_equal(wt.rc, 1);
+	assert_null(word.list);
 	rt_loop_free(l);
-	return NULL;
 }
 
+/* Outside a task the same calls block the thread: woken by another
+ * thread's word, with or without a deadline. */
 static void
-test_offload_from_many_tasks_and_loops(void **state)
+test_waiter_outside_a_task_blocks_until_woken(void **state)
 {
-	offload_task *t = calloc(OFFLOAD_LOOPS * OFFLOAD_TASKS, sizeof(*t));
-	offload_loop ol[OFFLOAD_LOOPS];
-	pthread_t th[OFFLOAD_LOOPS];
-	int i;
+	waiter_task wt[2] = { { RT_FOREVER, -1 }, { 0, -1 } };
+	int i, n = 1;
+	pthread_t th;
 
 	(void)state;
-	assert_non_null(t);
-	rt_offload_size(OFFLOAD_POOL_MAX);
-	offload_peak = 0;
-	for (i = 0; i < OFFLOAD_LOOPS * OFFLOAD_TASKS; i++)
-		t[i].id = i;
-	for (i = 0; i < OFFLOAD_LOOPS; i++) {
-		ol[i].t = &t[i * OFFLOAD_TASKS];
-		ol[i].waited = 0;
-		assert_int_equal(pthread_create(&th[i], NULL, offload_loop_main,
-		                     &ol[i]),
-		    0);
+	wt[1].deadline_ms = util_mono_ms() + RUN_MAX_MS;
+	for (i = 0; i < 2; i++) {
+		word.registered = 0;
+		assert_int_equal(pthread_create(&th, NULL, word_giver, &n), 0);
+		waiter_task_fn(&wt[i]);
+		pthread_join(th, NULL);
+		assert_int_equal(wt[i].rc, 1);
+		assert_null(word.list);
 	}
-	for (i = 0; i < OFFLOAD_LOOPS; i++)
-		pthread_join(th[i], NULL);
-	for (i = 0; i < OFFLOAD_LOOPS * OFFLOAD_TASKS; i++) {
-		assert_int_equal(t[i].right, OFFLOAD_ROUNDS);
-		assert_int_equal(t[i].off_thread, OFFLOAD_ROUNDS);
-		assert_int_equal(t[i].on_own_loop, OFFLOAD_ROUNDS);
-	}
-	/* Every task was suspended by its first offload, so all of a
-	 * loop's tasks were waiting at once. */
-	for (i = 0; i < OFFLOAD_LOOPS; i++)
-		assert_int_equal(ol[i].waited, OFFLOAD_TASKS);
-	/* Calls overlapped, and never beyond the pool's size. */
-	assert_true(offload_peak > 1);
-	assert_true(offload_peak <= OFFLOAD_POOL_MAX);
-	rt_offload_stop();
-	rt_offload_size(RT_OFFLOAD_THREADS);
-	free(t);
 }
 
-/* Outside a task, rt_offload is a plain call on the caller's thread. */
+/* Outside a task, with no word, the wait ends at its deadline. */
 static void
-test_offload_outside_a_task_runs_inline(void **state)
+test_waiter_outside_a_task_deadline(void **state)
 {
-	offload_arg a = { 7, -1, 0 };
+	int64_t start = util_mono_ms();
+	waiter_task wt = { start + 50, -1 };
 
 	(void)state;
-	rt_offload(offload_square, &a);
-	assert_int_equal(a.out, 49);
-	assert_true(pthread_equal(a.ran_on, pthread_self()));
+	word.registered = 0;
+	waiter_task_fn(&wt);
+	assert_int_equal(wt.rc, 0);
+	assert_true(util_mono_ms() >= start + 50);
+	assert_null(word.list);
 }
 
 int
@@ -561,8 +478,9 @@ main(void)
 		cmocka_unit_test(test_wait_fd),
 		cmocka_unit_test(test_waiters_woken_from_another_thread),
 		cmocka_unit_test(test_waiter_deadline),
-		cmocka_unit_test(test_offload_from_many_tasks_and_loops),
-		cmocka_unit_test(test_offload_outside_a_task_runs_inline),
+		cmocka_unit_test(test_waiter_without_deadline_woken),
+		cmocka_unit_test(test_waiter_outside_a_task_blocks_until_woken),
+		cmocka_unit_test(test_waiter_outside_a_task_deadline),
 	};
 
 	return cmocka_run_group_tests_name("rt_loop", tests, NULL, NULL);
