@@ -462,8 +462,9 @@ waiter_block(rt_waiter *w, int64_t deadline_ms)
 	int rc;
 
 	do
-		rc = deadline_ms == RT_FOREVER ? sem_wait(&w->sem) :
-		    sem_clockwait(&w->sem, CLOCK_MONOTONIC, &dl);
+		rc = deadline_ms == RT_FOREVER
+		    ? sem_wait(&w->sem)
+		    : sem_clockwait(&w->sem, CLOCK_MONOTONIC, &dl);
 	while (rc != 0 && errno == EINTR);
 	/* Timed out, unless a wake settled W first: its post is then on
 	 * its way, and taken before W goes. */

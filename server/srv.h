@@ -45,12 +45,12 @@
  * them 503 at once (past these, new ones wait in the kernel's backlog). */
 #define SRV_CONN_OVERFLOW         256
 #define SRV_LOG_INTERVAL_MS       1000 /* libmicrohttpd's warnings: one a second */
-#define SRV_THREADS_MAX    256
-#define SRV_LOOPS_MAX      8    /* HTTP event loops: one per CPU up to this */
-#define SRV_LOOP_IDLE_MS   1000 /* a loop with nothing due looks around */
-#define SRV_REQ_SPARE      64   /* finished requests a loop keeps for reuse */
-#define SRV_LISTEN_BACKLOG 1024
-#define SRV_DRAIN_MAX_MS   7000 /* SIGTERM: exit within 8 s */
+#define SRV_THREADS_MAX           256
+#define SRV_LOOPS_MAX             8 /* HTTP event loops: one per CPU up to this */
+#define SRV_LOOP_IDLE_MS          1000 /* a loop with nothing due looks around */
+#define SRV_REQ_SPARE             64 /* finished requests a loop keeps for reuse */
+#define SRV_LISTEN_BACKLOG        1024
+#define SRV_DRAIN_MAX_MS          7000 /* SIGTERM: exit within 8 s */
 #define SRV_STORE_GIVE_UP_MARGIN_MS \
 	1000                               /* store calls end this long before
 					    the drain budget does */
