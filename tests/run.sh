@@ -52,12 +52,13 @@ if [ "$what" = all ] || [ "$what" = e2e ]; then
 		run "e2e-$(basename "$t" .sh)" sh "$t"
 	done
 fi
-# The core suites on the durable file:// store (served by storage
-# workers, threads that wait for the storage; gs:// and mem:// run
-# requests as event-loop tasks), and the JWKS suite, whose rotation is
-# served to the first request by waiting for a re-fetch on a worker.
+# The core suites on the durable file:// store (a write's task waits for
+# the committer thread), the JWKS suite (a rotation is served to the
+# first request by waiting for a re-fetch), and the policy suite (a store
+# that outlives each server of the test).
 if [ "$what" = all ] || [ "$what" = e2e-file ]; then
-	for t in tests/e2e/test_core_*.sh tests/e2e/test_auth_jwks.sh; do
+	for t in tests/e2e/test_core_*.sh tests/e2e/test_auth_jwks.sh \
+	    tests/e2e/test_auth_policy.sh; do
 		[ -f "$t" ] || continue
 		run "e2e-file-$(basename "$t" .sh)" env LG_STORE=file sh "$t"
 	done
