@@ -4,7 +4,7 @@
 # two commands running and two do run together; --shared runs run
 # together and an exclusive run waits until they are done (both shown by
 # the commands' own marks, not by how long anything took); status shows
-# mode, limit and every lease; another limit or mode is refused at once
+# mode, limit and every lease, list a line per lease; another limit or mode is refused at once
 # (exit 73, limit_mismatch); force-release of a group names its lease.
 set -u
 . tests/e2e/lib.sh
@@ -129,6 +129,12 @@ lg_eq "$rc" 0 "status of a semaphore: $(cat "$T/err")"
 	[ "$LOCKGATE_HOLDER_0_FENCING_TOKEN" != "$LOCKGATE_HOLDER_1_FENCING_TOKEN" ] ||
 		lg_fail "status: one fencing token for two leases"
 ) || exit 1
+# list: one line per holder of the semaphore, its name repeated.
+st $LC list e2e/g/stat
+lg_eq "$rc" 0 "list of a semaphore: $(cat "$T/err")"
+lg_eq "$(awk -F'\t' 'NR > 1 { printf "%s|%s|%s|%s;", $1, $2, $3, $6 }' "$T/out")" \
+    "e2e/g/stat|ci-groups|job 1|held;e2e/g/stat|ci-groups|job 2|held;" \
+    "list: a line per holder: $(cat "$T/out")"
 st $LC run e2e/g/stat --limit 2 -- true
 lg_eq "$rc" 73 "a third lease of two"
 grep -q 'held by 2 of 2 leases: ci-groups (job 1)' "$T/err" ||
