@@ -77,7 +77,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(strncmp(cfg.store, "file://", 7) == 0 ||
 		    strncmp(cfg.store, "gs://", 5) == 0 ||
 		    strcmp(cfg.store, "mem://") == 0);
-		FUZZ_CHECK(cfg.max_wait >= 0 && cfg.threads >= 1);
+		/* threads 0: unset (the option has no effect since 630a420) */
+		FUZZ_CHECK(cfg.max_wait >= 0 && cfg.threads >= 0 &&
+		    cfg.threads <= SRV_THREADS_MAX);
 	}
 	srv_config_free(&cfg);
 	for (i = 0; i < argc; i++)
