@@ -67,10 +67,10 @@ wal_at_end(file_store *fs, off_t off)
 	return memcmp(hdr, zeros, sizeof(hdr)) == 0;
 }
 
-/* Make a log in FD: the header with counter floor FLOOR, then zeros up to
- * FILE_WAL_PREZERO, durable. */
+/* Make a log of FS in FD: the header with counter floor FLOOR, then
+ * (with prealloc) zeros up to FILE_WAL_PREZERO, durable. */
 static int
-wal_make(int fd, int64_t floor)
+wal_make(const file_store *fs, int fd, int64_t floor)
 {
 	unsigned char hdr[FILE_WAL_HDR];
 
@@ -78,7 +78,8 @@ wal_make(int fd, int64_t floor)
 	memcpy(hdr + 8, &floor, 8);
 	if (ftruncate(fd, 0) != 0 ||
 	    file_pwrite_all(fd, hdr, sizeof(hdr), 0) != 0 ||
-	    file_zero_fill(fd, FILE_WAL_HDR, FILE_WAL_PREZERO) != 0 ||
+	    (fs->prealloc &&
+	        file_zero_fill(fd, FILE_WAL_HDR, FILE_WAL_PREZERO) != 0) ||
 	    fdatasync(fd) != 0)
 		return -1;
 	return 0;
@@ -152,7 +153,7 @@ file_wal_open(file_store *fs, gcs_err *err)
 	}
 	if (st.st_size < FILE_WAL_HDR) {
 		/* New (or torn while being created, before any record). */
-		if (wal_make(fd, fs->counter) != 0 || fsync(fs->dirfd) != 0) {
+		if (wal_make(fs, fd, fs->counter) != 0 || fsync(fs->dirfd) != 0) {
 			close(fd);
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "initialise %s/" WAL_NAME ": %s", fs->dir,
@@ -278,7 +279,7 @@ file_wal_checkpoint(file_store *fs, gcs_err *err)
 	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
 	if (fd < 0)
 		goto fail;
-	if (wal_make(fd, fs->counter) != 0) {
+	if (wal_make(fs, fd, fs->counter) != 0) {
 		close(fd);
 		goto fail;
 	}

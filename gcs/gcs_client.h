@@ -10,6 +10,8 @@
 #ifndef LOCKGATE_GCS_CLIENT_H
 #define LOCKGATE_GCS_CLIENT_H
 
+#include <stdbool.h>
+
 #include "gcs.h"
 
 #define GCS_DEFAULT_ENDPOINT "https://storage.googleapis.com"
@@ -40,7 +42,7 @@ typedef struct gcs_retry_policy {
 
 /* The settings of the gs:// store that the configuration gives
  * (server/config.c: --gcs-endpoint, --gcs-ca-file, --gcs-retry-total-ms
- * and their LOCKGATE_GCS_* variables).  gcs_configure: for the whole
+ * and their LOCKGATE_GCS_* variables), and the file:// store's one.  gcs_configure: for the whole
  * process, before the first gs:// store or HTTP handle is made; the
  * strings are borrowed and must outlive every store.  Unset, each takes
  * its default. */
@@ -52,6 +54,11 @@ typedef struct gcs_settings {
 	int retry_total_ms;   /* all tries of one call,
 				 GCS_RETRY_TOTAL_MIN_MS..MAX_MS; 0:
 				 GCS_RETRY_TOTAL_MS */
+	/* file:// (--file-no-prealloc): a new log is its header alone, not
+	 * FILE_WAL_PREZERO bytes of zeros, and no spare files are made for
+	 * new names (store_file.c).  For a tmpfs, where neither saves any
+	 * time; also the fuzz harness's, which opens a store per input. */
+	bool file_no_prealloc;
 } gcs_settings;
 void gcs_configure(const gcs_settings *s);
 /* The settings gcs_configure last set (all unset before). */

@@ -47,6 +47,11 @@
  * ends the log; a writer learns that another wrote after it by finding a
  * non-zero header where its own log ended.
  *
+ * gcs_settings.file_no_prealloc (--file-no-prealloc) turns both off: a new
+ * log is its header alone (records extend the file) and no spare maker
+ * runs (a new name's file is created on the write path; tombstones are
+ * still recycled).  On a tmpfs neither saves anything.
+ *
  * Why in place and not temp file + rename: on ext4 every rename and unlink
  * frees an inode and every temp file allocates one, and allocating right
  * after many frees scans the recently deleted inodes (perf showed it at
@@ -79,6 +84,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gcs_client.h"
 #include "store_file_int.h"
 
 /* ---- the contract ---- */
@@ -399,6 +405,7 @@ store_alloc(const char *dir, gcs_clock_fn clock, void *clock_ctx, gcs_err *err)
 	fs->dirfd = fs->lockfd = fs->walfd = -1;
 	fs->clock = clock ? clock : gcs_clock_real;
 	fs->clock_ctx = clock_ctx;
+	fs->prealloc = !gcs_settings_get()->file_no_prealloc;
 	pthread_mutex_init(&fs->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -456,7 +463,8 @@ store_open_dir(file_store *fs, const char *dir, gcs_err *err)
 }
 
 /* Open-time set-up in protocol order: memory, the directory with its
- * flock and recovery, then the committer and spare-maker threads. */
+ * flock and recovery, then the committer and (with prealloc) spare-maker
+ * threads. */
 gcs_store *
 gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
     gcs_err *err)
@@ -480,6 +488,8 @@ gcs_file_new_clock(const char *dir, gcs_clock_fn clock, void *clock_ctx,
 		goto fail;
 	}
 	fs->started = 1;
+	if (!fs->prealloc)
+		return &fs->base;
 	if (pthread_create(&fs->spare_maker, NULL, file_spare_main, fs) != 0) {
 		gcs_fail(err, GCS_UNAVAILABLE, "cannot start the spare maker");
 		goto fail;

@@ -90,6 +90,7 @@ typedef struct file_store {
 		int fd;
 	} * fds;
 	int64_t last_sweep_ms;
+	int prealloc; /* zeros ahead in a new log, spare files (gcs_settings) */
 
 	/* Spare files (empty tombstones named SPARE_PREFIX...) renamed into
 	 * place for a new name, so that no write waits for ext4 to allocate

@@ -102,6 +102,12 @@ static const opt opts[] = {
 	    GCS_RETRY_TOTAL_MAX_MS, GCS_RETRY_TOTAL_MS, NULL,
 	    "gs://: milliseconds all tries of one storage call may take",
 	    true },
+	{ "file-no-prealloc", "LOCKGATE_FILE_NO_PREALLOC", T_BOOL,
+	    OFF(gcs.file_no_prealloc), 0, 0, 0, NULL,
+	    "file://: no log space written ahead and no spare files made "
+	    "for new names (for a tmpfs: there they save no time and cost "
+	    "memory)",
+	    false },
 	{ "jwt-secret", "LOCKGATE_JWT_SECRET", T_STR, OFF(auth.jwt_secret), 0,
 	    0, 0, NULL,
 	    "HS256 secret (prefer the variable or a file: flags "

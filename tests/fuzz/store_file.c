@@ -17,6 +17,12 @@
  * one); after any open, a new object gets a fencing token above every
  * token the directory holds, and a patch of an object a metageneration
  * one higher (or the write is refused: never a token out of order).
+ *
+ * The store runs with gcs_settings.file_no_prealloc (--file-no-prealloc):
+ * a new log without 5 MiB of zeros ahead and no spare maker, which cost
+ * ~90% of an input's time (about 100 inputs/s) and are no part of what is
+ * checked here: the logs replayed are the input's, never prealloc'ed
+ * (test_store_file.c covers both settings).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,6 +32,7 @@
 #include <jansson.h>
 
 #include "gcs/gcs.h"
+#include "gcs/gcs_client.h"
 
 #include "fuzz.h"
 
@@ -168,6 +175,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(run_dir, sizeof(run_dir), "%s/run", base);
 	rm_tree(base);
 	FUZZ_CHECK(mkdir(base, 0700) == 0);
+	gcs_configure(&(gcs_settings){ .file_no_prealloc = true });
 	s = gcs_file_new(golden_dir, &err);
 	FUZZ_CHECK(s != NULL);
 	snap[0] = state_of(s);
@@ -176,7 +184,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		snap[n + 1] = state_of(s);
 	}
 	gcs_store_free(s);
-	/* The log: header, then one record per write (checked). */
+	/* The log: header, then one record per write (checked), and no
+	 * zeros after them (no prealloc). */
 	snprintf(path, sizeof(path), "%s/.wal", golden_dir);
 	FUZZ_CHECK(stat(path, &st) == 0);
 	golden = malloc((size_t)st.st_size);
@@ -194,8 +203,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		    len > 0 && off + REC_HDR + len <= (size_t)st.st_size);
 		off += REC_HDR + len;
 	}
-	memcpy(&len, golden + off, 4);
-	FUZZ_CHECK(len == 0); /* exactly one record per acknowledged write */
+	FUZZ_CHECK(off == (size_t)st.st_size); /* one record per write */
 	golden_len = off;
 	rm_tree(golden_dir);
 	return 0;

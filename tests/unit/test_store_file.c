@@ -6,7 +6,7 @@
  * two stores (and two processes) sharing one directory, strictly
  * increasing generations (also when the clock goes back), group commit
  * (fewer syncs than writes: counts, never timings), checkpoints, tombstone
- * recycling and spare files.
+ * recycling and spare files, and a store without them (--file-no-prealloc).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "gcs/gcs_client.h"
 #include "gcs/store_file.h"
 #include "store_contract.h"
 #include "tmpdir.h"
@@ -579,6 +580,51 @@ test_log_written_in_place(void **state)
 	    odd);
 	gcs_object_clear(&o);
 	gcs_store_free(c);
+}
+
+/* --file-no-prealloc: the log is its header alone and grows by records; no
+ * spare file is made, a new name's file is created; the state survives
+ * reopening, with prealloc off and on, in either order. */
+static void
+test_no_prealloc(void **state)
+{
+	gcs_settings off = { .file_no_prealloc = true }, on = { 0 };
+	char dir[T_PATH], wal[T_PATH + 8];
+	gcs_file_stats fst;
+	struct stat st0, st1;
+	gcs_store *s;
+	int64_t g, mg;
+	int i;
+
+	(void)state;
+	gcs_configure(&off);
+	s = open_ok(fresh_dir(dir));
+	snprintf(wal, sizeof(wal), "%s/.wal", dir);
+	assert_int_equal(stat(wal, &st0), 0);
+	assert_int_equal(st0.st_size, 16); /* the header: magic, counter */
+	for (i = 0; i < 3; i++)
+		insert_ok(s, i == 0 ? "a" : i == 1 ? "b/c" : "d", "1");
+	assert_int_equal(stat(wal, &st1), 0);
+	assert_true(st1.st_size > st0.st_size);
+	gcs_file_stats_get(s, &fst);
+	assert_int_equal(fst.spares_used, 0);
+	assert_int_equal(fst.files_created, 3);
+	assert_int_equal(count_entries(dir, ".spare."), 0);
+	gcs_store_free(s);
+
+	s = open_ok(dir); /* still off: replayed, then a header-only log */
+	assert_int_equal(get_v(s, "b/c", &g, &mg, "1"), GCS_OK);
+	assert_int_equal(stat(wal, &st1), 0);
+	assert_int_equal(st1.st_size, 16);
+	gcs_store_free(s);
+
+	gcs_configure(&on); /* the default again: a log of zeros ahead */
+	s = open_ok(dir);
+	assert_int_equal(get_v(s, "b/c", NULL, NULL, "1"), GCS_OK);
+	assert_true(insert_ok(s, "e", "2") > g);
+	assert_int_equal(stat(wal, &st1), 0);
+	assert_true(st1.st_size > 1024 * 1024);
+	gcs_store_free(s);
 }
 
 static int64_t
@@ -1301,6 +1347,7 @@ main(void)
 		cmocka_unit_test(test_live_store_finishes_dead_writer),
 		cmocka_unit_test(test_log_written_in_place),
 		cmocka_unit_test(test_tombstones_recycled_when_old),
+		cmocka_unit_test(test_no_prealloc),
 		cmocka_unit_test(
 		    test_recycled_file_not_written_through_old_handle),
 		cmocka_unit_test(test_two_stores_one_winner),
