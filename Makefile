@@ -43,8 +43,9 @@ FUZZ_SRC := $(wildcard tests/fuzz/*.c)
 FUZZ     := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FOBJ     := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
 FUZZ_LIB := build/fuzz/obj/tests/unit/auth_testutil.o
-# The gs:// answer harnesses answer the client's requests themselves.
-FUZZ_WRAP := -Wl,--wrap=gcs_http_perform
+# The gs:// answer harnesses answer the client's requests themselves, and
+# check a retry's pause instead of sleeping it.
+FUZZ_WRAP := -Wl,--wrap=gcs_http_perform -Wl,--wrap=rt_sleep
 .SECONDARY: $(FOBJ) $(FUZZ_LIB)
 
 .PHONY: all deps-build deps-lint deps-test run test unit unit-asan e2e browser lint bench \

@@ -4,6 +4,9 @@
  * -Wl,--wrap=gcs_http_perform, so every request the real client makes is
  * answered here with the status, Date and body the input chose; the
  * client's own retry, classification and parsing code runs unchanged.
+ * They are linked with -Wl,--wrap=rt_sleep too: a retry's pause (up to
+ * the policy's 1 ms) is checked, not slept; sleeping it held gs_error
+ * near 3,000 inputs/s, most of them idle.
  *
  * Input: byte 0 picks the operation (harness-specific), byte 1 the
  * status (and the status of a retry, which is never retried again: the
@@ -26,6 +29,9 @@
 int __wrap_gcs_http_perform(gcs_http *c, const char *method, const char *url,
     struct curl_slist *hdrs, const char *body, size_t body_len, long timeout_ms,
     gcs_resp *resp, char *errbuf, size_t errlen);
+void __wrap_rt_sleep(int64_t ms);
+
+#define GS_PAUSE_MAX_MS 1 /* the policy's backoff cap, LLVMFuzzerInitialize */
 
 static struct {
 	long status;
@@ -64,12 +70,19 @@ __wrap_gcs_http_perform(gcs_http *c, const char *method, const char *url,
 	return 0;
 }
 
+/* A retry's pause: within the policy, and not slept. */
+void
+__wrap_rt_sleep(int64_t ms)
+{
+	FUZZ_CHECK(ms >= 0 && ms <= GS_PAUSE_MAX_MS);
+}
+
 static gcs_store *gs_store;
 
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	gcs_retry_policy fast = { 4, 1, 1, 1 };
+	gcs_retry_policy fast = { 4, 1, GS_PAUSE_MAX_MS, 1 };
 	gcs_err err;
 
 	(void)argc;
