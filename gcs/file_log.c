@@ -153,7 +153,8 @@ file_wal_open(file_store *fs, gcs_err *err)
 	}
 	if (st.st_size < FILE_WAL_HDR) {
 		/* New (or torn while being created, before any record). */
-		if (wal_make(fs, fd, fs->counter) != 0 || fsync(fs->dirfd) != 0) {
+		if (wal_make(fs, fd, fs->counter) != 0 ||
+		    fsync(fs->dirfd) != 0) {
 			close(fd);
 			return gcs_fail(err, GCS_UNAVAILABLE,
 			    "initialise %s/" WAL_NAME ": %s", fs->dir,

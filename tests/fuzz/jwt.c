@@ -38,7 +38,7 @@
 #define KEYS_DIR "tests/fuzz/keys/"
 #define SECRET   "fuzz-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
-#define ES_HALF  32 /* bytes of R and of S in an ES256 signature */
+#define ES_HALF 32 /* bytes of R and of S in an ES256 signature */
 
 static auth_ctx *ctx;
 static EVP_PKEY *ec_key, *rsa_key;
@@ -97,21 +97,24 @@ done:
 static char *
 token_asym(EVP_PKEY *key, int es, const char *header, const char *payload)
 {
-	char *h = auth_b64url_encode((const unsigned char *)header,
-	    strlen(header));
-	char *p = auth_b64url_encode((const unsigned char *)payload,
-	    strlen(payload));
+	char *h =
+	    auth_b64url_encode((const unsigned char *)header, strlen(header));
+	char *p =
+	    auth_b64url_encode((const unsigned char *)payload, strlen(payload));
 	char *in = NULL, *s = NULL, *tok = NULL;
+	size_t n;
 
 	FUZZ_CHECK(h != NULL && p != NULL);
-	in = malloc(strlen(h) + strlen(p) + 2);
+	n = strlen(h) + strlen(p) + 2;
+	in = malloc(n);
 	FUZZ_CHECK(in != NULL);
-	sprintf(in, "%s.%s", h, p);
+	snprintf(in, n, "%s.%s", h, p);
 	s = sign_asym(key, es, in);
 	if (s != NULL) {
-		tok = malloc(strlen(in) + strlen(s) + 2);
+		n = strlen(in) + strlen(s) + 2;
+		tok = malloc(n);
 		FUZZ_CHECK(tok != NULL);
-		sprintf(tok, "%s.%s", in, s);
+		snprintf(tok, n, "%s.%s", in, s);
 	}
 	free(h);
 	free(p);
