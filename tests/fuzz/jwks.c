@@ -5,6 +5,9 @@
  * keys, each bound to RS256 or ES256 with a parsed public key; and a
  * token signed by the fixed test keys is checked against every key
  * without a memory error (auth_sig_ok).
+ * What bounds its rate is the code under test: every usable key is made
+ * with OpenSSL 3's fromdata, written as PEM and read back (auth_keys.c:
+ * libjwt 1.10 takes PEM), ~1.4 ms a key under the sanitizers.
  */
 #include <jwt.h>
 
