@@ -136,8 +136,9 @@ fuzz-build: deps-test $(FUZZ)
 
 # Every harness FUZZ_S seconds (default 300), one after the other: one
 # line per harness, "fuzz NAME: N execs, C crashes", and a closing line.
+# FUZZ_RUNS=N (optional): each also stops after N executions.
 fuzz: fuzz-build
-	@FUZZ_S=$(FUZZ_S) sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
+	@FUZZ_S=$(FUZZ_S) FUZZ_RUNS=$(FUZZ_RUNS) sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
 
 lint: deps-lint
 	@sh scripts/lint.sh

@@ -4,6 +4,9 @@
 #   build/fuzz/work/NAME), printing "fuzz NAME: N execs, C crashes
 #   (R execs/s)" per harness and a closing line.  Crash, leak and timeout
 #   inputs land in build/fuzz/artifacts/NAME/.  Exit non-zero on any.
+#   With FUZZ_RUNS set, each also stops after that many executions
+#   (libFuzzer's -runs): FUZZ_RUNS=10000000 with a large FUZZ_S gives
+#   every harness its 10 M, each in its own time.
 # run.sh smoke NAME: the `make test` slice: replay every committed
 #   regression input (tests/fuzz/regressions/NAME/), then fuzz for
 #   FUZZ_SMOKE_S seconds (default 2) from the seed corpus.  Inputs of
@@ -45,6 +48,7 @@ fuzz)
 		start=$(date +%s)
 		# shellcheck disable=SC2086
 		"build/fuzz/$name" $OPTS -max_total_time="$secs" \
+		    ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} \
 		    -artifact_prefix="$art/" "$work" \
 		    "tests/fuzz/corpus/$name" >"$log" 2>&1
 		took=$(($(date +%s) - start))
