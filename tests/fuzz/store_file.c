@@ -149,6 +149,13 @@ golden_op(gcs_store *s, int i)
 	json_decref(meta);
 }
 
+/* At exit: the harness's directory goes (one was left per run). */
+static void
+base_remove(void)
+{
+	rm_tree(base);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -175,6 +182,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(run_dir, sizeof(run_dir), "%s/run", base);
 	rm_tree(base);
 	FUZZ_CHECK(mkdir(base, 0700) == 0);
+	atexit(base_remove);
 	gcs_configure(&(gcs_settings){ .file_no_prealloc = true });
 	s = gcs_file_new(golden_dir, &err);
 	FUZZ_CHECK(s != NULL);
