@@ -3,12 +3,15 @@
  * contract: the layout and safety argument are in README ("Semaphores and
  * shared locks: the storage layout").
  *
- * A group is a head object at NAME (metadata lg_kind=group, no lease, no
- * expiry) and one object NAME#LEASE_ID per lease.  An acquire inserts its
+ * A group is a head object at NAME (metadata lg_kind=group) and one object
+ * NAME#LEASE_ID per lease, but for the group's first lease: the insert that
+ * creates the head carries it, and is its grant (the name is absent only
+ * while no group lease can be valid).  Every later acquire inserts its
  * own lease object, recording the head's generation and metageneration,
  * then lists the group: it is granted only if the head is unchanged,
- * every live lease has its mode and limit, and the live leases, its own
- * and pending ones included, are within the limit.  Of any set of leases
+ * every live lease (the head's among them) has its mode and limit, and
+ * the live leases, its own and pending ones included, are within the
+ * limit.  Of any set of leases
  * valid at once, the one that listed last saw all the others, each
  * inserted before its own listing.  A pending lease only ever causes a
  * refusal.  Every loop is bounded; liveness under contention is left to
@@ -21,7 +24,7 @@
 
 #include "group_int.h"
 
-#define AGAIN (-1)    /* the head moved: start over */
+#define AGAIN    (-1) /* the head moved: start over */
 #define EMBEDDED (-2) /* granted: the lease the head carries is ours */
 
 /* The head that carries REQ's lease META: META without the head's

@@ -446,8 +446,8 @@ group_drop_quietly(api_service *svc, const char *name, const gcs_object *o)
 		group_remove_quietly(svc, name, o);
 		return;
 	}
-	if (group_clear_head(svc, name, o->generation, o->metageneration,
-	        &head, &ge) == GCS_OK)
+	if (group_clear_head(svc, name, o->generation, o->metageneration, &head,
+	        &ge) == GCS_OK)
 		gcs_object_clear(&head);
 }
 

@@ -1501,8 +1501,8 @@ test_group_head_lease_counted(void **state)
 	j = api_lock_json(&l, false);
 	h = json_object_get(j, "holders");
 	assert_int_equal(json_array_size(h), 2);
-	assert_string_equal(json_string_value(json_object_get(
-	                        json_array_get(h, 0), "owner")),
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_array_get(h, 0), "owner")),
 	    "a");
 	for (i = 0; i < json_array_size(h); i++)
 		assert_null(json_object_get(json_array_get(h, i), "lease_id"));
@@ -1551,18 +1551,18 @@ test_group_head_lease_exclusive(void **state)
 	assert_int_equal(group_take(f, "rd", "a", API_MODE_SHARED, 1, 2, &a,
 	                     &err),
 	    API_OK);
-	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30,
-	                     &w, &err),
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
 	    API_LOCKED);
 	api_lock_clear(&w);
 	clock_ms += 2500; /* past its ttl, within the margin: still live */
-	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30,
-	                     &w, &err),
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
 	    API_LOCKED);
 	api_lock_clear(&w);
 	clock_ms += 1000;
-	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30,
-	                     &w, &err),
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
 	    API_OK);
 	assert_true(w.fencing_token > a.fencing_token);
 	assert_int_equal(gcs_get(&f->ws->base, "rd", &o, &ge), GCS_OK);
@@ -1600,8 +1600,7 @@ test_group_head_lease_found(void **state)
 	q.limit = 2;
 	m = json_pack("{s:s,s:s,s:s,s:s,s:s}", "lg_kind", "group", "lease_id",
 	    q.lease_id, "owner", "a", "ttl", "30", "limit", "2");
-	assert_int_equal(gcs_insert(&f->ws->base, "found", m, &o, &ge),
-	    GCS_OK);
+	assert_int_equal(gcs_insert(&f->ws->base, "found", m, &o, &ge), GCS_OK);
 	json_decref(m);
 	memset(f->ws->calls, 0, sizeof(f->ws->calls));
 	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
