@@ -171,6 +171,17 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 	return API_OK;
 }
 
+/* Whether NOW, lease OLD renewed, was written past OLD's expiry (others
+ * may have judged it expired): the refresh rule of group leases. */
+static bool
+renewed_late(const gcs_object *old, const gcs_object *now)
+{
+	long ttl = lease_meta_long(old, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
+	    API_TTL_DEFAULT);
+
+	return now->updated_ms > old->updated_ms + (int64_t)ttl * 1000;
+}
+
 /*
  * A keyed acquire whose client key names a live lease of its owner in
  * the group: 1 when that lease was renewed and OUT is the answer, 0 when
@@ -200,6 +211,14 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 	}
 	rc = svc_renew(svc, v.leases[i].name, v.leases[i].obj.generation,
 	    v.leases[i].obj.metageneration, req->ttl, &obj, &ge);
+	if (rc == GCS_OK && renewed_late(&v.leases[i].obj, &obj)) {
+		/* A lister may have counted it free: as group_refresh, it
+		 * is lost; a new lease is acquired instead. */
+		group_drop_quietly(svc, v.leases[i].name, &obj);
+		gcs_object_clear(&obj);
+		group_view_clear(&v);
+		return 0;
+	}
 	if (rc == GCS_OK) {
 		grant(svc, req, v.leases[i].name, &obj, true, out);
 		gcs_object_clear(&obj);

@@ -1613,6 +1613,45 @@ test_group_head_lease_found(void **state)
 	api_lock_clear(&a);
 }
 
+/* A keyed re-acquire renews its own live lease (the head's here); one
+ * whose renewal lands past the lease's expiry (others may have counted
+ * it free) loses it and is granted a new lease instead. */
+static void
+test_group_keyed_late(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
+	assert_string_equal(head_lease_id(f, "keyed", &o), a.lease_id);
+	gcs_object_clear(&o);
+	clock_ms += 1000;
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_OK);
+	assert_string_equal(b.lease_id, a.lease_id);
+	assert_int_equal(b.fencing_token, a.fencing_token);
+	clock_ms += 2500; /* past its ttl, within the margin: found, late */
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_OK);
+	assert_string_not_equal(c.lease_id, a.lease_id);
+	assert_true(c.fencing_token != a.fencing_token);
+	assert_string_equal(head_lease_id(f, "keyed", &o), "");
+	gcs_object_clear(&o);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
 /* The shapes of a group lock in JSON: mode, limit (null for shared),
  * holders without lease_ids, the earliest lease on top. */
 static void
@@ -1759,6 +1798,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_head_lease_found,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_late, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
