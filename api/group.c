@@ -3,12 +3,15 @@
  * contract: the layout and safety argument are in README ("Semaphores and
  * shared locks: the storage layout").
  *
- * A group is a head object at NAME (metadata lg_kind=group, no lease, no
- * expiry) and one object NAME#LEASE_ID per lease.  An acquire inserts its
+ * A group is a head object at NAME (metadata lg_kind=group) and one object
+ * NAME#LEASE_ID per lease, but for the group's first lease: the insert that
+ * creates the head carries it, and is its grant (the name is absent only
+ * while no group lease can be valid).  Every later acquire inserts its
  * own lease object, recording the head's generation and metageneration,
  * then lists the group: it is granted only if the head is unchanged,
- * every live lease has its mode and limit, and the live leases, its own
- * and pending ones included, are within the limit.  Of any set of leases
+ * every live lease (the head's among them) has its mode and limit, and
+ * the live leases, its own and pending ones included, are within the
+ * limit.  Of any set of leases
  * valid at once, the one that listed last saw all the others, each
  * inserted before its own listing.  A pending lease only ever causes a
  * refusal.  Every loop is bounded; liveness under contention is left to
@@ -21,17 +24,39 @@
 
 #include "group_int.h"
 
-#define AGAIN (-1) /* the head moved: start over */
+#define AGAIN    (-1) /* the head moved: start over */
+#define EMBEDDED (-2) /* granted: the lease the head carries is ours */
+
+/* The head that carries REQ's lease META: META without the head's
+ * generations, marked a head.  New reference, or NULL. */
+static json_t *
+head_with_lease(const json_t *meta)
+{
+	json_t *m = json_copy((json_t *)meta);
+
+	if (m == NULL || json_object_del(m, LEASE_KEY_HEAD_GEN) != 0 ||
+	    json_object_del(m, LEASE_KEY_HEAD_METAGEN) != 0 ||
+	    json_object_set_new(m, LEASE_KEY_KIND,
+	        json_string(LEASE_KIND_GROUP)) != 0) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
 
 /*
- * Step 1 of a group acquire: the group head of REQ's name into HEAD,
- * creating it, or taking over an expired exclusive lease by patching it
- * into a head (never delete and insert: see README).  API_OK, AGAIN, or
- * an answer (a live exclusive lease refuses).
+ * Step 1 of a group acquire: the group head of REQ's name into HEAD.  An
+ * absent name is created as a head carrying REQ's lease META: that one
+ * insert is the grant (EMBEDDED), for while any group lease may be valid
+ * the name exists (README).  A head carrying REQ's own lease (an earlier
+ * attempt's insert, applied) is EMBEDDED too.  An expired exclusive lease
+ * is taken over by patching it into a plain head (never delete and
+ * insert: see README).  API_OK, EMBEDDED, AGAIN, or an answer (a live
+ * exclusive lease refuses).
  */
 static int
-head_ready(api_service *svc, const api_acquire_req *req, gcs_object *head,
-    api_lock *out, api_err *err)
+head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
+    gcs_object *head, api_lock *out, api_err *err)
 {
 	gcs_object cur;
 	gcs_err ge;
@@ -40,13 +65,12 @@ head_ready(api_service *svc, const api_acquire_req *req, gcs_object *head,
 
 	rc = gcs_get(svc->store, req->name, &cur, &ge);
 	if (rc == GCS_NOT_FOUND) {
-		if ((m = json_pack("{s:s}", LEASE_KEY_KIND,
-		         LEASE_KIND_GROUP)) == NULL)
+		if ((m = head_with_lease(meta)) == NULL)
 			return api_fail(err, API_INTERNAL, "out of memory");
 		rc = gcs_insert(svc->store, req->name, m, head, &ge);
 		json_decref(m);
 		if (rc == GCS_OK)
-			return API_OK;
+			return EMBEDDED;
 		return rc == GCS_PRECONDITION ? AGAIN
 		                              : svc_store_fail(err, &ge);
 	}
@@ -54,7 +78,11 @@ head_ready(api_service *svc, const api_acquire_req *req, gcs_object *head,
 		return svc_store_fail(err, &ge);
 	if (lease_is_head(&cur)) {
 		*head = cur;
-		return API_OK;
+		return group_head_has_lease(&cur) &&
+		        strcmp(lease_id_of(&cur), req->lease_id) == 0 &&
+		        strcmp(lease_owner_of(&cur), req->owner) == 0
+		    ? EMBEDDED
+		    : API_OK;
 	}
 	if (!lease_expired(&cur)) {
 		/* An exclusive holder: to a semaphore, another limit. */
@@ -88,22 +116,70 @@ is_ours(const gcs_object *o, const api_acquire_req *req)
 	    strcmp(lease_owner_of(o), req->owner) == 0 && !lease_expired(o);
 }
 
+/* Where this instance remembers lease O of NAME, object ONAME: under
+ * ONAME, but the lease a head carries under NAME#LEASE_ID, as the group
+ * leases are (an exclusive lease over a group stays under NAME). */
+static void
+cache_key(char *key, size_t len, const char *name, const char *oname,
+    const gcs_object *o)
+{
+	if (strcmp(oname, name) == 0 && lease_is_head(o))
+		group_obj_name(key, len, name, lease_id_of(o));
+	else
+		api_copy(key, len, oname);
+}
+
+/* Remember lease O of NAME (object ONAME) as this instance's to write. */
+static void
+remember(api_service *svc, const char *name, const char *oname,
+    const gcs_object *o)
+{
+	char key[GCS_NAME_MAX + 1];
+	lease_ref ref;
+
+	cache_key(key, sizeof(key), name, oname, o);
+	memset(&ref, 0, sizeof(ref));
+	api_copy(ref.lease_id, sizeof(ref.lease_id), lease_id_of(o));
+	api_copy(ref.owner, sizeof(ref.owner), lease_owner_of(o));
+	ref.generation = o->generation;
+	ref.metageneration = o->metageneration;
+	ref.updated_ms = o->updated_ms;
+	ref.ttl = (int)lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN,
+	    API_TTL_MAX, API_TTL_DEFAULT);
+	ref.embedded = strcmp(oname, name) == 0 && lease_is_head(o);
+	lease_cache_put(svc->cache, key, &ref);
+}
+
 /* Answer REQ with lease O (object ONAME), granted or found again. */
 static int
 grant(api_service *svc, const api_acquire_req *req, const char *oname,
     const gcs_object *o, bool found, api_lock *out)
 {
+	char key[GCS_NAME_MAX + 1];
 	lease_ref known;
-	bool announced = found &&
-	    lease_cache_get(svc->cache, oname, lease_id_of(o), &known) &&
-	    known.generation == o->generation;
+	bool announced;
 
+	cache_key(key, sizeof(key), req->name, oname, o);
+	announced = found &&
+	    lease_cache_get(svc->cache, key, lease_id_of(o), &known) &&
+	    known.generation == o->generation;
 	lease_read(req->name, o, true, out);
-	svc_remember(svc, oname, lease_id_of(o), req->owner, o);
+	remember(svc, req->name, oname, o);
 	svc_emit(svc, announced ? API_EV_REFRESHED : API_EV_GRANTED, req->name,
 	    req->owner, req->holder, req->owner, NULL, lease_token_of(o),
 	    o->updated_ms);
 	return API_OK;
+}
+
+/* Whether NOW, lease OLD renewed, was written past OLD's expiry (others
+ * may have judged it expired): the refresh rule of group leases. */
+static bool
+renewed_late(const gcs_object *old, const gcs_object *now)
+{
+	long ttl = lease_meta_long(old, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
+	    API_TTL_DEFAULT);
+
+	return now->updated_ms > old->updated_ms + (int64_t)ttl * 1000;
 }
 
 /*
@@ -135,6 +211,14 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 	}
 	rc = svc_renew(svc, v.leases[i].name, v.leases[i].obj.generation,
 	    v.leases[i].obj.metageneration, req->ttl, &obj, &ge);
+	if (rc == GCS_OK && renewed_late(&v.leases[i].obj, &obj)) {
+		/* A lister may have counted it free: as group_refresh, it
+		 * is lost; a new lease is acquired instead. */
+		group_drop_quietly(svc, v.leases[i].name, &obj);
+		gcs_object_clear(&obj);
+		group_view_clear(&v);
+		return 0;
+	}
 	if (rc == GCS_OK) {
 		grant(svc, req, v.leases[i].name, &obj, true, out);
 		gcs_object_clear(&obj);
@@ -247,11 +331,12 @@ group_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 	}
 	for (i = 0; i < API_ACQUIRE_LOOPS; i++) {
 		memset(&head, 0, sizeof(head));
-		rc = head_ready(svc, req, &head, out, err);
-		if (rc == API_OK) {
+		rc = head_ready(svc, req, meta, &head, out, err);
+		if (rc == EMBEDDED) /* announced unless this instance knew */
+			rc = grant(svc, req, req->name, &head, true, out);
+		else if (rc == API_OK)
 			rc = try_group(svc, req, meta, &head, out, err);
-			gcs_object_clear(&head);
-		}
+		gcs_object_clear(&head);
 		if (rc != AGAIN) {
 			json_decref(meta);
 			return rc;
@@ -291,17 +376,27 @@ insert_marker(api_service *svc, const char *oname, int64_t *token, gcs_err *ge)
 }
 
 /* Patch HEAD of NAME into the exclusive lease META flagged over a group,
- * with fencing token TOKEN.  The store's status; OUT on GCS_OK. */
+ * with fencing token TOKEN: every key of the head goes (the lease it may
+ * carry, judged expired), META's are set.  The store's status; OUT on
+ * GCS_OK. */
 static int
 patch_to_lease(api_service *svc, const char *name, const json_t *meta,
     const gcs_object *head, int64_t token, gcs_object *out, gcs_err *ge)
 {
 	char num[32];
-	json_t *p = json_copy((json_t *)meta);
+	json_t *p = json_object(), *v;
+	const char *k;
 	int rc;
 
 	api_fmt_int(num, sizeof(num), token);
-	if (p == NULL ||
+	json_object_foreach(head->metadata, k, v)
+	{
+		if (p != NULL && json_object_set_new(p, k, json_null()) != 0) {
+			json_decref(p);
+			p = NULL;
+		}
+	}
+	if (p == NULL || json_object_update(p, (json_t *)meta) != 0 ||
 	    json_object_set_new(p, LEASE_KEY_KIND, json_null()) != 0 ||
 	    json_object_set_new(p, LEASE_KEY_OVER_GROUP, json_string("1")) ||
 	    json_object_set_new(p, LEASE_KEY_TOKEN, json_string(num))) {
@@ -416,6 +511,34 @@ group_guard_removal(api_service *svc, const char *name, const gcs_object *cur,
 	return svc_store_fail(err, &ge), -1;
 }
 
+/* Read the group lease REQ names: its object ONAME, else the lease the
+ * head carries (*EMBEDDED).  The store's status (GCS_NOT_FOUND when
+ * neither is REQ's lease); CUR on GCS_OK. */
+static int
+read_lease(api_service *svc, const api_lease_req *req, const char *oname,
+    gcs_object *cur, bool *embedded, gcs_err *ge)
+{
+	int rc = gcs_get(svc->store, oname, cur, ge);
+
+	*embedded = false;
+	if (rc == GCS_OK &&
+	    (group_is_marker(cur) || strcmp(lease_id_of(cur), req->lease_id))) {
+		gcs_object_clear(cur);
+		rc = GCS_NOT_FOUND;
+	}
+	if (rc != GCS_NOT_FOUND)
+		return rc;
+	rc = gcs_get(svc->store, req->name, cur, ge);
+	if (rc == GCS_OK &&
+	    (!group_head_has_lease(cur) ||
+	        strcmp(lease_id_of(cur), req->lease_id) != 0)) {
+		gcs_object_clear(cur);
+		rc = GCS_NOT_FOUND;
+	}
+	*embedded = rc == GCS_OK;
+	return rc;
+}
+
 /* The group lease REQ names, into REF (from the cache when USE_CACHE).
  * API_OK, or API_LEASE_NOT_FOUND / API_FORBIDDEN / a store failure. */
 static int
@@ -424,6 +547,7 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 {
 	gcs_object cur;
 	gcs_err ge;
+	bool embedded;
 	int rc;
 
 	if (use_cache &&
@@ -433,13 +557,7 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 			    "this lease belongs to another owner");
 		return API_OK;
 	}
-	rc = gcs_get(svc->store, oname, &cur, &ge);
-	if (rc == GCS_OK &&
-	    (group_is_marker(&cur) ||
-	        strcmp(lease_id_of(&cur), req->lease_id))) {
-		gcs_object_clear(&cur);
-		rc = GCS_NOT_FOUND;
-	}
+	rc = read_lease(svc, req, oname, &cur, &embedded, &ge);
 	if (rc == GCS_NOT_FOUND) {
 		lease_cache_del(svc->cache, oname);
 		return api_fail(err, API_LEASE_NOT_FOUND,
@@ -461,23 +579,26 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 	ref->updated_ms = cur.updated_ms;
 	ref->ttl = (int)lease_meta_long(&cur, LEASE_KEY_TTL, API_TTL_MIN,
 	    API_TTL_MAX, API_TTL_DEFAULT);
+	ref->embedded = embedded;
 	lease_cache_put(svc->cache, oname, ref);
 	gcs_object_clear(&cur);
 	return API_OK;
 }
 
 /*
- * One patch of the lease's own object.  A lister may have judged the
- * lease expired before the patch (and granted a slot on that count), so
- * the refresh counts only when the store time of the patch is not past
- * the expiry of the version it patched; otherwise the lease is deleted
- * and lost.
+ * One patch of the lease's own object (or of the head, for the lease it
+ * carries).  A lister may have judged the lease expired before the patch
+ * (and granted a slot on that count), so the refresh counts only when the
+ * store time of the patch is not past the expiry of the version it
+ * patched; otherwise the lease is deleted (cleared from the head) and
+ * lost.
  */
 int
 group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
     api_err *err)
 {
 	char oname[GCS_NAME_MAX + 1];
+	const char *target;
 	lease_ref ref;
 	gcs_object obj;
 	gcs_err ge;
@@ -488,7 +609,8 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		if ((rc = group_lookup(svc, req, oname, i == 0, &ref, err)) !=
 		    API_OK)
 			return rc;
-		rc = svc_renew(svc, oname, ref.generation, ref.metageneration,
+		target = ref.embedded ? req->name : oname;
+		rc = svc_renew(svc, target, ref.generation, ref.metageneration,
 		    req->ttl, &obj, &ge);
 		if (rc == GCS_PRECONDITION)
 			continue;
@@ -497,7 +619,7 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		if (rc != GCS_OK)
 			return svc_store_fail(err, &ge);
 		if (obj.updated_ms > ref.updated_ms + (int64_t)ref.ttl * 1000) {
-			group_remove_quietly(svc, oname, &obj);
+			group_drop_quietly(svc, target, &obj);
 			gcs_object_clear(&obj);
 			lease_cache_del(svc->cache, oname);
 			svc_emit(svc, API_EV_LOST, req->name, ref.owner, NULL,
@@ -508,7 +630,7 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			    "work it protected");
 		}
 		lease_read(req->name, &obj, true, out);
-		svc_remember(svc, oname, req->lease_id, ref.owner, &obj);
+		remember(svc, req->name, target, &obj);
 		svc_emit(svc, API_EV_REFRESHED, req->name, ref.owner,
 		    out->holder, req->owner, NULL, obj.generation,
 		    obj.updated_ms);
@@ -528,29 +650,58 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 	    "the lease kept changing while refreshing; retry shortly");
 }
 
+/* End lease REF of REQ (object ONAME, or the lease the head carries):
+ * one conditional write.  The store's status. */
+static int
+end_lease(api_service *svc, const api_lease_req *req, const char *oname,
+    const lease_ref *ref, gcs_err *ge)
+{
+	gcs_object head;
+	int rc;
+
+	if (!ref->embedded)
+		return gcs_remove(svc->store, oname, ref->generation,
+		    ref->metageneration, ge);
+	rc = group_clear_head(svc, req->name, ref->generation,
+	    ref->metageneration, &head, ge);
+	if (rc == GCS_OK)
+		gcs_object_clear(&head);
+	return rc;
+}
+
 int
 group_release(api_service *svc, const api_lease_req *req, api_err *err)
 {
 	char oname[GCS_NAME_MAX + 1];
 	lease_ref ref;
 	gcs_err ge;
+	bool sent = false; /* a clearing patch of ours may have applied */
 	int rc, i;
 
 	group_obj_name(oname, sizeof(oname), req->name, req->lease_id);
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
-		if ((rc = group_lookup(svc, req, oname, i == 0, &ref, err)) !=
-		    API_OK)
+		rc = group_lookup(svc, req, oname, i == 0, &ref, err);
+		if (sent && rc == API_LEASE_NOT_FOUND) {
+			memset(err, 0, sizeof(*err));
+			svc_emit(svc, API_EV_RELEASED, req->name, ref.owner,
+			    NULL, req->owner, NULL, ref.generation, 0);
+			return API_OK;
+		}
+		if (rc != API_OK)
 			return rc;
-		rc = gcs_remove(svc->store, oname, ref.generation,
-		    ref.metageneration, &ge);
+		rc = end_lease(svc, req, oname, &ref, &ge);
 		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
 			lease_cache_del(svc->cache, oname);
 			svc_emit(svc, API_EV_RELEASED, req->name, ref.owner,
 			    NULL, req->owner, NULL, ref.generation, 0);
 			return API_OK;
 		}
-		if (rc == GCS_PRECONDITION)
+		if (rc == GCS_PRECONDITION) {
+			/* A 412 after a retried patch of the head: the
+			 * first attempt may have cleared our lease. */
+			sent = sent || (ref.embedded && ge.attempts > 1);
 			continue;
+		}
 		if (rc == GCS_NOT_FOUND) {
 			lease_cache_del(svc->cache, oname);
 			return api_fail(err, API_LEASE_NOT_FOUND,
@@ -594,10 +745,29 @@ group_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
 	return API_OK;
 }
 
+/* End lease E of a view: its object removed, or the head's lease
+ * cleared.  The store's status. */
+static int
+end_entry(api_service *svc, const gcs_entry *e, gcs_err *ge)
+{
+	gcs_object head;
+	int rc;
+
+	if (!group_entry_is_head(e))
+		return gcs_remove(svc->store, e->name, e->obj.generation,
+		    e->obj.metageneration, ge);
+	rc = group_clear_head(svc, e->name, e->obj.generation,
+	    e->obj.metageneration, &head, ge);
+	if (rc == GCS_OK)
+		gcs_object_clear(&head);
+	return rc;
+}
+
 int
 group_force(api_service *svc, const char *name, const char *actor,
     const char *reason, int64_t token, api_err *err)
 {
+	char key[GCS_NAME_MAX + 1];
 	group_view v;
 	gcs_err ge;
 	size_t i;
@@ -617,11 +787,11 @@ group_force(api_service *svc, const char *name, const char *actor,
 		err->reason = "fencing_token_mismatch";
 		return API_LEASE_LOST;
 	}
-	rc = gcs_remove(svc->store, v.leases[i].name,
-	    v.leases[i].obj.generation, v.leases[i].obj.metageneration, &ge);
+	rc = end_entry(svc, &v.leases[i], &ge);
 	if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
 		const gcs_object *o = &v.leases[i].obj;
-		lease_cache_del(svc->cache, v.leases[i].name);
+		group_obj_name(key, sizeof(key), name, lease_id_of(o));
+		lease_cache_del(svc->cache, key);
 		svc_emit(svc, API_EV_FORCED, name, lease_owner_of(o),
 		    json_string_value(
 		        json_object_get(o->metadata, LEASE_KEY_HOLDER)),

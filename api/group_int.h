@@ -21,6 +21,13 @@ typedef struct group_view {
 } group_view;
 
 void group_view_clear(group_view *v);
+/* 1 when O is a group head that carries a lease of its own: the first
+ * lease of a group, granted by the insert that created the head (its
+ * fencing token the head's generation).  A view lists it among its
+ * leases under the lock's own name. */
+int group_head_has_lease(const gcs_object *o);
+/* Whether E, a lease of a view, is the one its head carries. */
+bool group_entry_is_head(const gcs_entry *e);
 /* NAME#LEASE_ID, the object of one lease of NAME, into BUF. */
 void
 group_obj_name(char *buf, size_t len, const char *name, const char *lease_id);
@@ -53,6 +60,15 @@ int group_judge(const group_view *v, const api_acquire_req *req,
  * write); the store's status, OUT on GCS_OK. */
 int group_patch_to_head(api_service *svc, const char *name,
     const gcs_object *cur, gcs_object *out, gcs_err *ge);
+/* Clear the lease a head NAME of generation GEN and metageneration
+ * METAGEN carries (one conditional patch: a plain head stays).  The
+ * store's status; OUT the head on GCS_OK. */
+int group_clear_head(api_service *svc, const char *name, int64_t gen,
+    int64_t metagen, gcs_object *out, gcs_err *ge);
+/* End lease O of a view, object NAME, ignoring the outcome: a lease
+ * object is removed, a head's lease cleared. */
+void
+group_drop_quietly(api_service *svc, const char *name, const gcs_object *o);
 /* Remove O at NAME with its preconditions, ignoring the outcome. */
 void
 group_remove_quietly(api_service *svc, const char *name, const gcs_object *o);

@@ -82,6 +82,39 @@ view_take(group_view *v, const char *name, gcs_entry *e)
 	return 0;
 }
 
+int
+group_head_has_lease(const gcs_object *o)
+{
+	return lease_is_head(o) && lease_id_of(o)[0] != '\0';
+}
+
+bool
+group_entry_is_head(const gcs_entry *e)
+{
+	return strchr(e->name, LEASE_GROUP_SEP) == NULL;
+}
+
+/* Add V's head, which carries a lease, to V's leases under NAME: counted,
+ * shown and judged as every other lease.  0, or -1 out of memory. */
+static int
+view_add_embedded(group_view *v, const char *name)
+{
+	gcs_entry *grown;
+
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 8;
+		if ((grown = realloc(v->leases, cap * sizeof(*grown))) == NULL)
+			return -1;
+		v->leases = grown;
+		v->cap = cap;
+	}
+	if ((v->leases[v->n].name = strdup(name)) == NULL)
+		return -1;
+	gcs_object_copy(&v->leases[v->n].obj, &v->head);
+	v->n++;
+	return 0;
+}
+
 /* List the objects of NAME (the head and NAME#... leases: contiguous,
  * '#' sorting below every lock-name character) into V.  The store's
  * status; V is cleared on failure. */
@@ -125,6 +158,9 @@ group_view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 			done = 1;
 	}
 	free(token);
+	if (rc == GCS_OK && v->has_head && group_head_has_lease(&v->head) &&
+	    view_add_embedded(v, name) != 0)
+		rc = gcs_fail(ge, GCS_NOMEM, "out of memory");
 	if (rc != GCS_OK)
 		group_view_clear(v);
 	return rc;
@@ -375,6 +411,46 @@ group_patch_to_head(api_service *svc, const char *name, const gcs_object *cur,
 	return rc;
 }
 
+int
+group_clear_head(api_service *svc, const char *name, int64_t gen,
+    int64_t metagen, gcs_object *out, gcs_err *ge)
+{
+	static const char *const keys[] = { LEASE_KEY_ID, LEASE_KEY_CLIENT,
+		LEASE_KEY_OWNER, LEASE_KEY_HOLDER, LEASE_KEY_PURPOSE,
+		LEASE_KEY_TTL, LEASE_KEY_EXPECTED, LEASE_KEY_LABELS,
+		LEASE_KEY_CLAIMS, LEASE_KEY_REFRESH, LEASE_KEY_MODE,
+		LEASE_KEY_LIMIT };
+	json_t *p = json_pack("{s:s}", LEASE_KEY_KIND, LEASE_KIND_GROUP);
+	size_t i;
+	int rc;
+
+	for (i = 0; p != NULL && i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_object_set_new(p, keys[i], json_null()) != 0) {
+			json_decref(p);
+			p = NULL;
+		}
+	if (p == NULL)
+		return gcs_fail(ge, GCS_NOMEM, "out of memory");
+	rc = gcs_patch(svc->store, name, gen, metagen, p, out, ge);
+	json_decref(p);
+	return rc;
+}
+
+void
+group_drop_quietly(api_service *svc, const char *name, const gcs_object *o)
+{
+	gcs_object head;
+	gcs_err ge;
+
+	if (strchr(name, LEASE_GROUP_SEP) != NULL) {
+		group_remove_quietly(svc, name, o);
+		return;
+	}
+	if (group_clear_head(svc, name, o->generation, o->metageneration, &head,
+	        &ge) == GCS_OK)
+		gcs_object_clear(&head);
+}
+
 /* Remove object NAME at O's generations, for cleaning up; failures are
  * left for the next one (an expired lease counts for nothing). */
 void
@@ -396,7 +472,8 @@ group_sweep_expired(api_service *svc, const group_view *v)
 	int n = 0;
 
 	for (i = 0; i < v->n && n < GROUP_SWEEP_MAX; i++)
-		if (lease_expired(&v->leases[i].obj)) {
+		if (lease_expired(&v->leases[i].obj) &&
+		    !group_entry_is_head(&v->leases[i])) {
 			group_remove_quietly(svc, v->leases[i].name,
 			    &v->leases[i].obj);
 			n++;

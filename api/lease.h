@@ -90,6 +90,9 @@ typedef struct lease_ref {
 	 * have judged (group.c). */
 	int64_t updated_ms;
 	int ttl;
+	/* A group lease carried by its head (object NAME, not
+	 * NAME#LEASE_ID): group.c. */
+	bool embedded;
 } lease_ref;
 
 typedef struct lease_cache lease_cache;

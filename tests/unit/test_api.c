@@ -1372,30 +1372,46 @@ test_group_flagged_takeover(void **state)
 }
 
 /* A group lease refreshed after its expiry (others may have counted its
- * slot free meanwhile) is lost, and its object removed. */
+ * slot free meanwhile) is lost, and its object removed; the lease the
+ * head carries likewise, cleared from the head (which stays). */
 static void
 test_group_refresh_after_expiry(void **state)
 {
 	fixture *f = *state;
 	api_lease_req q;
-	api_lock a, b, r;
+	api_lock a, b, c, r;
 	api_err err;
 	gcs_object o;
 	gcs_err ge;
 	char oname[400];
 
-	assert_int_equal(group_take(f, "sem", "a", API_MODE_EXCLUSIVE, 2, 2, &a,
+	assert_int_equal(group_take(f, "sem", "a", API_MODE_EXCLUSIVE, 3, 2, &a,
 	                     &err),
 	    API_OK);
-	assert_int_equal(group_take(f, "sem", "b", API_MODE_EXCLUSIVE, 2, 30,
+	assert_int_equal(group_take(f, "sem", "c", API_MODE_EXCLUSIVE, 3, 2, &c,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "sem", "b", API_MODE_EXCLUSIVE, 3, 30,
 	                     &b, &err),
 	    API_OK);
 	clock_ms += 2500; /* past its ttl, within the margin: still good */
 	lease_req(&q, &a, "a", 0);
 	assert_int_equal(api_refresh(f->svc, &q, &r, &err), API_LEASE_LOST);
 	api_lock_clear(&r);
-	snprintf(oname, sizeof(oname), "sem#%s", a.lease_id);
+	assert_int_equal(gcs_get(&f->ws->base, "sem", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
+	    "group");
+	assert_null(json_object_get(o.metadata, "lease_id"));
+	gcs_object_clear(&o);
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err),
+	    API_LEASE_NOT_FOUND);
+	lease_req(&q, &c, "c", 0);
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err), API_LEASE_LOST);
+	api_lock_clear(&r);
+	snprintf(oname, sizeof(oname), "sem#%s", c.lease_id);
 	assert_int_equal(gcs_get(&f->ws->base, oname, &o, &ge), GCS_NOT_FOUND);
+	api_lock_clear(&c);
 	/* Within its ttl a refresh is one write and keeps the lease. */
 	lease_req(&q, &b, "b", 0);
 	f->ws->calls[W_PATCH] = 0;
@@ -1405,6 +1421,235 @@ test_group_refresh_after_expiry(void **state)
 	api_lock_clear(&r);
 	api_lock_clear(&a);
 	api_lock_clear(&b);
+}
+
+/* The head NAME as stored; its lease_id ("" when it carries none). */
+static const char *
+head_lease_id(fixture *f, const char *name, gcs_object *o)
+{
+	gcs_err ge;
+	const char *id;
+
+	assert_int_equal(gcs_get(&f->ws->base, name, o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o->metadata, "lg_kind")),
+	    "group");
+	id = json_string_value(json_object_get(o->metadata, "lease_id"));
+	return id != NULL ? id : "";
+}
+
+/*
+ * The first lease of a group is carried by the head its one insert
+ * creates (token: the head's generation).  Later acquires count it with
+ * the listed ones and check its mode and limit; inspect shows it among
+ * the holders without a lease_id; another instance (no cache) releases
+ * it with one patch, and the head's slot is not reused.
+ */
+static void
+test_group_head_lease_counted(void **state)
+{
+	fixture *f = *state;
+	api_service *other = api_new(&f->ws->base, NULL, NULL);
+	api_lock a, b, c, l;
+	api_lease_req q;
+	api_err err;
+	gcs_object o;
+	gcs_page pg;
+	gcs_err ge;
+	json_t *j, *h;
+	size_t i;
+
+	memset(f->ws->calls, 0, sizeof(f->ws->calls));
+	assert_int_equal(group_take(f, "emb", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	assert_int_equal(f->ws->calls[W_INSERT], 1);
+	assert_int_equal(f->ws->calls[W_PATCH] + f->ws->calls[W_REMOVE], 0);
+	assert_string_equal(head_lease_id(f, "emb", &o), a.lease_id);
+	assert_int_equal(a.fencing_token, o.generation);
+	gcs_object_clear(&o);
+	assert_int_equal(gcs_list(&f->ws->base, "emb#", 10, NULL, &pg, &ge),
+	    GCS_OK);
+	assert_int_equal(pg.n, 0);
+	gcs_page_clear(&pg);
+	/* Its mode and limit are checked as any lease's. */
+	assert_int_equal(group_take(f, "emb", "x", API_MODE_EXCLUSIVE, 3, 30,
+	                     &l, &err),
+	    API_LOCKED);
+	assert_string_equal(err.reason, "limit_mismatch");
+	api_lock_clear(&l);
+	assert_int_equal(group_take(f, "emb", "x", API_MODE_SHARED, 1, 30, &l,
+	                     &err),
+	    API_LOCKED);
+	assert_string_equal(err.reason, "limit_mismatch");
+	api_lock_clear(&l);
+	/* It counts: with one more lease, the limit of 2 is reached. */
+	clock_ms += 10;
+	assert_int_equal(group_take(f, "emb", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	assert_true(b.fencing_token != a.fencing_token);
+	assert_int_equal(group_take(f, "emb", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &c, &err),
+	    API_LOCKED);
+	api_lock_clear(&c);
+	assert_int_equal(group_take(f, "emb", "w", API_MODE_EXCLUSIVE, 1, 30,
+	                     &c, &err),
+	    API_LOCKED);
+	api_lock_clear(&c);
+	assert_int_equal(api_inspect(other, "emb", &l, &err), API_OK);
+	j = api_lock_json(&l, false);
+	h = json_object_get(j, "holders");
+	assert_int_equal(json_array_size(h), 2);
+	assert_string_equal(json_string_value(
+	                        json_object_get(json_array_get(h, 0), "owner")),
+	    "a");
+	for (i = 0; i < json_array_size(h); i++)
+		assert_null(json_object_get(json_array_get(h, i), "lease_id"));
+	json_decref(j);
+	api_lock_clear(&l);
+	/* Released by an instance that never saw it: one patch. */
+	lease_req(&q, &a, "a", 0);
+	memset(f->ws->calls, 0, sizeof(f->ws->calls));
+	assert_int_equal(api_release(other, &q, &err), API_OK);
+	assert_int_equal(f->ws->calls[W_PATCH], 1);
+	assert_int_equal(f->ws->calls[W_INSERT] + f->ws->calls[W_REMOVE], 0);
+	assert_string_equal(head_lease_id(f, "emb", &o), "");
+	gcs_object_clear(&o);
+	assert_int_equal(api_release(f->svc, &q, &err), API_LEASE_NOT_FOUND);
+	/* The freed slot is an object of its own now. */
+	assert_int_equal(group_take(f, "emb", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &c, &err),
+	    API_OK);
+	assert_string_equal(head_lease_id(f, "emb", &o), "");
+	gcs_object_clear(&o);
+	assert_int_equal(api_force_release(f->svc, "emb", "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_LEASE_LOST);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+	api_free(other);
+}
+
+/*
+ * An exclusive acquire is refused while the head's lease is live, and
+ * granted once it expired (on the store's clock, past the margin); its
+ * flagged lease keeps nothing of the head's lease, whose refresh then
+ * finds no lease.
+ */
+static void
+test_group_head_lease_exclusive(void **state)
+{
+	fixture *f = *state;
+	api_lock a, w, r;
+	api_lease_req q;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+
+	assert_int_equal(group_take(f, "rd", "a", API_MODE_SHARED, 1, 2, &a,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
+	    API_LOCKED);
+	api_lock_clear(&w);
+	clock_ms += 2500; /* past its ttl, within the margin: still live */
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
+	    API_LOCKED);
+	api_lock_clear(&w);
+	clock_ms += 1000;
+	assert_int_equal(group_take(f, "rd", "w", API_MODE_EXCLUSIVE, 1, 30, &w,
+	                     &err),
+	    API_OK);
+	assert_true(w.fencing_token > a.fencing_token);
+	assert_int_equal(gcs_get(&f->ws->base, "rd", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lease_id")),
+	    w.lease_id);
+	assert_null(json_object_get(o.metadata, "mode"));
+	assert_null(json_object_get(o.metadata, "lg_kind"));
+	gcs_object_clear(&o);
+	lease_req(&q, &a, "a", 0);
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err),
+	    API_LEASE_NOT_FOUND);
+	api_lock_clear(&r);
+	lease_req(&q, &w, "w", 0);
+	assert_int_equal(api_release(f->svc, &q, &err), API_OK);
+	assert_int_equal(gcs_get(&f->ws->base, "rd", &o, &ge), GCS_NOT_FOUND);
+	api_lock_clear(&a);
+	api_lock_clear(&w);
+}
+
+/* An attempt whose head insert was applied (its answer lost) finds the
+ * head carrying its own lease: granted, with no write. */
+static void
+test_group_head_lease_found(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a;
+	api_err err;
+	gcs_object o;
+	gcs_err ge;
+	json_t *m;
+
+	acq_req(&q, "found", "a", 30);
+	q.limit = 2;
+	m = json_pack("{s:s,s:s,s:s,s:s,s:s}", "lg_kind", "group", "lease_id",
+	    q.lease_id, "owner", "a", "ttl", "30", "limit", "2");
+	assert_int_equal(gcs_insert(&f->ws->base, "found", m, &o, &ge), GCS_OK);
+	json_decref(m);
+	memset(f->ws->calls, 0, sizeof(f->ws->calls));
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
+	assert_int_equal(f->ws->calls[W_INSERT] + f->ws->calls[W_PATCH] +
+	        f->ws->calls[W_REMOVE],
+	    0);
+	assert_string_equal(a.lease_id, q.lease_id);
+	assert_int_equal(a.fencing_token, o.generation);
+	gcs_object_clear(&o);
+	api_lock_clear(&a);
+}
+
+/* A keyed re-acquire renews its own live lease (the head's here); one
+ * whose renewal lands past the lease's expiry (others may have counted
+ * it free) loses it and is granted a new lease instead. */
+static void
+test_group_keyed_late(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
+	assert_string_equal(head_lease_id(f, "keyed", &o), a.lease_id);
+	gcs_object_clear(&o);
+	clock_ms += 1000;
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_OK);
+	assert_string_equal(b.lease_id, a.lease_id);
+	assert_int_equal(b.fencing_token, a.fencing_token);
+	clock_ms += 2500; /* past its ttl, within the margin: found, late */
+	acq_req(&q, "keyed", "a", 2);
+	q.limit = 2;
+	snprintf(q.key, sizeof(q.key), "client-key-1");
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_OK);
+	assert_string_not_equal(c.lease_id, a.lease_id);
+	assert_true(c.fencing_token != a.fencing_token);
+	assert_string_equal(head_lease_id(f, "keyed", &o), "");
+	gcs_object_clear(&o);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
 }
 
 /* The shapes of a group lock in JSON: mode, limit (null for shared),
@@ -1547,6 +1792,14 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_refresh_after_expiry,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_head_lease_counted,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_head_lease_exclusive,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_head_lease_found,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_late, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
