@@ -431,11 +431,11 @@ try_min(const gs_store *g)
 }
 
 /* DEADLINE, or earlier when the process is stopping (gcs_give_up_at) or
- * the calling thread has less time (gcs_give_up_thread). */
+ * the calling task has less time (rt_task_deadline). */
 static int64_t
 give_up_by(int64_t deadline)
 {
-	int64_t cut = gcs_give_up_time(), mine = gcs_give_up_thread_time();
+	int64_t cut = gcs_give_up_time(), mine = rt_task_deadline();
 
 	if (mine > 0 && (cut <= 0 || mine < cut))
 		cut = mine;

@@ -194,6 +194,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	w->done = wait_done;
 	w->allowed = wait_allowed;
 	w->ctx = r;
+	w->loop = r->loop->io;
 	ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	w->fd = ci ? ci->connect_fd : -1;

@@ -3,20 +3,32 @@
  *
  * A request with wait=N that finds its lock held is suspended (http.c) and
  * queued here behind the earlier waiters of the same lock on this instance.
- * A few poller threads share the work: for each lock with waiters, one
- * store read per poll interval decides whether the head of the queue may
- * try to take it.  The interval backs off (capped, jittered) while the lock
- * stays held, and is cut short by the lease's expiry or by a release
- * handled on this instance (srv_waits_wake), which tries the head at once.
- * Only the head ever tries, so waiters on one instance are served first
- * come, first served.  A grant of a semaphore or shared lease may leave
- * room for more: the next head then looks at once, and so on until one
- * is refused, so a release wakes as many waiters as there are free slots
- * (readers up to the first writer).
+ * Each lock with waiters has one task (lock_task) on an event loop, the
+ * loop of its first waiter's connection: one store read per poll
+ * interval, through that loop's libcurl multi like any request, decides
+ * whether the head of the queue may try to take it.  Between polls the
+ * task sleeps on an rt_waiter.  The interval backs off (capped, jittered)
+ * while the lock stays held, and is cut short by the lease's expiry or by
+ * a release handled on this instance (srv_waits_wake, from any loop),
+ * which wakes the task to try the head at once.  Only the head ever
+ * tries, so waiters on one instance are served first come, first served.
+ * A grant of a semaphore or shared lease may leave room for more: the
+ * next head then looks at once, and so on until one is refused, so a
+ * release wakes as many waiters as there are free slots (readers up to
+ * the first writer).  The read gives up by the head's deadline (its
+ * task's rt_task_deadline).
  *
  * Every wait has a deadline; a client that hangs up is noticed within
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
- * libmicrohttpd); on shutdown every waiter is answered 503.
+ * libmicrohttpd).  That is the sweeper's work, one thread for every lock:
+ * a lock's task may spend a storage call's whole budget on its head's
+ * write, and the waiters behind it must still be answered on time.  The
+ * sweeper stays a thread, not a task, because it only takes waiters out
+ * of queues and resumes their connections (any thread may), never calls
+ * the store, and so needs no loop: a waiter whose end needs a store call
+ * (below) is handed to its lock's task.  On shutdown every waiter is
+ * answered 503, and each lock's task ends once its queue is empty; a
+ * loop stops only after its tasks have ended.
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
@@ -25,6 +37,7 @@
  * answer lost to a storage failure) releases whatever lease that
  * attempt's lease_id holds: except for a request with a client key,
  * whose lease another request may have handed out (see give_back).
+ * Those releases are made by the lock's task.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +47,7 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "rt/rt.h"
 #include "srv.h"
 #include "util/clock.h"
 
@@ -46,11 +60,12 @@ enum {
 
 typedef struct wlock {
 	struct wlock *next;
+	srv_waits *ws;
 	srv_waiter *head, *tail;
-	int64_t next_poll; /* monotonic ms */
-	int backoff;       /* ms */
-	bool busy;         /* a poller is working on it, head included */
-	bool woken;        /* a lease ended here: try the head at once */
+	srv_waiter *gone; /* swept, to be given back and answered by the task */
+	rt_waiter *sleep; /* the task's wait while it sleeps (wake_task) */
+	bool busy;        /* the task is polling for the head */
+	bool woken;       /* a lease ended here: try the head at once */
 	char name[];
 } wlock;
 
@@ -68,15 +83,13 @@ struct srv_waits {
 	size_t max_total, max_owner;
 	owner_count *owners[OWNER_BUCKETS];
 	pthread_mutex_t mu;
-	pthread_cond_t cv;       /* pollers */
+	pthread_cond_t cv;       /* the last lock task ended (srv_waits_free) */
 	pthread_cond_t sweep_cv; /* the sweeper: only to stop */
 	wlock *locks;
 	size_t nwaiters;
+	int ntasks;    /* lock tasks alive: as many as LOCKS */
 	bool refusing; /* shutdown began: no new waiters */
-	bool stopping; /* pollers must exit */
-	int64_t next_sweep;
-	int nthreads;
-	pthread_t threads[SRV_WAIT_THREADS];
+	bool stopping; /* the sweeper must exit */
 	bool sweeping; /* the sweeper thread runs */
 	pthread_t sweep_thread;
 };
@@ -252,49 +265,6 @@ deliver(srv_waits *ws, srv_waiter *finished)
 	}
 }
 
-/* Move waiters past their deadline, or whose client left, to *FIN. */
-static void
-sweep(srv_waits *ws, int64_t now, srv_waiter **fin)
-{
-	wlock *l, *lnext;
-	srv_waiter *w, *wnext;
-
-	for (l = ws->locks; l != NULL; l = lnext) {
-		lnext = l->next;
-		for (w = l->head; w != NULL; w = wnext) {
-			wnext = w->next;
-			if (l->busy && w == l->head)
-				continue; /* its poller decides */
-			if (now < w->deadline_ms && !hung_up(w->fd))
-				continue;
-			leave(ws, l, w);
-			if (now < w->deadline_ms)
-				w->hung_up = true;
-			/* else: answered with the last holder seen */
-			w->next = *fin;
-			*fin = w;
-		}
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-	}
-}
-
-static wlock *
-due(srv_waits *ws, int64_t now, int64_t *next)
-{
-	wlock *l;
-
-	for (l = ws->locks; l != NULL; l = l->next) {
-		if (l->busy || l->head == NULL)
-			continue;
-		if (l->woken || l->next_poll <= now)
-			return l;
-		if (l->next_poll < *next)
-			*next = l->next_poll;
-	}
-	return NULL;
-}
-
 /* Replace the holder a waiter will be shown if its wait runs out. */
 static void
 note_holder(srv_waiter *w, api_lock *holder, const api_err *err, int rc)
@@ -360,9 +330,9 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 		 * the waiter's deadline (a slow storage must not hold its
 		 * answer up); the write below keeps its own budget, as one
 		 * cut short might leave a lease nobody is told of. */
-		gcs_give_up_thread(w->deadline_ms);
+		rt_task_deadline_set(w->deadline_ms);
 		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
-		gcs_give_up_thread(0);
+		rt_task_deadline_set(0);
 		if (rc == API_LOCKED) {
 			w->maybe_granted = false; /* ours would be API_OK */
 			*hint_ms = expiry_hint(&seen);
@@ -400,10 +370,66 @@ poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
 	return rc;
 }
 
+/* Wake L's task if it sleeps (mutex held): it looks at its lock again. */
+static void
+wake_task(wlock *l)
+{
+	if (l->sleep != NULL) {
+		rt_waiter_wake(l->sleep);
+		l->sleep = NULL;
+	}
+}
+
+/*
+ * Take the waiters of L whose wait ends now out of its queue: every one
+ * when ALL (shutdown: answered 503), else those past their deadline or
+ * whose client left.  The head of a lock being polled stays: its task
+ * decides.  A waiter whose end needs a give-back (a store call, made only
+ * by a task) goes on L's gone list for L's task; the others onto *FIN.
+ * Mutex held.
+ */
+static void
+sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
+{
+	srv_waiter *w, *wnext;
+
+	for (w = l->head; w != NULL; w = wnext) {
+		wnext = w->next;
+		if (l->busy && w == l->head)
+			continue;
+		if (!all && now < w->deadline_ms && !hung_up(w->fd))
+			continue;
+		leave(ws, l, w);
+		if (all)
+			w->rc = API_SHUTTING_DOWN;
+		else if (now < w->deadline_ms)
+			w->hung_up = true;
+		/* else: answered with the last holder seen */
+		if (w->maybe_granted) {
+			w->next = l->gone;
+			l->gone = w;
+		} else {
+			w->next = *fin;
+			*fin = w;
+		}
+	}
+	if (l->gone != NULL || l->head == NULL)
+		wake_task(l);
+}
+
+static void
+sweep(srv_waits *ws, int64_t now, bool all, srv_waiter **fin)
+{
+	wlock *l;
+
+	for (l = ws->locks; l != NULL; l = l->next)
+		sweep_lock(ws, l, now, all, fin);
+}
+
 /*
  * Answers the waiters whose deadline passed or whose client left, every
- * SRV_HANGUP_CHECK_MS.  The pollers sweep too, but they all may be waiting
- * on a slow storage at once.
+ * SRV_HANGUP_CHECK_MS, across every lock: a lock's task may be in a slow
+ * storage call for its head meanwhile.  It never calls the store itself.
  */
 static void *
 sweeper(void *arg)
@@ -417,7 +443,7 @@ sweeper(void *arg)
 	while (!ws->stopping) {
 		fin = NULL;
 		next = util_mono_ms() + SRV_HANGUP_CHECK_MS;
-		sweep(ws, util_mono_ms(), &fin);
+		sweep(ws, util_mono_ms(), false, &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
@@ -433,90 +459,108 @@ sweeper(void *arg)
 	return NULL;
 }
 
-static void *
-poller(void *arg)
+/* A lock's task's pace of polling. */
+typedef struct pace {
+	int64_t next_poll; /* monotonic ms */
+	int backoff;       /* ms */
+	unsigned seed;
+} pace;
+
+/* One poll for L's head, made without the mutex (held on entry and
+ * exit); a head whose wait ended goes onto *FIN. */
+static void
+poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 {
-	srv_waits *ws = arg;
-	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)util_mono_ms();
-	srv_waiter *fin;
-	struct timespec ts;
-	int64_t now, next, hint;
-	wlock *l;
-	srv_waiter *w;
-	bool woken;
+	srv_waiter *w = l->head;
+	bool woken = l->woken;
+	int64_t hint;
 	int rc, ms;
 
+	l->busy = true;
+	l->woken = false;
+	pthread_mutex_unlock(&ws->mu);
+	rc = poll_once(ws, w, woken, &hint);
 	pthread_mutex_lock(&ws->mu);
-	while (!ws->stopping) {
-		fin = NULL;
-		now = util_mono_ms();
-		if (now >= ws->next_sweep) {
-			ws->next_sweep = now + SRV_HANGUP_CHECK_MS;
-			sweep(ws, now, &fin);
-		}
-		next = ws->next_sweep;
-		l = due(ws, now, &next);
-		if (l != NULL) {
-			l->busy = true;
-			woken = l->woken;
-			l->woken = false;
-			w = l->head;
-			pthread_mutex_unlock(&ws->mu);
-			rc = poll_once(ws, w, woken, &hint);
-			pthread_mutex_lock(&ws->mu);
-			l->busy = false;
-			now = util_mono_ms();
-			if (rc == API_OK || rc == POLL_GONE ||
-			    rc == POLL_REFUSED || rc == POLL_LATE ||
-			    ws->refusing) {
-				leave(ws, l, w);
-				if (rc == POLL_GONE)
-					w->hung_up = true;
-				else if (rc != API_OK && rc != POLL_REFUSED &&
-				    rc != POLL_LATE)
-					w->rc = API_SHUTTING_DOWN;
-				w->next = fin;
-				fin = w;
-				l->backoff = SRV_POLL_MIN_MS;
-			} else {
-				l->backoff = l->backoff * 2;
-				if (l->backoff > SRV_POLL_MAX_MS)
-					l->backoff = SRV_POLL_MAX_MS;
-			}
-			ms = jitter(l->backoff, &seed);
-			if (hint >= 0 && hint < ms)
-				ms = (int)hint;
-			/* A semaphore or shared lock may have more free
-			 * slots: the next waiter looks at once, and so on
-			 * until one is refused. */
-			if (rc == API_OK && api_acquire_is_group(w->req))
-				ms = 0;
-			l->next_poll = now + ms;
-			if (l->head == NULL)
-				unlink_lock(ws, l);
-		}
+	l->busy = false;
+	if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
+	    rc == POLL_LATE || ws->refusing) {
+		leave(ws, l, w);
+		if (rc == POLL_GONE)
+			w->hung_up = true;
+		else if (rc != API_OK && rc != POLL_REFUSED && rc != POLL_LATE)
+			w->rc = API_SHUTTING_DOWN;
+		w->next = *fin;
+		*fin = w;
+		p->backoff = SRV_POLL_MIN_MS;
+	} else {
+		p->backoff = p->backoff * 2;
+		if (p->backoff > SRV_POLL_MAX_MS)
+			p->backoff = SRV_POLL_MAX_MS;
+	}
+	ms = jitter(p->backoff, &p->seed);
+	if (hint >= 0 && hint < ms)
+		ms = (int)hint;
+	/* A semaphore or shared lock may have more free slots: the next
+	 * waiter looks at once, and so on until one is refused. */
+	if (rc == API_OK && api_acquire_is_group(w->req))
+		ms = 0;
+	p->next_poll = util_mono_ms() + ms;
+}
+
+/*
+ * The task of lock L, on the loop of its first waiter: until its queue
+ * is empty, it answers the waiters the sweeper left to it, polls for the
+ * head when due (or woken), and sleeps on an rt_waiter meanwhile, which
+ * srv_waits_wake, the sweeper and shutdown wake.  It then takes L out of
+ * the table and frees it, under the mutex: a later waiter makes a new one.
+ */
+static void
+lock_task(void *arg)
+{
+	wlock *l = arg;
+	srv_waits *ws = l->ws;
+	pace p = { util_mono_ms() + SRV_POLL_MIN_MS, SRV_POLL_MIN_MS,
+		(unsigned)(uintptr_t)l ^ (unsigned)util_mono_ms() };
+	srv_waiter *fin;
+	rt_waiter sleep;
+
+	pthread_mutex_lock(&ws->mu);
+	for (;;) {
+		fin = l->gone;
+		l->gone = NULL;
+		if (ws->refusing)
+			sweep_lock(ws, l, 0, true, &fin);
+		else if (fin == NULL && l->head != NULL &&
+		    (l->woken || util_mono_ms() >= p.next_poll))
+			poll_head(ws, l, &p, &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
 			pthread_mutex_lock(&ws->mu);
 			continue;
 		}
-		if (l != NULL)
+		if (l->head == NULL && l->gone == NULL)
+			break;
+		if (l->gone != NULL || l->woken ||
+		    util_mono_ms() >= p.next_poll)
 			continue;
-		ts.tv_sec = next / 1000;
-		ts.tv_nsec = (next % 1000) * 1000000;
-		pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
+		rt_waiter_init(&sleep);
+		l->sleep = &sleep;
+		pthread_mutex_unlock(&ws->mu);
+		rt_waiter_wait(&sleep, p.next_poll);
+		pthread_mutex_lock(&ws->mu);
+		l->sleep = NULL;
 	}
+	unlink_lock(ws, l);
+	if (--ws->ntasks == 0)
+		pthread_cond_broadcast(&ws->cv);
 	pthread_mutex_unlock(&ws->mu);
-	return NULL;
 }
-
 srv_waits *
 srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 {
 	srv_waits *ws = calloc(1, sizeof(*ws));
 	pthread_condattr_t ca;
-	int i;
 
 	if (ws == NULL)
 		return NULL;
@@ -529,12 +573,7 @@ srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 	pthread_cond_init(&ws->cv, &ca);
 	pthread_cond_init(&ws->sweep_cv, &ca);
 	pthread_condattr_destroy(&ca);
-	for (i = 0; i < SRV_WAIT_THREADS; i++) {
-		if (pthread_create(&ws->threads[i], NULL, poller, ws) != 0)
-			break;
-		ws->nthreads++;
-	}
-	ws->sweeping = ws->nthreads > 0 &&
+	ws->sweeping =
 	    pthread_create(&ws->sweep_thread, NULL, sweeper, ws) == 0;
 	if (!ws->sweeping) {
 		srv_waits_free(ws);
@@ -543,44 +582,52 @@ srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 	return ws;
 }
 
+/* The entry of NAME with its task on LOOP, new; NULL when out of memory.
+ * Mutex held. */
+static wlock *
+lock_new(srv_waits *ws, const char *name, rt_loop *loop)
+{
+	size_t len = strlen(name);
+	wlock *l;
+
+	if (loop == NULL || (l = calloc(1, sizeof(*l) + len + 1)) == NULL)
+		return NULL;
+	memcpy(l->name, name, len + 1);
+	l->ws = ws;
+	/* It starts once this call has let the mutex go. */
+	if (rt_loop_spawn_remote(loop, lock_task, l, NULL) != 0) {
+		free(l);
+		return NULL;
+	}
+	ws->ntasks++;
+	l->next = ws->locks;
+	ws->locks = l;
+	return l;
+}
+
 int
 srv_waits_add(srv_waits *ws, srv_waiter *w)
 {
-	size_t len = strlen(w->req->name);
 	wlock *l;
+	int rc = SRV_WAITS_STOPPING;
 
 	pthread_mutex_lock(&ws->mu);
-	if (ws->refusing) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_STOPPING;
-	}
-	if (ws->nwaiters >= ws->max_total) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_FULL;
-	}
-	if (owner_waiters(ws, w->req->owner) >= ws->max_owner) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_OWNER_FULL;
-	}
-	l = find(ws, w->req->name);
-	if (l == NULL) {
-		l = calloc(1, sizeof(*l) + len + 1);
-		if (l == NULL) {
-			pthread_mutex_unlock(&ws->mu);
-			return SRV_WAITS_STOPPING;
-		}
-		memcpy(l->name, w->req->name, len + 1);
-		l->backoff = SRV_POLL_MIN_MS;
-		l->next_poll = util_mono_ms() + SRV_POLL_MIN_MS;
-		l->next = ws->locks;
-		ws->locks = l;
-	}
-	if (owner_add(ws, w->req->owner, 1) != 0) {
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_STOPPING;
-	}
+	if (ws->refusing)
+		goto out;
+	rc = SRV_WAITS_FULL;
+	if (ws->nwaiters >= ws->max_total)
+		goto out;
+	rc = SRV_WAITS_OWNER_FULL;
+	if (owner_waiters(ws, w->req->owner) >= ws->max_owner)
+		goto out;
+	/* Out of memory: as if stopping.  A new lock's task, which has not
+	 * started yet, ends at once with an empty queue. */
+	rc = SRV_WAITS_STOPPING;
+	if ((l = find(ws, w->req->name)) == NULL &&
+	    (l = lock_new(ws, w->req->name, w->loop)) == NULL)
+		goto out;
+	if (owner_add(ws, w->req->owner, 1) != 0)
+		goto out;
 	w->next = NULL;
 	if (l->tail)
 		l->tail->next = w;
@@ -589,9 +636,10 @@ srv_waits_add(srv_waits *ws, srv_waiter *w)
 	l->tail = w;
 	ws->nwaiters++;
 	metrics_waiters_add(1);
-	pthread_cond_signal(&ws->cv);
+	rc = SRV_WAITS_QUEUED;
+out:
 	pthread_mutex_unlock(&ws->mu);
-	return SRV_WAITS_QUEUED;
+	return rc;
 }
 
 int
@@ -629,7 +677,7 @@ srv_waits_wake(srv_waits *ws, const char *name)
 	pthread_mutex_lock(&ws->mu);
 	if ((l = find(ws, name)) != NULL) {
 		l->woken = true;
-		pthread_cond_signal(&ws->cv);
+		wake_task(l);
 	}
 	pthread_mutex_unlock(&ws->mu);
 }
@@ -648,26 +696,11 @@ srv_waits_count(srv_waits *ws)
 void
 srv_waits_shutdown(srv_waits *ws)
 {
-	srv_waiter *fin = NULL, *w, *wnext;
-	wlock *l, *lnext;
+	srv_waiter *fin = NULL;
 
 	pthread_mutex_lock(&ws->mu);
 	ws->refusing = true;
-	for (l = ws->locks; l != NULL; l = lnext) {
-		lnext = l->next;
-		for (w = l->head; w != NULL; w = wnext) {
-			wnext = w->next;
-			if (l->busy && w == l->head)
-				continue; /* its poller answers it */
-			leave(ws, l, w);
-			w->rc = API_SHUTTING_DOWN;
-			w->next = fin;
-			fin = w;
-		}
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-	}
-	pthread_cond_broadcast(&ws->cv);
+	sweep(ws, 0, true, &fin);
 	pthread_mutex_unlock(&ws->mu);
 	deliver(ws, fin);
 }
@@ -675,6 +708,8 @@ srv_waits_shutdown(srv_waits *ws)
 void
 srv_waits_free(srv_waits *ws)
 {
+	struct timespec ts;
+	int64_t by;
 	int i;
 
 	if (ws == NULL)
@@ -682,15 +717,28 @@ srv_waits_free(srv_waits *ws)
 	srv_waits_shutdown(ws);
 	pthread_mutex_lock(&ws->mu);
 	ws->stopping = true;
-	pthread_cond_broadcast(&ws->cv);
 	pthread_cond_broadcast(&ws->sweep_cv);
 	pthread_mutex_unlock(&ws->mu);
-	for (i = 0; i < ws->nthreads; i++)
-		pthread_join(ws->threads[i], NULL);
 	if (ws->sweeping)
 		pthread_join(ws->sweep_thread, NULL);
-	/* A poller that was busy at shutdown answered its waiter. */
-	srv_waits_shutdown(ws);
+	/* The lock tasks answer what they hold and end, on loops that run
+	 * until their tasks have ended (or their drain budget has). */
+	by = util_mono_ms() + SRV_WAIT_TASKS_END_MS;
+	ts.tv_sec = by / 1000;
+	ts.tv_nsec = (by % 1000) * 1000000;
+	pthread_mutex_lock(&ws->mu);
+	while (ws->ntasks > 0 &&
+	    pthread_cond_timedwait(&ws->cv, &ws->mu, &ts) == 0)
+		;
+	i = ws->ntasks;
+	pthread_mutex_unlock(&ws->mu);
+	if (i > 0) {
+		/* A task outlived its loop's drain budget (a storage call
+		 * that would not end): the process is ending, and what it
+		 * may still touch is left as it is. */
+		srv_logf("WARNING", "%d waiter tasks still running at exit", i);
+		return;
+	}
 	for (i = 0; i < OWNER_BUCKETS; i++)
 		while (ws->owners[i] != NULL) {
 			owner_count *dead = ws->owners[i];
