@@ -65,7 +65,11 @@ typedef struct wlock {
 	srv_waiter *gone; /* swept, to be given back and answered by the task */
 	rt_waiter *sleep; /* the task's wait while it sleeps (wake_task) */
 	bool busy;        /* the task is polling for the head */
-	bool woken;       /* a lease ended here: try the head at once */
+	/* While busy: the sweeper answered the head (its wait ran out, or
+	 * its client left), and the task touches it no more; owing the
+	 * give-back of whatever its first attempt may have left. */
+	bool head_left, head_owed;
+	bool woken; /* a lease ended here: try the head at once */
 	char name[];
 } wlock;
 
@@ -212,7 +216,7 @@ hung_up(int fd)
 }
 
 /*
- * Give back the lease LEASE_ID of W's request, granted but never to be
+ * Give back the lease LEASE_ID of REQ, granted but never to be
  * answered: a release as its owner, which removes that lease and nothing
  * else (another lease has another lease_id).  Best effort: if the storage
  * fails, the TTL frees the lock.
@@ -224,17 +228,17 @@ hung_up(int fd)
  * again with its key, or its TTL frees the lock.
  */
 static void
-give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
+give_back(srv_waits *ws, const api_acquire_req *req, const char *lease_id)
 {
 	api_lease_req q;
 	api_err err;
 	int rc;
 
-	if (w->req->key[0] != '\0')
+	if (req->key[0] != '\0')
 		return;
 	memset(&q, 0, sizeof(q));
-	api_copy(q.name, sizeof(q.name), w->req->name);
-	api_copy(q.owner, sizeof(q.owner), w->req->owner);
+	api_copy(q.name, sizeof(q.name), req->name);
+	api_copy(q.owner, sizeof(q.owner), req->owner);
 	api_copy(q.lease_id, sizeof(q.lease_id), lease_id);
 	rc = api_release(ws->svc, &q, &err);
 	if (rc == API_OK) {
@@ -243,7 +247,7 @@ give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
 		srv_logf("WARNING",
 		    "a lease on %s that nobody will be told of could not be "
 		    "given back (%s); it frees itself when its TTL runs out",
-		    w->req->name, err.message);
+		    req->name, err.message);
 	}
 }
 
@@ -257,7 +261,7 @@ deliver(srv_waits *ws, srv_waiter *finished)
 		next = w->next;
 		w->next = NULL;
 		if (w->rc != API_OK && w->maybe_granted)
-			give_back(ws, w, w->req->lease_id);
+			give_back(ws, w->req, w->req->lease_id);
 		metrics_wait_observe(
 		    (double)(util_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
@@ -309,64 +313,133 @@ expiry_hint(const api_lock *held)
 	return held->expires_at_ms + API_EXPIRY_MARGIN_MS - held->now_ms;
 }
 
-/*
- * One poll for the head waiter W of a lock, made without the mutex.
- * Returns the api code: API_OK = W was granted (w->lock is the lease),
- * or a POLL_ code.
- */
-static int
-poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
-{
+/* What a lock's task knows of the poll it makes for its head W, whose
+ * request it copied (Q): the sweeper may answer W meanwhile (l->head_left),
+ * and W is then touched no more. */
+typedef struct poll_ctx {
+	wlock *l;
+	srv_waiter *w;
+	api_acquire_req q; /* W's request; its json values referenced */
+	int64_t hint_ms;   /* until the lease seen may end; -1: no hint */
 	api_lock seen;
 	api_err err;
+} poll_ctx;
+
+/*
+ * The read before a write, without the mutex: whether anyone may try at
+ * all (the lock is free, expired, or this request's own lease: an earlier
+ * attempt whose insert was applied though its answer was lost, which the
+ * write renews).  It ends by the waiter's deadline (a slow storage must
+ * not hold its answer up); the write keeps its own budget, as one cut
+ * short might leave a lease nobody is told of.  Then, mutex held: API_OK
+ * when the write may start, or the poll's end.
+ */
+static int
+poll_read(srv_waits *ws, poll_ctx *c, bool woken)
+{
+	int rc = API_OK;
+
+	if (!woken) {
+		pthread_mutex_unlock(&ws->mu);
+		rt_task_deadline_set(c->w->deadline_ms);
+		rc = api_acquire_peek(ws->svc, &c->q, &c->seen, &c->err);
+		rt_task_deadline_set(0);
+		pthread_mutex_lock(&ws->mu);
+	}
+	if (c->l->head_left) {
+		api_lock_clear(&c->seen);
+		return POLL_GONE;
+	}
+	if (!woken && rc == API_LOCKED) {
+		c->w->maybe_granted = false; /* ours would be API_OK */
+		c->hint_ms = expiry_hint(&c->seen);
+		c->err.retry_after =
+		    c->hint_ms < 0 ? 2 : (int)(c->hint_ms / 1000 + 1);
+		snprintf(c->err.message, sizeof(c->err.message),
+		    "the lock is still held by %.180s: the wait ran out",
+		    c->seen.owner);
+		note_holder(c->w, &c->seen, &c->err, API_LOCKED);
+		return API_LOCKED;
+	}
+	api_lock_clear(&c->seen);
+	if (rc != API_OK)
+		return rc; /* storage trouble: try again later */
+	return may_write(c->w);
+}
+
+/*
+ * The write, without the mutex, then (mutex held) its outcome for W.  It
+ * may take the storage's whole budget: W's client may have left, or its
+ * wait run out, meanwhile; a grant nobody will be told of is given back.
+ * Returns the api code, API_OK = W was granted (w->lock is the lease), or
+ * a POLL_ code.
+ */
+static int
+poll_write(srv_waits *ws, poll_ctx *c)
+{
+	const char *back = NULL; /* a lease_id to give back */
+	int rc, end;
+
+	pthread_mutex_unlock(&ws->mu);
+	rc = api_acquire(ws->svc, &c->q, &c->seen, &c->err);
+	pthread_mutex_lock(&ws->mu);
+	if (c->l->head_left) {
+		end = POLL_GONE;
+		if (rc == API_OK)
+			back = c->seen.lease_id;
+		else if (rc != API_LOCKED)
+			back = c->q.lease_id; /* it may have been applied */
+	} else if (rc == API_OK && (end = may_write(c->w)) != API_OK) {
+		back = c->seen.lease_id;
+	} else {
+		end = rc;
+		c->w->maybe_granted = rc != API_OK && rc != API_LOCKED;
+		if (rc == API_LOCKED)
+			c->hint_ms = expiry_hint(&c->seen);
+		if (rc == API_OK || rc == API_LOCKED)
+			note_holder(c->w, &c->seen, &c->err, rc);
+	}
+	if (back != NULL) {
+		pthread_mutex_unlock(&ws->mu);
+		give_back(ws, &c->q, back);
+		pthread_mutex_lock(&ws->mu);
+	}
+	api_lock_clear(&c->seen);
+	return end;
+}
+
+/*
+ * One poll for the head of L, mutex held on entry and exit (let go while
+ * the store works).  Returns the api code, API_OK = the head was granted,
+ * or a POLL_ code; POLL_GONE too when the sweeper answered the head
+ * meanwhile, after the give-back it was owed, if any.
+ */
+static int
+poll_once(srv_waits *ws, wlock *l, bool woken, int64_t *hint_ms)
+{
+	poll_ctx c;
 	int rc;
 
-	*hint_ms = -1;
-	if (!woken) {
-		/* One read tells whether anyone may try at all: the lock is
-		 * free, expired, or this request's own lease (an earlier
-		 * attempt whose insert was applied though its answer was
-		 * lost, which the attempt below renews).  The read ends by
-		 * the waiter's deadline (a slow storage must not hold its
-		 * answer up); the write below keeps its own budget, as one
-		 * cut short might leave a lease nobody is told of. */
-		rt_task_deadline_set(w->deadline_ms);
-		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
-		rt_task_deadline_set(0);
-		if (rc == API_LOCKED) {
-			w->maybe_granted = false; /* ours would be API_OK */
-			*hint_ms = expiry_hint(&seen);
-			err.retry_after =
-			    *hint_ms < 0 ? 2 : (int)(*hint_ms / 1000 + 1);
-			snprintf(err.message, sizeof(err.message),
-			    "the lock is still held by %.180s: the wait ran "
-			    "out",
-			    seen.owner);
-			note_holder(w, &seen, &err, API_LOCKED);
-			return API_LOCKED;
-		}
-		api_lock_clear(&seen);
-		if (rc != API_OK)
-			return rc; /* storage trouble: try again later */
+	memset(&c, 0, sizeof(c));
+	c.l = l;
+	c.w = l->head;
+	c.q = *c.w->req;
+	json_incref(c.q.labels);
+	json_incref(c.q.claims);
+	c.hint_ms = -1;
+	l->head_left = false;
+	l->head_owed = false;
+	rc = poll_read(ws, &c, woken);
+	if (rc == API_OK)
+		rc = poll_write(ws, &c);
+	else if (l->head_left && l->head_owed) {
+		pthread_mutex_unlock(&ws->mu);
+		give_back(ws, &c.q, c.q.lease_id);
+		pthread_mutex_lock(&ws->mu);
 	}
-	if ((rc = may_write(w)) != API_OK)
-		return rc;
-	rc = api_acquire(ws->svc, w->req, &seen, &err);
-	/* The write may take the storage's whole budget: the client may
-	 * have left, or its wait run out, meanwhile. */
-	if (rc == API_OK && (rc = may_write(w)) != API_OK) {
-		give_back(ws, w, seen.lease_id);
-		api_lock_clear(&seen);
-		return rc;
-	}
-	w->maybe_granted = rc != API_OK && rc != API_LOCKED;
-	if (rc == API_OK || rc == API_LOCKED) {
-		if (rc == API_LOCKED)
-			*hint_ms = expiry_hint(&seen);
-		note_holder(w, &seen, &err, rc);
-	} else {
-		api_lock_clear(&seen);
-	}
+	json_decref(c.q.labels);
+	json_decref(c.q.claims);
+	*hint_ms = c.hint_ms;
 	return rc;
 }
 
@@ -383,19 +456,22 @@ wake_task(wlock *l)
 /*
  * Take the waiters of L whose wait ends now out of its queue: every one
  * when ALL (shutdown: answered 503), else those past their deadline or
- * whose client left.  The head of a lock being polled stays: its task
- * decides.  A waiter whose end needs a give-back (a store call, made only
- * by a task) goes on L's gone list for L's task; the others onto *FIN.
- * Mutex held.
+ * whose client left, onto *FIN.  A waiter whose end needs a give-back (a
+ * store call, made only by a task) goes on L's gone list for L's task
+ * instead.  The head being polled is answered at its deadline too, by
+ * the sweeper, and its task gives back what it may have got (head_left);
+ * at shutdown, its task answers it.  Mutex held.
  */
 static void
 sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
 {
 	srv_waiter *w, *wnext;
+	bool polled;
 
 	for (w = l->head; w != NULL; w = wnext) {
 		wnext = w->next;
-		if (l->busy && w == l->head)
+		polled = l->busy && w == l->head;
+		if (polled && all)
 			continue;
 		if (!all && now < w->deadline_ms && !hung_up(w->fd))
 			continue;
@@ -405,6 +481,11 @@ sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
 		else if (now < w->deadline_ms)
 			w->hung_up = true;
 		/* else: answered with the last holder seen */
+		if (polled) {
+			l->head_left = true;
+			l->head_owed = w->maybe_granted;
+			w->maybe_granted = false;
+		}
 		if (w->maybe_granted) {
 			w->next = l->gone;
 			l->gone = w;
@@ -466,23 +547,24 @@ typedef struct pace {
 	unsigned seed;
 } pace;
 
-/* One poll for L's head, made without the mutex (held on entry and
- * exit); a head whose wait ended goes onto *FIN. */
+/* One poll for L's head, mutex held on entry and exit; a head whose wait
+ * ended goes onto *FIN. */
 static void
 poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 {
 	srv_waiter *w = l->head;
-	bool woken = l->woken;
+	bool woken = l->woken, group = api_acquire_is_group(w->req);
 	int64_t hint;
 	int rc, ms;
 
 	l->busy = true;
 	l->woken = false;
-	pthread_mutex_unlock(&ws->mu);
-	rc = poll_once(ws, w, woken, &hint);
-	pthread_mutex_lock(&ws->mu);
+	rc = poll_once(ws, l, woken, &hint);
 	l->busy = false;
-	if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
+	if (l->head_left) {
+		/* The sweeper answered it: gone, like its client. */
+		p->backoff = SRV_POLL_MIN_MS;
+	} else if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
 	    rc == POLL_LATE || ws->refusing) {
 		leave(ws, l, w);
 		if (rc == POLL_GONE)
@@ -497,12 +579,13 @@ poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 		if (p->backoff > SRV_POLL_MAX_MS)
 			p->backoff = SRV_POLL_MAX_MS;
 	}
+	l->head_left = false;
 	ms = jitter(p->backoff, &p->seed);
 	if (hint >= 0 && hint < ms)
 		ms = (int)hint;
 	/* A semaphore or shared lock may have more free slots: the next
 	 * waiter looks at once, and so on until one is refused. */
-	if (rc == API_OK && api_acquire_is_group(w->req))
+	if (rc == API_OK && group)
 		ms = 0;
 	p->next_poll = util_mono_ms() + ms;
 }
