@@ -41,9 +41,11 @@ gs_success(long status)
 
 /* A handle for one request.  In a loop's task: one the loop keeps (its
  * transfers use the loop's connections; see gcs_multi_cache_take), so a
- * handle never moves between threads.  Elsewhere: the most recently used
- * idle handle of the store (its own connection is the likeliest to be
- * alive).  A new one when there is none; NULL when out of memory. */
+ * handle never moves between threads.  Elsewhere (the server makes no
+ * store call outside a loop; `lockgate check` and unit tests that call
+ * the store from a plain thread do): the most recently used idle handle
+ * of the store (its own connection is the likeliest to be alive).  A new
+ * one when there is none; NULL when out of memory. */
 static void
 http_free(void *h)
 {
