@@ -22,13 +22,15 @@
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
  * libmicrohttpd).  That is the sweeper's work, one thread for every lock:
  * a lock's task may spend a storage call's whole budget on its head's
- * write, and the waiters behind it must still be answered on time.  The
- * sweeper stays a thread, not a task, because it only takes waiters out
- * of queues and resumes their connections (any thread may), never calls
- * the store, and so needs no loop: a waiter whose end needs a store call
- * (below) is handed to its lock's task.  On shutdown every waiter is
- * answered 503, and each lock's task ends once its queue is empty; a
- * loop stops only after its tasks have ended.
+ * write, and its waiters, that head included, must still be answered on
+ * time (the task polls with a copy of the head's request, so the head
+ * may be answered meanwhile).  The sweeper stays a thread, not a task,
+ * because it only takes waiters out of queues and resumes their
+ * connections (any thread may), never calls the store, and so needs no
+ * loop: a waiter whose end needs a store call (below) is handed to its
+ * lock's task.  On shutdown every waiter is answered 503 (the head being
+ * polled by its task, once the poll ends), and each lock's task ends once
+ * its queue is empty; a loop stops only after its tasks have ended.
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
@@ -37,7 +39,8 @@
  * answer lost to a storage failure) releases whatever lease that
  * attempt's lease_id holds: except for a request with a client key,
  * whose lease another request may have handed out (see give_back).
- * Those releases are made by the lock's task.
+ * Those releases are made by the lock's task; for a head the sweeper
+ * answered while it was polled, just after that answer.
  */
 #include <errno.h>
 #include <pthread.h>
