@@ -213,11 +213,9 @@ void gcs_stat_token_fetch(int ok);
 void gcs_give_up_at(int64_t mono_ms);
 /* The time set by gcs_give_up_at, 0 when none. */
 int64_t gcs_give_up_time(void);
-/* The same for the calling thread's store calls only, until lifted with 0:
- * a caller with a deadline of its own (a waiter's poll) bounds what it
- * asks of the storage.  Not for loop tasks, which share their thread. */
-void gcs_give_up_thread(int64_t mono_ms);
-int64_t gcs_give_up_thread_time(void);
+/* A task with a deadline of its own (a waiter's poll) bounds what it asks
+ * of the storage with rt_task_deadline_set (rt/rt.h): gs:// calls honour
+ * it like the time above. */
 
 /* Open a store from a URL: "mem://", "file:///abs/dir", "file://rel/dir",
  * "gs://bucket/optional/prefix/".  NULL with *err filled on failure.

@@ -41,9 +41,11 @@ gs_success(long status)
 
 /* A handle for one request.  In a loop's task: one the loop keeps (its
  * transfers use the loop's connections; see gcs_multi_cache_take), so a
- * handle never moves between threads.  Elsewhere: the most recently used
- * idle handle of the store (its own connection is the likeliest to be
- * alive).  A new one when there is none; NULL when out of memory. */
+ * handle never moves between threads.  Elsewhere (the server makes no
+ * store call outside a loop; `lockgate check` and unit tests that call
+ * the store from a plain thread do): the most recently used idle handle
+ * of the store (its own connection is the likeliest to be alive).  A new
+ * one when there is none; NULL when out of memory. */
 static void
 http_free(void *h)
 {
@@ -431,11 +433,11 @@ try_min(const gs_store *g)
 }
 
 /* DEADLINE, or earlier when the process is stopping (gcs_give_up_at) or
- * the calling thread has less time (gcs_give_up_thread). */
+ * the calling task has less time (rt_task_deadline). */
 static int64_t
 give_up_by(int64_t deadline)
 {
-	int64_t cut = gcs_give_up_time(), mine = gcs_give_up_thread_time();
+	int64_t cut = gcs_give_up_time(), mine = rt_task_deadline();
 
 	if (mine > 0 && (cut <= 0 || mine < cut))
 		cut = mine;

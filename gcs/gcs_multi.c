@@ -265,7 +265,8 @@ gcs_multi_perform(CURL *h)
 	xfer x;
 
 	if (l == NULL) {
-		/* Connections it makes are its own, not a loop's. */
+		/* Outside any loop (`lockgate check`, unit tests): blocking.
+		 * Connections it makes are its own, not a loop's. */
 		curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, NULL);
 		curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, NULL);
 		return curl_easy_perform(h);

@@ -64,20 +64,6 @@ gcs_give_up_time(void)
 	return __atomic_load_n(&give_up_ms, __ATOMIC_ACQUIRE);
 }
 
-static __thread int64_t thread_give_up_ms;
-
-void
-gcs_give_up_thread(int64_t mono_ms)
-{
-	thread_give_up_ms = mono_ms;
-}
-
-int64_t
-gcs_give_up_thread_time(void)
-{
-	return thread_give_up_ms;
-}
-
 void
 gcs_stat_retry(void)
 {

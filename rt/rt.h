@@ -71,6 +71,13 @@ void rt_loop_wake(rt_loop *l);
 int rt_loop_spawn(rt_loop *l, void (*fn)(void *arg), void *arg,
     void (*done)(void *arg));
 
+/* Run FN(ARG) as a new task of L, from any thread (a task of L or of
+ * another loop included): it starts in L's next round, and DONE(ARG) is
+ * called on L's thread when FN returns.  0, or -1 when no task could be
+ * made (out of memory), and FN will not run. */
+int rt_loop_spawn_remote(rt_loop *l, void (*fn)(void *arg), void *arg,
+    void (*done)(void *arg));
+
 /* Tasks of L begun and not yet finished. */
 int rt_loop_tasks(const rt_loop *l);
 /* epoll_ctl calls made for fds of rt_wait_fd and of clients so far (for
@@ -81,6 +88,13 @@ unsigned long rt_loop_epoll_ctls(const rt_loop *l);
  * thread's progress with a blocking primitive: use rt_sleep in a bounded
  * re-check loop instead). */
 bool rt_in_task(void);
+
+/* The calling task's deadline for the work it asks of others (a storage
+ * call gives up by then), util_mono_ms clock; 0 lifts it.  Each task
+ * starts with none.  Nothing outside a task, where rt_task_deadline is
+ * always 0. */
+void rt_task_deadline_set(int64_t ms);
+int64_t rt_task_deadline(void);
 
 /* Pause the caller MS milliseconds: a task yields its thread meanwhile,
  * anyone else sleeps. */

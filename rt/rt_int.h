@@ -41,6 +41,7 @@ struct rt_task {
 	bool detached; /* spawn returned 0: DONE is owed */
 	bool fd_ready; /* rt_wait_fd: the fd, not the deadline */
 	int64_t wake_ms;
+	int64_t deadline_ms;    /* rt_task_deadline_set's, 0: none */
 	struct rt_task *next;   /* spare, sleeping or ready list */
 	struct rt_task *remote; /* the loop's queue of remote resumes */
 	rt_waiter *waiter;      /* rt_waiter_wait's, while it sleeps */
@@ -80,7 +81,7 @@ struct rt_loop {
 	rt_task *remote; /* rt_task_resume_remote's, last first (atomic) */
 	rt_task *spare;
 	int nspare;
-	int live;
+	int live; /* atomic: rt_loop_spawn_remote adds from any thread */
 	rt_watch watch[RT_LOOP_WATCH_MAX];
 	int nwatch;
 	rt_fdent *fds;

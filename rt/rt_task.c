@@ -185,7 +185,7 @@ rt_task_enter(rt_task *t)
 	rt_tl_task = prev;
 	if (!t->finished)
 		return false;
-	l->live--;
+	__atomic_sub_fetch(&l->live, 1, __ATOMIC_RELEASE);
 	if (t->detached && t->done != NULL)
 		t->done(t->arg);
 	t->fn = NULL;
@@ -253,18 +253,50 @@ rt_loop_spawn(rt_loop *l, void (*fn)(void *arg), void *arg,
 	t->done = done;
 	t->finished = false;
 	t->detached = false;
+	t->deadline_ms = 0;
 	t->next = NULL;
-	l->live++;
+	__atomic_add_fetch(&l->live, 1, __ATOMIC_RELEASE);
 	if (rt_task_enter(t))
 		return 1;
 	t->detached = true;
 	return 0;
 }
 
+/* A new task rather than a spare: the spares are the loop thread's. */
+int
+rt_loop_spawn_remote(rt_loop *l, void (*fn)(void *arg), void *arg,
+    void (*done)(void *arg))
+{
+	rt_task *t = rt_task_new(l);
+
+	if (t == NULL)
+		return -1;
+	t->fn = fn;
+	t->arg = arg;
+	t->done = done;
+	t->detached = true;
+	__atomic_add_fetch(&l->live, 1, __ATOMIC_RELEASE);
+	rt_task_resume_remote(t);
+	return 0;
+}
+
 int
 rt_loop_tasks(const rt_loop *l)
 {
-	return l->live;
+	return __atomic_load_n(&l->live, __ATOMIC_ACQUIRE);
+}
+
+void
+rt_task_deadline_set(int64_t ms)
+{
+	if (rt_tl_task != NULL)
+		rt_tl_task->deadline_ms = ms;
+}
+
+int64_t
+rt_task_deadline(void)
+{
+	return rt_tl_task != NULL ? rt_tl_task->deadline_ms : 0;
 }
 
 bool

@@ -194,6 +194,7 @@ start_wait(srv_req *r, int wait, api_lock *holder, int rc, const api_err *err)
 	w->done = wait_done;
 	w->allowed = wait_allowed;
 	w->ctx = r;
+	w->loop = r->loop->io;
 	ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	w->fd = ci ? ci->connect_fd : -1;
@@ -362,7 +363,7 @@ do_acquire(srv_req *r, const char *name)
 		return mr;
 	}
 	/* A waiter also waits out storage trouble (a 429 that outlived the
-	 * store's retries, an outage): the pollers try again until the wait
+	 * store's retries, an outage): its lock's task tries again until the wait
 	 * runs out, and then this error is the answer. */
 	if ((rc == API_LOCKED || rc == API_BUSY || rc == API_UNAVAILABLE) &&
 	    wait > 0 && !srv_draining(r->srv))

@@ -14,6 +14,7 @@
 
 #include "api/api.h"
 #include "gcs/gcs_client.h"
+#include "rt/rt.h"
 #include "auth.h"
 
 #define LOCKGATE_VERSION "0.1.0"
@@ -67,10 +68,11 @@
 #define SRV_STORE_DEFAULT      "file://./lockgate-data"
 
 /* Limits of waiting (design section 3). */
-#define SRV_WAIT_THREADS    4    /* store pollers for waiters */
-#define SRV_POLL_MIN_MS     100  /* first re-poll after a refusal */
-#define SRV_POLL_MAX_MS     1000 /* cap: the cross-instance bound */
-#define SRV_HANGUP_CHECK_MS 250  /* how often hang-ups are noticed */
+#define SRV_POLL_MIN_MS       100  /* first re-poll after a refusal */
+#define SRV_POLL_MAX_MS       1000 /* cap: the cross-instance bound */
+#define SRV_HANGUP_CHECK_MS   250  /* how often hang-ups are noticed */
+/* srv_waits_free: how long it waits for the lock tasks to end. */
+#define SRV_WAIT_TASKS_END_MS 2000
 
 /* --- config.c --- */
 
@@ -211,6 +213,9 @@ struct srv_waiter {
 	 * ERR) to end the wait with, the caller no longer being allowed. */
 	int (*allowed)(srv_waiter *w, api_err *err);
 	void *ctx;
+	/* Where its lock's task runs if it is the lock's first waiter here
+	 * (the loop of its connection). */
+	rt_loop *loop;
 	int fd;              /* the client's socket, for hang-ups */
 	int64_t start_ms;    /* monotonic */
 	int64_t deadline_ms; /* monotonic */
@@ -226,10 +231,10 @@ struct srv_waiter {
 	bool maybe_granted;
 };
 
-/* Pollers for SVC; at most MAX_TOTAL waiters at once, MAX_OWNER of one
- * owner. */
+/* Waiters for SVC; at most MAX_TOTAL at once, MAX_OWNER of one owner. */
 srv_waits *srv_waits_new(api_service *svc, size_t max_total, size_t max_owner);
-/* Stop the pollers; every remaining waiter is answered 503. */
+/* Every remaining waiter is answered 503; once the lock tasks have ended
+ * (bounded: SRV_WAIT_TASKS_END_MS), W is freed. */
 void srv_waits_free(srv_waits *w);
 /* What srv_waits_add answers. */
 enum {

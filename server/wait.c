@@ -3,20 +3,34 @@
  *
  * A request with wait=N that finds its lock held is suspended (http.c) and
  * queued here behind the earlier waiters of the same lock on this instance.
- * A few poller threads share the work: for each lock with waiters, one
- * store read per poll interval decides whether the head of the queue may
- * try to take it.  The interval backs off (capped, jittered) while the lock
- * stays held, and is cut short by the lease's expiry or by a release
- * handled on this instance (srv_waits_wake), which tries the head at once.
- * Only the head ever tries, so waiters on one instance are served first
- * come, first served.  A grant of a semaphore or shared lease may leave
- * room for more: the next head then looks at once, and so on until one
- * is refused, so a release wakes as many waiters as there are free slots
- * (readers up to the first writer).
+ * Each lock with waiters has one task (lock_task) on an event loop, the
+ * loop of its first waiter's connection: one store read per poll
+ * interval, through that loop's libcurl multi like any request, decides
+ * whether the head of the queue may try to take it.  Between polls the
+ * task sleeps on an rt_waiter.  The interval backs off (capped, jittered)
+ * while the lock stays held, and is cut short by the lease's expiry or by
+ * a release handled on this instance (srv_waits_wake, from any loop),
+ * which wakes the task to try the head at once.  Only the head ever
+ * tries, so waiters on one instance are served first come, first served.
+ * A grant of a semaphore or shared lease may leave room for more: the
+ * next head then looks at once, and so on until one is refused, so a
+ * release wakes as many waiters as there are free slots (readers up to
+ * the first writer).  The read gives up by the head's deadline (its
+ * task's rt_task_deadline).
  *
  * Every wait has a deadline; a client that hangs up is noticed within
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
- * libmicrohttpd); on shutdown every waiter is answered 503.
+ * libmicrohttpd).  That is the sweeper's work, one thread for every lock:
+ * a lock's task may spend a storage call's whole budget on its head's
+ * write, and its waiters, that head included, must still be answered on
+ * time (the task polls with a copy of the head's request, so the head
+ * may be answered meanwhile).  The sweeper stays a thread, not a task,
+ * because it only takes waiters out of queues and resumes their
+ * connections (any thread may), never calls the store, and so needs no
+ * loop: a waiter whose end needs a store call (below) is handed to its
+ * lock's task.  On shutdown every waiter is answered 503 (the head being
+ * polled by its task, once the poll ends), and each lock's task ends once
+ * its queue is empty; a loop stops only after its tasks have ended.
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
@@ -25,6 +39,8 @@
  * answer lost to a storage failure) releases whatever lease that
  * attempt's lease_id holds: except for a request with a client key,
  * whose lease another request may have handed out (see give_back).
+ * Those releases are made by the lock's task; for a head the sweeper
+ * answered while it was polled, just after that answer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +50,7 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "rt/rt.h"
 #include "srv.h"
 #include "util/clock.h"
 
@@ -46,11 +63,16 @@ enum {
 
 typedef struct wlock {
 	struct wlock *next;
+	srv_waits *ws;
 	srv_waiter *head, *tail;
-	int64_t next_poll; /* monotonic ms */
-	int backoff;       /* ms */
-	bool busy;         /* a poller is working on it, head included */
-	bool woken;        /* a lease ended here: try the head at once */
+	srv_waiter *gone; /* swept, to be given back and answered by the task */
+	rt_waiter *sleep; /* the task's wait while it sleeps (wake_task) */
+	bool busy;        /* the task is polling for the head */
+	/* While busy: the sweeper answered the head (its wait ran out, or
+	 * its client left), and the task touches it no more; owing the
+	 * give-back of whatever its first attempt may have left. */
+	bool head_left, head_owed;
+	bool woken; /* a lease ended here: try the head at once */
 	char name[];
 } wlock;
 
@@ -68,15 +90,13 @@ struct srv_waits {
 	size_t max_total, max_owner;
 	owner_count *owners[OWNER_BUCKETS];
 	pthread_mutex_t mu;
-	pthread_cond_t cv;       /* pollers */
+	pthread_cond_t cv;       /* the last lock task ended (srv_waits_free) */
 	pthread_cond_t sweep_cv; /* the sweeper: only to stop */
 	wlock *locks;
 	size_t nwaiters;
+	int ntasks;    /* lock tasks alive: as many as LOCKS */
 	bool refusing; /* shutdown began: no new waiters */
-	bool stopping; /* pollers must exit */
-	int64_t next_sweep;
-	int nthreads;
-	pthread_t threads[SRV_WAIT_THREADS];
+	bool stopping; /* the sweeper must exit */
 	bool sweeping; /* the sweeper thread runs */
 	pthread_t sweep_thread;
 };
@@ -199,7 +219,7 @@ hung_up(int fd)
 }
 
 /*
- * Give back the lease LEASE_ID of W's request, granted but never to be
+ * Give back the lease LEASE_ID of REQ, granted but never to be
  * answered: a release as its owner, which removes that lease and nothing
  * else (another lease has another lease_id).  Best effort: if the storage
  * fails, the TTL frees the lock.
@@ -211,17 +231,17 @@ hung_up(int fd)
  * again with its key, or its TTL frees the lock.
  */
 static void
-give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
+give_back(srv_waits *ws, const api_acquire_req *req, const char *lease_id)
 {
 	api_lease_req q;
 	api_err err;
 	int rc;
 
-	if (w->req->key[0] != '\0')
+	if (req->key[0] != '\0')
 		return;
 	memset(&q, 0, sizeof(q));
-	api_copy(q.name, sizeof(q.name), w->req->name);
-	api_copy(q.owner, sizeof(q.owner), w->req->owner);
+	api_copy(q.name, sizeof(q.name), req->name);
+	api_copy(q.owner, sizeof(q.owner), req->owner);
 	api_copy(q.lease_id, sizeof(q.lease_id), lease_id);
 	rc = api_release(ws->svc, &q, &err);
 	if (rc == API_OK) {
@@ -230,7 +250,7 @@ give_back(srv_waits *ws, const srv_waiter *w, const char *lease_id)
 		srv_logf("WARNING",
 		    "a lease on %s that nobody will be told of could not be "
 		    "given back (%s); it frees itself when its TTL runs out",
-		    w->req->name, err.message);
+		    req->name, err.message);
 	}
 }
 
@@ -244,55 +264,12 @@ deliver(srv_waits *ws, srv_waiter *finished)
 		next = w->next;
 		w->next = NULL;
 		if (w->rc != API_OK && w->maybe_granted)
-			give_back(ws, w, w->req->lease_id);
+			give_back(ws, w->req, w->req->lease_id);
 		metrics_wait_observe(
 		    (double)(util_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
 		w->done(w, w->ctx);
 	}
-}
-
-/* Move waiters past their deadline, or whose client left, to *FIN. */
-static void
-sweep(srv_waits *ws, int64_t now, srv_waiter **fin)
-{
-	wlock *l, *lnext;
-	srv_waiter *w, *wnext;
-
-	for (l = ws->locks; l != NULL; l = lnext) {
-		lnext = l->next;
-		for (w = l->head; w != NULL; w = wnext) {
-			wnext = w->next;
-			if (l->busy && w == l->head)
-				continue; /* its poller decides */
-			if (now < w->deadline_ms && !hung_up(w->fd))
-				continue;
-			leave(ws, l, w);
-			if (now < w->deadline_ms)
-				w->hung_up = true;
-			/* else: answered with the last holder seen */
-			w->next = *fin;
-			*fin = w;
-		}
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-	}
-}
-
-static wlock *
-due(srv_waits *ws, int64_t now, int64_t *next)
-{
-	wlock *l;
-
-	for (l = ws->locks; l != NULL; l = l->next) {
-		if (l->busy || l->head == NULL)
-			continue;
-		if (l->woken || l->next_poll <= now)
-			return l;
-		if (l->next_poll < *next)
-			*next = l->next_poll;
-	}
-	return NULL;
 }
 
 /* Replace the holder a waiter will be shown if its wait runs out. */
@@ -339,71 +316,204 @@ expiry_hint(const api_lock *held)
 	return held->expires_at_ms + API_EXPIRY_MARGIN_MS - held->now_ms;
 }
 
-/*
- * One poll for the head waiter W of a lock, made without the mutex.
- * Returns the api code: API_OK = W was granted (w->lock is the lease),
- * or a POLL_ code.
- */
-static int
-poll_once(srv_waits *ws, srv_waiter *w, bool woken, int64_t *hint_ms)
-{
+/* What a lock's task knows of the poll it makes for its head W, whose
+ * request it copied (Q): the sweeper may answer W meanwhile (l->head_left),
+ * and W is then touched no more. */
+typedef struct poll_ctx {
+	wlock *l;
+	srv_waiter *w;
+	api_acquire_req q; /* W's request; its json values referenced */
+	int64_t hint_ms;   /* until the lease seen may end; -1: no hint */
 	api_lock seen;
 	api_err err;
+} poll_ctx;
+
+/*
+ * The read before a write, without the mutex: whether anyone may try at
+ * all (the lock is free, expired, or this request's own lease: an earlier
+ * attempt whose insert was applied though its answer was lost, which the
+ * write renews).  It ends by the waiter's deadline (a slow storage must
+ * not hold its answer up); the write keeps its own budget, as one cut
+ * short might leave a lease nobody is told of.  Then, mutex held: API_OK
+ * when the write may start, or the poll's end.
+ */
+static int
+poll_read(srv_waits *ws, poll_ctx *c, bool woken)
+{
+	int rc = API_OK;
+
+	if (!woken) {
+		pthread_mutex_unlock(&ws->mu);
+		rt_task_deadline_set(c->w->deadline_ms);
+		rc = api_acquire_peek(ws->svc, &c->q, &c->seen, &c->err);
+		rt_task_deadline_set(0);
+		pthread_mutex_lock(&ws->mu);
+	}
+	if (c->l->head_left) {
+		api_lock_clear(&c->seen);
+		return POLL_GONE;
+	}
+	if (!woken && rc == API_LOCKED) {
+		c->w->maybe_granted = false; /* ours would be API_OK */
+		c->hint_ms = expiry_hint(&c->seen);
+		c->err.retry_after =
+		    c->hint_ms < 0 ? 2 : (int)(c->hint_ms / 1000 + 1);
+		snprintf(c->err.message, sizeof(c->err.message),
+		    "the lock is still held by %.180s: the wait ran out",
+		    c->seen.owner);
+		note_holder(c->w, &c->seen, &c->err, API_LOCKED);
+		return API_LOCKED;
+	}
+	api_lock_clear(&c->seen);
+	if (rc != API_OK)
+		return rc; /* storage trouble: try again later */
+	return may_write(c->w);
+}
+
+/*
+ * The write, without the mutex, then (mutex held) its outcome for W.  It
+ * may take the storage's whole budget: W's client may have left, or its
+ * wait run out, meanwhile; a grant nobody will be told of is given back.
+ * Returns the api code, API_OK = W was granted (w->lock is the lease), or
+ * a POLL_ code.
+ */
+static int
+poll_write(srv_waits *ws, poll_ctx *c)
+{
+	const char *back = NULL; /* a lease_id to give back */
+	int rc, end;
+
+	pthread_mutex_unlock(&ws->mu);
+	rc = api_acquire(ws->svc, &c->q, &c->seen, &c->err);
+	pthread_mutex_lock(&ws->mu);
+	if (c->l->head_left) {
+		end = POLL_GONE;
+		if (rc == API_OK)
+			back = c->seen.lease_id;
+		else if (rc != API_LOCKED)
+			back = c->q.lease_id; /* it may have been applied */
+	} else if (rc == API_OK && (end = may_write(c->w)) != API_OK) {
+		back = c->seen.lease_id;
+	} else {
+		end = rc;
+		c->w->maybe_granted = rc != API_OK && rc != API_LOCKED;
+		if (rc == API_LOCKED)
+			c->hint_ms = expiry_hint(&c->seen);
+		if (rc == API_OK || rc == API_LOCKED)
+			note_holder(c->w, &c->seen, &c->err, rc);
+	}
+	if (back != NULL) {
+		pthread_mutex_unlock(&ws->mu);
+		give_back(ws, &c->q, back);
+		pthread_mutex_lock(&ws->mu);
+	}
+	api_lock_clear(&c->seen);
+	return end;
+}
+
+/*
+ * One poll for the head of L, mutex held on entry and exit (let go while
+ * the store works).  Returns the api code, API_OK = the head was granted,
+ * or a POLL_ code; POLL_GONE too when the sweeper answered the head
+ * meanwhile, after the give-back it was owed, if any.
+ */
+static int
+poll_once(srv_waits *ws, wlock *l, bool woken, int64_t *hint_ms)
+{
+	poll_ctx c;
 	int rc;
 
-	*hint_ms = -1;
-	if (!woken) {
-		/* One read tells whether anyone may try at all: the lock is
-		 * free, expired, or this request's own lease (an earlier
-		 * attempt whose insert was applied though its answer was
-		 * lost, which the attempt below renews).  The read ends by
-		 * the waiter's deadline (a slow storage must not hold its
-		 * answer up); the write below keeps its own budget, as one
-		 * cut short might leave a lease nobody is told of. */
-		gcs_give_up_thread(w->deadline_ms);
-		rc = api_acquire_peek(ws->svc, w->req, &seen, &err);
-		gcs_give_up_thread(0);
-		if (rc == API_LOCKED) {
-			w->maybe_granted = false; /* ours would be API_OK */
-			*hint_ms = expiry_hint(&seen);
-			err.retry_after =
-			    *hint_ms < 0 ? 2 : (int)(*hint_ms / 1000 + 1);
-			snprintf(err.message, sizeof(err.message),
-			    "the lock is still held by %.180s: the wait ran "
-			    "out",
-			    seen.owner);
-			note_holder(w, &seen, &err, API_LOCKED);
-			return API_LOCKED;
-		}
-		api_lock_clear(&seen);
-		if (rc != API_OK)
-			return rc; /* storage trouble: try again later */
+	memset(&c, 0, sizeof(c));
+	c.l = l;
+	c.w = l->head;
+	c.q = *c.w->req;
+	json_incref(c.q.labels);
+	json_incref(c.q.claims);
+	c.hint_ms = -1;
+	l->head_left = false;
+	l->head_owed = false;
+	rc = poll_read(ws, &c, woken);
+	if (rc == API_OK)
+		rc = poll_write(ws, &c);
+	else if (l->head_left && l->head_owed) {
+		pthread_mutex_unlock(&ws->mu);
+		give_back(ws, &c.q, c.q.lease_id);
+		pthread_mutex_lock(&ws->mu);
 	}
-	if ((rc = may_write(w)) != API_OK)
-		return rc;
-	rc = api_acquire(ws->svc, w->req, &seen, &err);
-	/* The write may take the storage's whole budget: the client may
-	 * have left, or its wait run out, meanwhile. */
-	if (rc == API_OK && (rc = may_write(w)) != API_OK) {
-		give_back(ws, w, seen.lease_id);
-		api_lock_clear(&seen);
-		return rc;
-	}
-	w->maybe_granted = rc != API_OK && rc != API_LOCKED;
-	if (rc == API_OK || rc == API_LOCKED) {
-		if (rc == API_LOCKED)
-			*hint_ms = expiry_hint(&seen);
-		note_holder(w, &seen, &err, rc);
-	} else {
-		api_lock_clear(&seen);
-	}
+	json_decref(c.q.labels);
+	json_decref(c.q.claims);
+	*hint_ms = c.hint_ms;
 	return rc;
+}
+
+/* Wake L's task if it sleeps (mutex held): it looks at its lock again. */
+static void
+wake_task(wlock *l)
+{
+	if (l->sleep != NULL) {
+		rt_waiter_wake(l->sleep);
+		l->sleep = NULL;
+	}
+}
+
+/*
+ * Take the waiters of L whose wait ends now out of its queue: every one
+ * when ALL (shutdown: answered 503), else those past their deadline or
+ * whose client left, onto *FIN.  A waiter whose end needs a give-back (a
+ * store call, made only by a task) goes on L's gone list for L's task
+ * instead.  The head being polled is answered at its deadline too, by
+ * the sweeper, and its task gives back what it may have got (head_left);
+ * at shutdown, its task answers it.  Mutex held.
+ */
+static void
+sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
+{
+	srv_waiter *w, *wnext;
+	bool polled;
+
+	for (w = l->head; w != NULL; w = wnext) {
+		wnext = w->next;
+		polled = l->busy && w == l->head;
+		if (polled && all)
+			continue;
+		if (!all && now < w->deadline_ms && !hung_up(w->fd))
+			continue;
+		leave(ws, l, w);
+		if (all)
+			w->rc = API_SHUTTING_DOWN;
+		else if (now < w->deadline_ms)
+			w->hung_up = true;
+		/* else: answered with the last holder seen */
+		if (polled) {
+			l->head_left = true;
+			l->head_owed = w->maybe_granted;
+			w->maybe_granted = false;
+		}
+		if (w->maybe_granted) {
+			w->next = l->gone;
+			l->gone = w;
+		} else {
+			w->next = *fin;
+			*fin = w;
+		}
+	}
+	if (l->gone != NULL || l->head == NULL)
+		wake_task(l);
+}
+
+static void
+sweep(srv_waits *ws, int64_t now, bool all, srv_waiter **fin)
+{
+	wlock *l;
+
+	for (l = ws->locks; l != NULL; l = l->next)
+		sweep_lock(ws, l, now, all, fin);
 }
 
 /*
  * Answers the waiters whose deadline passed or whose client left, every
- * SRV_HANGUP_CHECK_MS.  The pollers sweep too, but they all may be waiting
- * on a slow storage at once.
+ * SRV_HANGUP_CHECK_MS, across every lock: a lock's task may be in a slow
+ * storage call for its head meanwhile.  It never calls the store itself.
  */
 static void *
 sweeper(void *arg)
@@ -417,7 +527,7 @@ sweeper(void *arg)
 	while (!ws->stopping) {
 		fin = NULL;
 		next = util_mono_ms() + SRV_HANGUP_CHECK_MS;
-		sweep(ws, util_mono_ms(), &fin);
+		sweep(ws, util_mono_ms(), false, &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
@@ -433,90 +543,110 @@ sweeper(void *arg)
 	return NULL;
 }
 
-static void *
-poller(void *arg)
+/* A lock's task's pace of polling. */
+typedef struct pace {
+	int64_t next_poll; /* monotonic ms */
+	int backoff;       /* ms */
+	unsigned seed;
+} pace;
+
+/* One poll for L's head, mutex held on entry and exit; a head whose wait
+ * ended goes onto *FIN. */
+static void
+poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 {
-	srv_waits *ws = arg;
-	unsigned seed = (unsigned)(uintptr_t)&seed ^ (unsigned)util_mono_ms();
-	srv_waiter *fin;
-	struct timespec ts;
-	int64_t now, next, hint;
-	wlock *l;
-	srv_waiter *w;
-	bool woken;
+	srv_waiter *w = l->head;
+	bool woken = l->woken, group = api_acquire_is_group(w->req);
+	int64_t hint;
 	int rc, ms;
 
+	l->busy = true;
+	l->woken = false;
+	rc = poll_once(ws, l, woken, &hint);
+	l->busy = false;
+	if (l->head_left) {
+		/* The sweeper answered it: gone, like its client. */
+		p->backoff = SRV_POLL_MIN_MS;
+	} else if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
+	    rc == POLL_LATE || ws->refusing) {
+		leave(ws, l, w);
+		if (rc == POLL_GONE)
+			w->hung_up = true;
+		else if (rc != API_OK && rc != POLL_REFUSED && rc != POLL_LATE)
+			w->rc = API_SHUTTING_DOWN;
+		w->next = *fin;
+		*fin = w;
+		p->backoff = SRV_POLL_MIN_MS;
+	} else {
+		p->backoff = p->backoff * 2;
+		if (p->backoff > SRV_POLL_MAX_MS)
+			p->backoff = SRV_POLL_MAX_MS;
+	}
+	l->head_left = false;
+	ms = jitter(p->backoff, &p->seed);
+	if (hint >= 0 && hint < ms)
+		ms = (int)hint;
+	/* A semaphore or shared lock may have more free slots: the next
+	 * waiter looks at once, and so on until one is refused. */
+	if (rc == API_OK && group)
+		ms = 0;
+	p->next_poll = util_mono_ms() + ms;
+}
+
+/*
+ * The task of lock L, on the loop of its first waiter: until its queue
+ * is empty, it answers the waiters the sweeper left to it, polls for the
+ * head when due (or woken), and sleeps on an rt_waiter meanwhile, which
+ * srv_waits_wake, the sweeper and shutdown wake.  It then takes L out of
+ * the table and frees it, under the mutex: a later waiter makes a new one.
+ */
+static void
+lock_task(void *arg)
+{
+	wlock *l = arg;
+	srv_waits *ws = l->ws;
+	pace p = { util_mono_ms() + SRV_POLL_MIN_MS, SRV_POLL_MIN_MS,
+		(unsigned)(uintptr_t)l ^ (unsigned)util_mono_ms() };
+	srv_waiter *fin;
+	rt_waiter sleep;
+
 	pthread_mutex_lock(&ws->mu);
-	while (!ws->stopping) {
-		fin = NULL;
-		now = util_mono_ms();
-		if (now >= ws->next_sweep) {
-			ws->next_sweep = now + SRV_HANGUP_CHECK_MS;
-			sweep(ws, now, &fin);
-		}
-		next = ws->next_sweep;
-		l = due(ws, now, &next);
-		if (l != NULL) {
-			l->busy = true;
-			woken = l->woken;
-			l->woken = false;
-			w = l->head;
-			pthread_mutex_unlock(&ws->mu);
-			rc = poll_once(ws, w, woken, &hint);
-			pthread_mutex_lock(&ws->mu);
-			l->busy = false;
-			now = util_mono_ms();
-			if (rc == API_OK || rc == POLL_GONE ||
-			    rc == POLL_REFUSED || rc == POLL_LATE ||
-			    ws->refusing) {
-				leave(ws, l, w);
-				if (rc == POLL_GONE)
-					w->hung_up = true;
-				else if (rc != API_OK && rc != POLL_REFUSED &&
-				    rc != POLL_LATE)
-					w->rc = API_SHUTTING_DOWN;
-				w->next = fin;
-				fin = w;
-				l->backoff = SRV_POLL_MIN_MS;
-			} else {
-				l->backoff = l->backoff * 2;
-				if (l->backoff > SRV_POLL_MAX_MS)
-					l->backoff = SRV_POLL_MAX_MS;
-			}
-			ms = jitter(l->backoff, &seed);
-			if (hint >= 0 && hint < ms)
-				ms = (int)hint;
-			/* A semaphore or shared lock may have more free
-			 * slots: the next waiter looks at once, and so on
-			 * until one is refused. */
-			if (rc == API_OK && api_acquire_is_group(w->req))
-				ms = 0;
-			l->next_poll = now + ms;
-			if (l->head == NULL)
-				unlink_lock(ws, l);
-		}
+	for (;;) {
+		fin = l->gone;
+		l->gone = NULL;
+		if (ws->refusing)
+			sweep_lock(ws, l, 0, true, &fin);
+		else if (fin == NULL && l->head != NULL &&
+		    (l->woken || util_mono_ms() >= p.next_poll))
+			poll_head(ws, l, &p, &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
 			pthread_mutex_lock(&ws->mu);
 			continue;
 		}
-		if (l != NULL)
+		if (l->head == NULL && l->gone == NULL)
+			break;
+		if (l->gone != NULL || l->woken ||
+		    util_mono_ms() >= p.next_poll)
 			continue;
-		ts.tv_sec = next / 1000;
-		ts.tv_nsec = (next % 1000) * 1000000;
-		pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
+		rt_waiter_init(&sleep);
+		l->sleep = &sleep;
+		pthread_mutex_unlock(&ws->mu);
+		rt_waiter_wait(&sleep, p.next_poll);
+		pthread_mutex_lock(&ws->mu);
+		l->sleep = NULL;
 	}
+	unlink_lock(ws, l);
+	if (--ws->ntasks == 0)
+		pthread_cond_broadcast(&ws->cv);
 	pthread_mutex_unlock(&ws->mu);
-	return NULL;
 }
-
 srv_waits *
 srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 {
 	srv_waits *ws = calloc(1, sizeof(*ws));
 	pthread_condattr_t ca;
-	int i;
 
 	if (ws == NULL)
 		return NULL;
@@ -529,12 +659,7 @@ srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 	pthread_cond_init(&ws->cv, &ca);
 	pthread_cond_init(&ws->sweep_cv, &ca);
 	pthread_condattr_destroy(&ca);
-	for (i = 0; i < SRV_WAIT_THREADS; i++) {
-		if (pthread_create(&ws->threads[i], NULL, poller, ws) != 0)
-			break;
-		ws->nthreads++;
-	}
-	ws->sweeping = ws->nthreads > 0 &&
+	ws->sweeping =
 	    pthread_create(&ws->sweep_thread, NULL, sweeper, ws) == 0;
 	if (!ws->sweeping) {
 		srv_waits_free(ws);
@@ -543,44 +668,52 @@ srv_waits_new(api_service *svc, size_t max_total, size_t max_owner)
 	return ws;
 }
 
+/* The entry of NAME with its task on LOOP, new; NULL when out of memory.
+ * Mutex held. */
+static wlock *
+lock_new(srv_waits *ws, const char *name, rt_loop *loop)
+{
+	size_t len = strlen(name);
+	wlock *l;
+
+	if (loop == NULL || (l = calloc(1, sizeof(*l) + len + 1)) == NULL)
+		return NULL;
+	memcpy(l->name, name, len + 1);
+	l->ws = ws;
+	/* It starts once this call has let the mutex go. */
+	if (rt_loop_spawn_remote(loop, lock_task, l, NULL) != 0) {
+		free(l);
+		return NULL;
+	}
+	ws->ntasks++;
+	l->next = ws->locks;
+	ws->locks = l;
+	return l;
+}
+
 int
 srv_waits_add(srv_waits *ws, srv_waiter *w)
 {
-	size_t len = strlen(w->req->name);
 	wlock *l;
+	int rc = SRV_WAITS_STOPPING;
 
 	pthread_mutex_lock(&ws->mu);
-	if (ws->refusing) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_STOPPING;
-	}
-	if (ws->nwaiters >= ws->max_total) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_FULL;
-	}
-	if (owner_waiters(ws, w->req->owner) >= ws->max_owner) {
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_OWNER_FULL;
-	}
-	l = find(ws, w->req->name);
-	if (l == NULL) {
-		l = calloc(1, sizeof(*l) + len + 1);
-		if (l == NULL) {
-			pthread_mutex_unlock(&ws->mu);
-			return SRV_WAITS_STOPPING;
-		}
-		memcpy(l->name, w->req->name, len + 1);
-		l->backoff = SRV_POLL_MIN_MS;
-		l->next_poll = util_mono_ms() + SRV_POLL_MIN_MS;
-		l->next = ws->locks;
-		ws->locks = l;
-	}
-	if (owner_add(ws, w->req->owner, 1) != 0) {
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-		pthread_mutex_unlock(&ws->mu);
-		return SRV_WAITS_STOPPING;
-	}
+	if (ws->refusing)
+		goto out;
+	rc = SRV_WAITS_FULL;
+	if (ws->nwaiters >= ws->max_total)
+		goto out;
+	rc = SRV_WAITS_OWNER_FULL;
+	if (owner_waiters(ws, w->req->owner) >= ws->max_owner)
+		goto out;
+	/* Out of memory: as if stopping.  A new lock's task, which has not
+	 * started yet, ends at once with an empty queue. */
+	rc = SRV_WAITS_STOPPING;
+	if ((l = find(ws, w->req->name)) == NULL &&
+	    (l = lock_new(ws, w->req->name, w->loop)) == NULL)
+		goto out;
+	if (owner_add(ws, w->req->owner, 1) != 0)
+		goto out;
 	w->next = NULL;
 	if (l->tail)
 		l->tail->next = w;
@@ -589,9 +722,10 @@ srv_waits_add(srv_waits *ws, srv_waiter *w)
 	l->tail = w;
 	ws->nwaiters++;
 	metrics_waiters_add(1);
-	pthread_cond_signal(&ws->cv);
+	rc = SRV_WAITS_QUEUED;
+out:
 	pthread_mutex_unlock(&ws->mu);
-	return SRV_WAITS_QUEUED;
+	return rc;
 }
 
 int
@@ -629,7 +763,7 @@ srv_waits_wake(srv_waits *ws, const char *name)
 	pthread_mutex_lock(&ws->mu);
 	if ((l = find(ws, name)) != NULL) {
 		l->woken = true;
-		pthread_cond_signal(&ws->cv);
+		wake_task(l);
 	}
 	pthread_mutex_unlock(&ws->mu);
 }
@@ -648,26 +782,11 @@ srv_waits_count(srv_waits *ws)
 void
 srv_waits_shutdown(srv_waits *ws)
 {
-	srv_waiter *fin = NULL, *w, *wnext;
-	wlock *l, *lnext;
+	srv_waiter *fin = NULL;
 
 	pthread_mutex_lock(&ws->mu);
 	ws->refusing = true;
-	for (l = ws->locks; l != NULL; l = lnext) {
-		lnext = l->next;
-		for (w = l->head; w != NULL; w = wnext) {
-			wnext = w->next;
-			if (l->busy && w == l->head)
-				continue; /* its poller answers it */
-			leave(ws, l, w);
-			w->rc = API_SHUTTING_DOWN;
-			w->next = fin;
-			fin = w;
-		}
-		if (l->head == NULL && !l->busy)
-			unlink_lock(ws, l);
-	}
-	pthread_cond_broadcast(&ws->cv);
+	sweep(ws, 0, true, &fin);
 	pthread_mutex_unlock(&ws->mu);
 	deliver(ws, fin);
 }
@@ -675,6 +794,8 @@ srv_waits_shutdown(srv_waits *ws)
 void
 srv_waits_free(srv_waits *ws)
 {
+	struct timespec ts;
+	int64_t by;
 	int i;
 
 	if (ws == NULL)
@@ -682,15 +803,28 @@ srv_waits_free(srv_waits *ws)
 	srv_waits_shutdown(ws);
 	pthread_mutex_lock(&ws->mu);
 	ws->stopping = true;
-	pthread_cond_broadcast(&ws->cv);
 	pthread_cond_broadcast(&ws->sweep_cv);
 	pthread_mutex_unlock(&ws->mu);
-	for (i = 0; i < ws->nthreads; i++)
-		pthread_join(ws->threads[i], NULL);
 	if (ws->sweeping)
 		pthread_join(ws->sweep_thread, NULL);
-	/* A poller that was busy at shutdown answered its waiter. */
-	srv_waits_shutdown(ws);
+	/* The lock tasks answer what they hold and end, on loops that run
+	 * until their tasks have ended (or their drain budget has). */
+	by = util_mono_ms() + SRV_WAIT_TASKS_END_MS;
+	ts.tv_sec = by / 1000;
+	ts.tv_nsec = (by % 1000) * 1000000;
+	pthread_mutex_lock(&ws->mu);
+	while (ws->ntasks > 0 &&
+	    pthread_cond_timedwait(&ws->cv, &ws->mu, &ts) == 0)
+		;
+	i = ws->ntasks;
+	pthread_mutex_unlock(&ws->mu);
+	if (i > 0) {
+		/* A task outlived its loop's drain budget (a storage call
+		 * that would not end): the process is ending, and what it
+		 * may still touch is left as it is. */
+		srv_logf("WARNING", "%d waiter tasks still running at exit", i);
+		return;
+	}
 	for (i = 0; i < OWNER_BUCKETS; i++)
 		while (ws->owners[i] != NULL) {
 			owner_count *dead = ws->owners[i];

@@ -6,7 +6,8 @@
  * task waiting on an fd goes on when it is readable or at its deadline;
  * tasks waiting for another thread's word go on when it comes, or at
  * their deadline, with or without one; outside a task the same wait
- * blocks the thread until the word or the deadline.
+ * blocks the thread until the word or the deadline; a task spawned from
+ * another thread runs on the loop, with a deadline of its own.
  *
  * No timing upper bounds: concurrency is shown by counts (tasks alive at
  * once), every wait is bounded.
@@ -161,6 +162,81 @@ test_wake_from_another_thread(void **state)
 	assert_int_equal(pthread_create(&t, NULL, waker, l), 0);
 	assert_int_equal(rt_loop_run_once(l, RUN_MAX_MS), 1);
 	pthread_join(t, NULL);
+	rt_loop_free(l);
+}
+
+/* What a task spawned from another thread saw. */
+typedef struct remote_seen {
+	int in_task, done;
+	int64_t deadline_set, deadline_next; /* its own; a later task's */
+} remote_seen;
+
+static void
+remote_fn(void *arg)
+{
+	remote_seen *r = arg;
+
+	r->in_task = rt_in_task();
+	rt_task_deadline_set(12345);
+	r->deadline_set = rt_task_deadline();
+	rt_sleep(1); /* finishes in a later round, so DONE is called */
+}
+
+static void
+remote_done(void *arg)
+{
+	remote_seen *r = arg;
+
+	r->done++;
+}
+
+static void
+next_fn(void *arg)
+{
+	remote_seen *r = arg;
+
+	r->deadline_next = rt_task_deadline();
+}
+
+static void *
+remote_spawner(void *arg)
+{
+	static remote_seen seen;
+	rt_loop *l = arg;
+
+	memset(&seen, 0, sizeof(seen));
+	if (rt_loop_spawn_remote(l, remote_fn, &seen, remote_done) != 0)
+		return NULL;
+	return &seen;
+}
+
+/* A task spawned from another thread runs on the loop's next round, as
+ * a task, and its DONE is called; the deadline a task sets is its own:
+ * outside a task there is none, and the next task starts with none. */
+static void
+test_spawn_remote_runs_on_the_loop(void **state)
+{
+	rt_loop *l = rt_loop_new();
+	remote_seen *seen = NULL, next = { 0 };
+	pthread_t t;
+	int i;
+
+	(void)state;
+	assert_non_null(l);
+	assert_int_equal(pthread_create(&t, NULL, remote_spawner, l), 0);
+	pthread_join(t, (void **)&seen);
+	assert_non_null(seen);
+	assert_int_equal(rt_loop_tasks(l), 1);
+	for (i = 0; i < RUN_MAX_MS / 50 && seen->done == 0; i++)
+		rt_loop_run_once(l, 50);
+	assert_int_equal(seen->done, 1);
+	assert_int_equal(seen->in_task, 1);
+	assert_int_equal(seen->deadline_set, 12345);
+	assert_int_equal(rt_task_deadline(), 0);
+	next.deadline_next = -1;
+	assert_int_equal(rt_loop_spawn(l, next_fn, &next, NULL), 1);
+	assert_int_equal(next.deadline_next, 0);
+	run_until_idle(l);
 	rt_loop_free(l);
 }
 
@@ -474,6 +550,7 @@ main(void)
 		cmocka_unit_test(test_sleeping_tasks_wait_together),
 		cmocka_unit_test(test_many_tasks_reuse_stacks),
 		cmocka_unit_test(test_wake_from_another_thread),
+		cmocka_unit_test(test_spawn_remote_runs_on_the_loop),
 		cmocka_unit_test(test_stack_overflow_is_fatal),
 		cmocka_unit_test(test_wait_fd),
 		cmocka_unit_test(test_waiters_woken_from_another_thread),

@@ -2,8 +2,10 @@
  * test_wait.c: the waiter queue (server/wait.c) over the mem store wrapped
  * to misbehave: a wait that ends without a grant, after an attempt whose
  * insert was applied though its answer was lost, leaves no lease behind.
- * The pollers are real threads; every wait here is bounded.
+ * The lock tasks run on a real event loop, on a thread of the test's own
+ * (as on a server's loop); every wait here is bounded.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +17,52 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "rt/rt.h"
 #include "server/srv.h"
 #include "util/clock.h"
 #include "wrap_store.h"
 
 #define BOUND_MS 5000 /* every wait of this test ends by then */
+
+/* The event loop the waiters' lock tasks run on, and its thread. */
+static rt_loop *test_loop;
+static pthread_t loop_thread;
+static int loop_stop; /* atomic: the loop thread ends */
+static sem_t loop_ready;
+
+static void *
+loop_main(void *arg)
+{
+	(void)arg;
+	test_loop = rt_loop_new();
+	sem_post(&loop_ready);
+	while (!__atomic_load_n(&loop_stop, __ATOMIC_SEQ_CST) ||
+	    rt_loop_tasks(test_loop) > 0)
+		rt_loop_run_once(test_loop, 20);
+	rt_loop_free(test_loop);
+	return NULL;
+}
+
+static int
+loop_up(void **state)
+{
+	(void)state;
+	sem_init(&loop_ready, 0, 0);
+	if (pthread_create(&loop_thread, NULL, loop_main, NULL) != 0)
+		return -1;
+	sem_wait(&loop_ready);
+	return test_loop != NULL ? 0 : -1;
+}
+
+static int
+loop_down(void **state)
+{
+	(void)state;
+	__atomic_store_n(&loop_stop, 1, __ATOMIC_SEQ_CST);
+	pthread_join(loop_thread, NULL);
+	sem_destroy(&loop_ready);
+	return 0;
+}
 
 typedef struct fixture {
 	wrap_store *ws;
@@ -62,6 +105,7 @@ setup(void **state)
 	f->w.req = &f->req;
 	f->w.done = on_done;
 	f->w.ctx = f;
+	f->w.loop = test_loop;
 	f->w.fd = -1; /* no client socket: never hung up */
 	f->w.start_ms = util_mono_ms();
 	f->w.deadline_ms = f->w.start_ms + BOUND_MS;
@@ -199,6 +243,7 @@ waiter_for(srv_waiter *w, api_acquire_req *q, const char *name,
 	api_acquire_prepare(q);
 	w->req = q;
 	w->done = on_done;
+	w->loop = test_loop;
 	w->fd = -1;
 	w->start_ms = util_mono_ms();
 	w->deadline_ms = w->start_ms + BOUND_MS;
@@ -336,5 +381,5 @@ main(void)
 		    setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, loop_up, loop_down);
 }
