@@ -46,13 +46,29 @@ group_is_marker(const gcs_object *o)
 	return k != NULL && strcmp(k, LEASE_KIND_TOKEN) == 0;
 }
 
+/* Room in V for one more lease: 0, or -1 out of memory. */
+static int
+view_reserve(group_view *v)
+{
+	gcs_entry *grown;
+	size_t cap;
+
+	if (v->n < v->cap)
+		return 0;
+	cap = v->cap ? v->cap * 2 : 8;
+	if ((grown = realloc(v->leases, cap * sizeof(*grown))) == NULL)
+		return -1;
+	v->leases = grown;
+	v->cap = cap;
+	return 0;
+}
+
 /* Take entry E of NAME's listing into V: 1 when E is beyond the group
  * (the listing is done), 0 taken or skipped, -1 out of memory. */
 static int
 view_take(group_view *v, const char *name, gcs_entry *e)
 {
 	size_t len = strlen(name);
-	gcs_entry *grown;
 
 	if (strcmp(e->name, name) == 0) {
 		gcs_object_clear(&v->head);
@@ -70,13 +86,8 @@ view_take(group_view *v, const char *name, gcs_entry *e)
 		return 0;
 	if (group_is_marker(&e->obj))
 		return 0;
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 8;
-		if ((grown = realloc(v->leases, cap * sizeof(*grown))) == NULL)
-			return -1;
-		v->leases = grown;
-		v->cap = cap;
-	}
+	if (view_reserve(v) != 0)
+		return -1;
 	v->leases[v->n++] = *e;
 	memset(e, 0, sizeof(*e));
 	return 0;
@@ -99,15 +110,8 @@ group_entry_is_head(const gcs_entry *e)
 static int
 view_add_embedded(group_view *v, const char *name)
 {
-	gcs_entry *grown;
-
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 8;
-		if ((grown = realloc(v->leases, cap * sizeof(*grown))) == NULL)
-			return -1;
-		v->leases = grown;
-		v->cap = cap;
-	}
+	if (view_reserve(v) != 0)
+		return -1;
 	if ((v->leases[v->n].name = strdup(name)) == NULL)
 		return -1;
 	gcs_object_copy(&v->leases[v->n].obj, &v->head);
