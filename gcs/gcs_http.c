@@ -586,13 +586,50 @@ jutf8(jscan *s)
 	return 0;
 }
 
+/* The value of the four hex digits of the \u escape at s->p, or -1. */
+static long
+jhex4(const jscan *s)
+{
+	long v = 0;
+	int i;
+
+	if (s->end - s->p < 6 || s->p[0] != '\\' || s->p[1] != 'u')
+		return -1;
+	for (i = 2; i < 6; i++) {
+		char c = s->p[i];
+
+		if (!hexdigit(c))
+			return -1;
+		v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+	}
+	return v;
+}
+
+/* A \u escape at s->p, as jansson reads it: a high surrogate only with a
+ * low one right after it, never a low one alone. */
+static int
+jescape_u(jscan *s)
+{
+	long v = jhex4(s), lo;
+
+	if (v < 0 || (v >= 0xdc00 && v <= 0xdfff))
+		return -1;
+	s->p += 6;
+	if (v >= 0xd800 && v <= 0xdbff) {
+		lo = jhex4(s);
+		if (lo < 0xdc00 || lo > 0xdfff)
+			return -1;
+		s->p += 6;
+	}
+	return 0;
+}
+
 /* The string at s->p (its opening quote).  Leaves s->p past the closing
  * quote; *esc = 1 when it holds an escape. */
 static int
 jstring(jscan *s, int *esc)
 {
 	unsigned char c;
-	int i;
 
 	*esc = 0;
 	s->p++;
@@ -619,12 +656,8 @@ jstring(jscan *s, int *esc)
 				return -1;
 			c = (unsigned char)s->p[1];
 			if (c == 'u') {
-				if (s->end - s->p < 6)
+				if (jescape_u(s) != 0)
 					return -1;
-				for (i = 2; i < 6; i++)
-					if (!hexdigit(s->p[i]))
-						return -1;
-				s->p += 6;
 				continue;
 			}
 			if (strchr("\"\\/bfnrt", c) == NULL || c == '\0')
