@@ -222,18 +222,19 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 static int
 damaged_log(fuzz_in *in, unsigned char *buf, size_t *len)
 {
-	size_t cut = (size_t)(fuzz_u64(in) % (golden_len + 1)), first = cut;
+	size_t cut = (size_t)(fuzz_u64(in) % (golden_len + 1)), first;
 	int edits = fuzz_u8(in) % 9, i, k;
 
 	memcpy(buf, golden, cut);
 	for (i = 0; i < edits && cut > 0; i++) {
 		size_t pos = (size_t)(fuzz_u64(in) % cut);
-		uint8_t b = fuzz_u8(in);
 
-		if (buf[pos] != b && pos < first)
-			first = pos;
-		buf[pos] = b;
+		buf[pos] = fuzz_u8(in);
 	}
+	/* The first byte that differs, once every edit is made: a later
+	 * edit may put back what an earlier one changed. */
+	for (first = 0; first < cut && buf[first] == golden[first]; first++)
+		;
 	*len = cut;
 	if (fuzz_u8(in) & 1) { /* what follows the cut: the input's bytes */
 		size_t n = in->n < TAIL_MAX ? in->n : TAIL_MAX;
