@@ -37,6 +37,7 @@ BENCHES  := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 # each a few seconds and replays tests/fuzz/regressions/.
 FUZZ_CC  ?= clang
 FUZZ_S   ?= 300
+FUZZ_JOBS ?= 1
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
             -fno-omit-frame-pointer
 FUZZ_SRC := $(wildcard tests/fuzz/*.c)
@@ -137,8 +138,10 @@ fuzz-build: deps-test $(FUZZ)
 # Every harness FUZZ_S seconds (default 300), one after the other: one
 # line per harness, "fuzz NAME: N execs, C crashes", and a closing line.
 # FUZZ_RUNS=N (optional): each also stops after N executions.
+# FUZZ_JOBS=J (default 1): J harnesses at a time, the slowest first.
 fuzz: fuzz-build
-	@FUZZ_S=$(FUZZ_S) FUZZ_RUNS=$(FUZZ_RUNS) sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
+	@FUZZ_S=$(FUZZ_S) FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) \
+	    sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
 
 lint: deps-lint
 	@sh scripts/lint.sh
