@@ -763,51 +763,86 @@ end_entry(api_service *svc, const gcs_entry *e, gcs_err *ge)
 	return rc;
 }
 
+/* The force-release of lease O of group NAME is done: forget it, say so. */
+static void
+forced(api_service *svc, const char *name, const char *actor,
+    const char *reason, int64_t token, const gcs_object *o)
+{
+	char key[GCS_NAME_MAX + 1];
+
+	group_obj_name(key, sizeof(key), name, lease_id_of(o));
+	lease_cache_del(svc->cache, key);
+	svc_emit(svc, API_EV_FORCED, name, lease_owner_of(o),
+	    json_string_value(json_object_get(o->metadata, LEASE_KEY_HOLDER)),
+	    actor, reason, token, o->now_ms);
+}
+
+/*
+ * Remove the lease of group NAME whose fencing token is TOKEN.  As for an
+ * exclusive lease, a lease that changed meanwhile (refreshed) is looked
+ * at again; a clearing patch of the head that met a 412 after a retry may
+ * have applied (its first answer lost), and a lease then gone is the
+ * force-release done.
+ */
 int
 group_force(api_service *svc, const char *name, const char *actor,
     const char *reason, int64_t token, api_err *err)
 {
-	char key[GCS_NAME_MAX + 1];
+	gcs_object sent; /* the lease a clearing patch of ours may have ended */
 	group_view v;
 	gcs_err ge;
+	bool again = true;
 	size_t i;
-	int rc;
+	int rc = API_OK, k;
 
-	if (group_view_scan(svc, name, &v, &ge) != GCS_OK)
-		return svc_store_fail(err, &ge);
-	for (i = 0; i < v.n; i++)
-		if (v.leases[i].obj.generation == token)
+	memset(&sent, 0, sizeof(sent));
+	for (k = 0; k < API_WRITE_LOOPS && again; k++) {
+		again = false;
+		if (group_view_scan(svc, name, &v, &ge) != GCS_OK) {
+			rc = svc_store_fail(err, &ge);
 			break;
-	if (i == v.n) {
+		}
+		for (i = 0; i < v.n; i++)
+			if (v.leases[i].obj.generation == token)
+				break;
+		if (i == v.n && sent.metadata != NULL) {
+			forced(svc, name, actor, reason, token, &sent);
+			rc = API_OK;
+		} else if (i == v.n) {
+			api_fail(err, API_LEASE_LOST,
+			    "no lease of this lock has fencing token %" PRId64
+			    "; look again before force-releasing it",
+			    token);
+			err->reason = "fencing_token_mismatch";
+			rc = API_LEASE_LOST;
+		} else {
+			rc = end_entry(svc, &v.leases[i], &ge);
+			if (rc == GCS_OK ||
+			    (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
+				forced(svc, name, actor, reason, token,
+				    &v.leases[i].obj);
+				rc = API_OK;
+			} else if (rc == GCS_PRECONDITION ||
+			    rc == GCS_NOT_FOUND) {
+				if (rc == GCS_PRECONDITION && ge.attempts > 1 &&
+				    group_entry_is_head(&v.leases[i]) &&
+				    sent.metadata == NULL)
+					gcs_object_copy(&sent,
+					    &v.leases[i].obj);
+				again = true;
+			} else {
+				rc = svc_store_fail(err, &ge);
+			}
+		}
 		group_view_clear(&v);
-		api_fail(err, API_LEASE_LOST,
-		    "no lease of this lock has fencing token %" PRId64
-		    "; look again before force-releasing it",
-		    token);
-		err->reason = "fencing_token_mismatch";
-		return API_LEASE_LOST;
 	}
-	rc = end_entry(svc, &v.leases[i], &ge);
-	if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
-		const gcs_object *o = &v.leases[i].obj;
-		group_obj_name(key, sizeof(key), name, lease_id_of(o));
-		lease_cache_del(svc->cache, key);
-		svc_emit(svc, API_EV_FORCED, name, lease_owner_of(o),
-		    json_string_value(
-		        json_object_get(o->metadata, LEASE_KEY_HOLDER)),
-		    actor, reason, token, o->now_ms);
-		rc = API_OK;
-	} else if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
-		api_fail(err, API_LEASE_LOST,
-		    "the lease with fencing token %" PRId64 " changed or "
-		    "ended meanwhile; look again",
-		    token);
-		err->reason = "fencing_token_mismatch";
-		rc = API_LEASE_LOST;
-	} else {
-		rc = svc_store_fail(err, &ge);
+	gcs_object_clear(&sent);
+	if (again) {
+		err->retry_after = 1;
+		rc = api_fail(err, API_BUSY,
+		    "the lease kept changing while force-releasing; retry "
+		    "shortly");
 	}
-	group_view_clear(&v);
 	return rc;
 }
 

@@ -1613,6 +1613,67 @@ test_group_head_lease_found(void **state)
 	api_lock_clear(&a);
 }
 
+/*
+ * The head's lease ended by a clearing patch whose answer was lost, so
+ * that its retry met a 412 (the patch had applied): a release and a
+ * force-release both answer that the lease is gone, not a mismatch.  A
+ * force-release also removes a head's lease refreshed meanwhile (the
+ * token named is the same lease), as it does an exclusive lease.
+ */
+static void
+test_group_head_lease_cleared_twice(void **state)
+{
+	fixture *f = *state;
+	api_lease_req q;
+	api_lock a, r;
+	api_err err;
+	gcs_object o;
+
+	assert_int_equal(group_take(f, "twice", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	lease_req(&q, &a, "a", 0);
+	f->ws->ghost_op = W_PATCH;
+	assert_int_equal(api_release(f->svc, &q, &err), API_OK);
+	assert_string_equal(head_lease_id(f, "twice", &o), "");
+	gcs_object_clear(&o);
+	api_lock_clear(&a);
+
+	assert_int_equal(group_take(f, "again", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	f->ws->ghost_op = W_PATCH;
+	assert_int_equal(api_force_release(f->svc, "again", "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_OK);
+	assert_string_equal(head_lease_id(f, "again", &o), "");
+	gcs_object_clear(&o);
+	/* Gone for good: a second force-release is told so. */
+	assert_int_equal(api_force_release(f->svc, "again", "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_LEASE_LOST);
+	assert_string_equal(err.reason, "fencing_token_mismatch");
+	api_lock_clear(&a);
+
+	assert_int_equal(group_take(f, "busy", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	/* Refreshed between the force's look and its patch: the patch
+	 * meets a 412 on its first attempt and the force looks again. */
+	f->ws->fail_op = W_PATCH;
+	f->ws->fail_status = GCS_PRECONDITION;
+	assert_int_equal(api_force_release(f->svc, "busy", "admin", NULL,
+	                     a.fencing_token, &err),
+	    API_OK);
+	assert_string_equal(head_lease_id(f, "busy", &o), "");
+	gcs_object_clear(&o);
+	lease_req(&q, &a, "a", 0);
+	assert_int_equal(api_refresh(f->svc, &q, &r, &err),
+	    API_LEASE_NOT_FOUND);
+	api_lock_clear(&r);
+	api_lock_clear(&a);
+}
+
 /* A keyed re-acquire renews its own live lease (the head's here); one
  * whose renewal lands past the lease's expiry (others may have counted
  * it free) loses it and is granted a new lease instead. */
@@ -1798,6 +1859,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_head_lease_found,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_group_head_lease_cleared_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_late, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,

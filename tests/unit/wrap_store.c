@@ -62,7 +62,14 @@ w_patch(gcs_store *s, const char *name, int64_t g, int64_t m, const json_t *md,
 	w->calls[W_PATCH]++;
 	if ((rc = injected(w, W_PATCH, err)) != GCS_OK)
 		return rc;
-	return gcs_patch(w->inner, name, g, m, md, out, err);
+	rc = gcs_patch(w->inner, name, g, m, md, out, err);
+	if (rc == GCS_OK && w->ghost_op == W_PATCH) {
+		w->ghost_op = -1;
+		gcs_object_clear(out);
+		rc = gcs_fail(err, GCS_PRECONDITION, "412 after a retry");
+		err->attempts = 2;
+	}
+	return rc;
 }
 
 static int

@@ -24,7 +24,8 @@ typedef struct wrap_store {
 	int calls[W_NOPS];
 	/* Next call of op `ghost_op`: apply it, then answer as a retried
 	 * request whose first answer was lost would be answered by GCS:
-	 * insert -> 412 (attempts 2), remove -> 404 (attempts 2). */
+	 * insert and patch -> 412 (attempts 2), remove -> 404 (attempts
+	 * 2). */
 	int ghost_op; /* -1 = none */
 	/* Next call of op `fail_op` fails with `fail_status` unapplied. */
 	int fail_op;
