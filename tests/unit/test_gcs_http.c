@@ -294,7 +294,8 @@ test_json_pick_finds_fields(void **state)
 	assert_int_equal(pick4("{}", f), 0);
 	assert_null(f[0].val);
 	/* escapes in strings not picked are fine; UTF-8 passes */
-	assert_int_equal(pick4("{\"o\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\","
+	assert_int_equal(pick4("{\"o\":\"\\\"\\\\\\/"
+	                       "\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\","
 	                       "\"u\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\","
 	                       "\"generation\":\"7\"}",
 	                     f),
@@ -370,8 +371,8 @@ test_json_pick_malformed(void **state)
 		"{\"a\":\"\\x\"}",
 		"{\"a\":\"\\u12g4\"}",
 		"{\"a\":\"\\u12\"}",
-		"{\"a\":\"\\udc00\"}",        /* a low surrogate alone */
-		"{\"a\":\"\\ud800\"}",        /* a high one alone */
+		"{\"a\":\"\\udc00\"}", /* a low surrogate alone */
+		"{\"a\":\"\\ud800\"}", /* a high one alone */
 		"{\"a\":\"\\ud800x\"}",
 		"{\"a\":\"\\ud800\\u0041\"}", /* a high one, then no low one */
 		"{\"a\":\"\\ud800\\ud800\"}",
