@@ -231,16 +231,19 @@ damaged_log(fuzz_in *in, unsigned char *buf, size_t *len)
 
 		buf[pos] = fuzz_u8(in);
 	}
-	/* The first byte that differs, once every edit is made: a later
-	 * edit may put back what an earlier one changed. */
-	for (first = 0; first < cut && buf[first] == golden[first]; first++)
-		;
 	*len = cut;
 	if (fuzz_u8(in) & 1) { /* what follows the cut: the input's bytes */
 		size_t n = in->n < TAIL_MAX ? in->n : TAIL_MAX;
 		memcpy(buf + cut, in->p, n);
 		*len += n;
 	}
+	/* Where the log first differs from the golden one, once it is
+	 * made: a later edit may put back what an earlier one changed, and
+	 * the bytes after the cut may be the very ones cut. */
+	for (first = 0;
+	     first < *len && first < golden_len && buf[first] == golden[first];
+	     first++)
+		;
 	if (first < WAL_HDR)
 		return -1;
 	for (k = 0; k < OPS && rec_end[k + 1] <= first; k++)
