@@ -398,7 +398,22 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			 * lost, or a client re-acquiring with its own key.
 			 * Renewed before it is answered: it may be close to
 			 * its expiry, and the caller counts its TTL from
-			 * now.  A 412 or 404 means it moved: look again. */
+			 * now.  A 412 or 404 means it moved: look again.
+			 * Flagged over a group, it may never have been
+			 * granted: patched over the head, refused for a group
+			 * lease granted meanwhile, and never patched back
+			 * (its instance died, or the store failed that
+			 * patch).  So it is renewed only while no group lease
+			 * is live, as it would be taken over. */
+			if (lease_over_group(&cur) &&
+			    (rc = group_guard_removal(svc, req->name, &cur,
+			         err)) != 0) {
+				gcs_object_clear(&cur);
+				if (rc > 0)
+					continue;
+				json_decref(meta);
+				return (int)err->code;
+			}
 			rc = svc_renew(svc, req->name, cur.generation,
 			    cur.metageneration, req->ttl, &obj, &ge);
 			gcs_object_clear(&cur);

@@ -1789,6 +1789,59 @@ test_group_expired_slot_swept(void **state)
 	api_lock_clear(&c);
 }
 
+/*
+ * An exclusive acquire over a group head patched the head into its own
+ * flagged lease, and a reader granted meanwhile (it listed before that
+ * patch) made it back off; but the patch back into a head never happened
+ * (the instance died, or the storage failed the listing and the patch).
+ * The client's retry with the same key found the flagged lease as its
+ * own and renewed it without looking at the group: a writer beside a
+ * live reader.  It is judged as a takeover of the flagged lease is.
+ */
+static void
+test_group_keyed_flagged_judged(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock r1, r2, w;
+	api_lease_req lq;
+	api_err err;
+	gcs_object o, p;
+	gcs_err ge;
+	json_t *m;
+
+	assert_int_equal(group_take(f, "fl", "r1", API_MODE_SHARED, 1, 30, &r1,
+	                     &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "fl", "r2", API_MODE_SHARED, 1, 30, &r2,
+	                     &err),
+	    API_OK);
+	lease_req(&lq, &r1, "r1", 0);
+	assert_int_equal(api_release(f->svc, &lq, &err), API_OK);
+	/* What the writer's patch left: the plain head as its lease. */
+	assert_int_equal(gcs_get(&f->ws->base, "fl", &o, &ge), GCS_OK);
+	m = json_pack("{s:n,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "lg_kind",
+	    "lease_id", "writerslease0001", "client_key", "client-key-w",
+	    "owner", "w", "holder", "h", "ttl", "30", "lg_over_group", "1",
+	    "lg_token", "999");
+	assert_int_equal(gcs_patch(&f->ws->base, "fl", o.generation,
+	                     o.metageneration, m, &p, &ge),
+	    GCS_OK);
+	json_decref(m);
+	gcs_object_clear(&o);
+	gcs_object_clear(&p);
+	keyed_req(&q, "fl", "w", 30, "client-key-w");
+	assert_int_equal(api_acquire(f->svc, &q, &w, &err), API_LOCKED);
+	api_lock_clear(&w);
+	assert_int_equal(gcs_get(&f->ws->base, "fl", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_kind")),
+	    "group");
+	gcs_object_clear(&o);
+	api_lock_clear(&r1);
+	api_lock_clear(&r2);
+}
+
 int
 main(void)
 {
@@ -1866,6 +1919,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_flagged_judged,
 		    setup, teardown),
 	};
 
