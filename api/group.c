@@ -44,12 +44,26 @@ head_with_lease(const json_t *meta)
 	return m;
 }
 
+/* Whether lease O is past the expiry it shows (updated + ttl) on the
+ * store's clock of the answer that carried it: a lease found so is no
+ * grant, since others may count it free from then on (their margin is
+ * the store clock's resolution).  False without a store time. */
+static bool
+past_expiry(const gcs_object *o)
+{
+	long ttl = lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
+	    API_TTL_DEFAULT);
+
+	return o->now_ms > 0 && o->now_ms > o->updated_ms + (int64_t)ttl * 1000;
+}
+
 /*
  * Step 1 of a group acquire: the group head of REQ's name into HEAD.  An
  * absent name is created as a head carrying REQ's lease META: that one
  * insert is the grant (EMBEDDED), for while any group lease may be valid
  * the name exists (README).  A head carrying REQ's own lease (an earlier
- * attempt's insert, applied) is EMBEDDED too.  An expired exclusive lease
+ * attempt's insert, applied) is EMBEDDED too, unless that lease is past
+ * its expiry (cleared: AGAIN).  An expired exclusive lease
  * is taken over by patching it into a plain head (never delete and
  * insert: see README).  API_OK, EMBEDDED, AGAIN, or an answer (a live
  * exclusive lease refuses).
@@ -58,7 +72,7 @@ static int
 head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
     gcs_object *head, api_lock *out, api_err *err)
 {
-	gcs_object cur;
+	gcs_object cur, cleared;
 	gcs_err ge;
 	json_t *m;
 	int rc;
@@ -77,12 +91,27 @@ head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
 	if (rc != GCS_OK)
 		return svc_store_fail(err, &ge);
 	if (lease_is_head(&cur)) {
-		*head = cur;
-		return group_head_has_lease(&cur) &&
-		        strcmp(lease_id_of(&cur), req->lease_id) == 0 &&
-		        strcmp(lease_owner_of(&cur), req->owner) == 0
-		    ? EMBEDDED
-		    : API_OK;
+		if (!group_head_has_lease(&cur) ||
+		    strcmp(lease_id_of(&cur), req->lease_id) != 0 ||
+		    strcmp(lease_owner_of(&cur), req->owner) != 0) {
+			*head = cur;
+			return API_OK;
+		}
+		if (!past_expiry(&cur)) {
+			*head = cur;
+			return EMBEDDED;
+		}
+		/* Ours, but past its expiry: others counted it free, so it
+		 * is no grant.  Cleared; a lease of our own is judged. */
+		rc = group_clear_head(svc, req->name, cur.generation,
+		    cur.metageneration, &cleared, &ge);
+		gcs_object_clear(&cur);
+		if (rc == GCS_OK)
+			gcs_object_clear(&cleared);
+		return rc == GCS_OK || rc == GCS_PRECONDITION ||
+		        rc == GCS_NOT_FOUND
+		    ? AGAIN
+		    : svc_store_fail(err, &ge);
 	}
 	if (!lease_expired(&cur)) {
 		/* An exclusive holder: to a semaphore, another limit. */
@@ -262,7 +291,7 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
     const gcs_object *head, api_lock *out, api_err *err)
 {
 	char oname[GCS_NAME_MAX + 1], num[32];
-	const gcs_object *held;
+	const gcs_object *held, *own;
 	gcs_object mine;
 	group_view v;
 	gcs_err ge;
@@ -286,7 +315,10 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 		gcs_object_clear(&mine);
 		return svc_store_fail(err, &ge);
 	}
-	if (!group_view_has(&v, oname) ||
+	/* Our object, not past its expiry at the listing: one an earlier
+	 * attempt left, found again, may be (others counted it free), and
+	 * so may a new one when the listing came late. */
+	if ((own = group_view_find(&v, oname)) == NULL || past_expiry(own) ||
 	    !group_head_is(&v,
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_GEN, 1, GCS_GEN_MAX, 0),
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_METAGEN, 1, GCS_GEN_MAX,

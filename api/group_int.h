@@ -38,8 +38,8 @@ int group_is_marker(const gcs_object *o);
  * store's status, V cleared on failure. */
 int
 group_view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge);
-/* Whether V holds the lease object ONAME. */
-bool group_view_has(const group_view *v, const char *oname);
+/* The lease object ONAME as V saw it (borrowed), or NULL. */
+const gcs_object *group_view_find(const group_view *v, const char *oname);
 /* Whether V's head is a group head of generation GEN and
  * metageneration METAGEN. */
 bool group_head_is(const group_view *v, int64_t gen, int64_t metagen);

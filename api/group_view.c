@@ -170,16 +170,17 @@ group_view_scan(api_service *svc, const char *name, group_view *v, gcs_err *ge)
 	return rc;
 }
 
-/* V saw the lease object ONAME (a force release may have removed it). */
-bool
-group_view_has(const group_view *v, const char *oname)
+/* The lease object ONAME as V saw it, or NULL (a force release may have
+ * removed it). */
+const gcs_object *
+group_view_find(const group_view *v, const char *oname)
 {
 	size_t i;
 
 	for (i = 0; i < v->n; i++)
 		if (strcmp(v->leases[i].name, oname) == 0)
-			return true;
-	return false;
+			return &v->leases[i].obj;
+	return NULL;
 }
 
 /* The head as V saw it is the group head of generation GEN and

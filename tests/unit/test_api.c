@@ -1842,6 +1842,77 @@ test_group_keyed_flagged_judged(void **state)
 	api_lock_clear(&r2);
 }
 
+/*
+ * A request whose first attempt created the head carrying its lease (the
+ * answer lost, the attempt failed) and that tries again after that lease
+ * expired (a waiter polling out a storage outage): the head's lease was
+ * counted free meanwhile, and is not granted as it is.
+ */
+static void
+test_group_head_lease_found_expired(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+	gcs_object o;
+
+	acq_req(&q, "late", "a", 2);
+	q.limit = 2;
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_UNAVAILABLE);
+	api_lock_clear(&a);
+	assert_string_equal(head_lease_id(f, "late", &o), q.lease_id);
+	gcs_object_clear(&o);
+	clock_ms += 3500; /* past its ttl and the margin */
+	assert_int_equal(group_take(f, "late", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "late", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &c, &err),
+	    API_OK);
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_LOCKED);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
+/*
+ * The same with the lease's own object: an attempt whose insert was
+ * applied (its answer lost) and whose next attempt finds it after its
+ * expiry was granted that expired lease as it was, which the next
+ * acquire counted free: three holders of a limit of 2.  It is granted a
+ * live lease, which the next acquire counts.
+ */
+static void
+test_group_own_object_found_expired(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+
+	assert_int_equal(group_take(f, "late2", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	acq_req(&q, "late2", "b", 2);
+	q.limit = 2;
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_UNAVAILABLE);
+	api_lock_clear(&b);
+	clock_ms += 3500; /* past its ttl and the margin */
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_OK);
+	assert_false(b.expired);
+	assert_int_equal(group_take(f, "late2", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &c, &err),
+	    API_LOCKED);
+	api_lock_clear(&b);
+	api_lock_clear(&a);
+	api_lock_clear(&c);
+}
+
 int
 main(void)
 {
@@ -1922,6 +1993,10 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_flagged_judged,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_group_head_lease_found_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_group_own_object_found_expired, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
