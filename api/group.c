@@ -212,10 +212,39 @@ renewed_late(const gcs_object *old, const gcs_object *now)
 }
 
 /*
+ * Whether lease O (object ONAME), just renewed for the keyed acquire REQ,
+ * is a grant: the object its key found may be one no listing ever
+ * judged (an attempt whose insert was applied but answered as failed, or
+ * whose instance died before its listing).  So it is judged as an
+ * insert of our own is, on a listing after the renewal: NAME still a
+ * group head, O there and not past its expiry, and room for it beside
+ * the other live leases.  1 yes, 0 no, -1 on a store failure (ERR set).
+ */
+static int
+keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
+    const gcs_object *o, api_err *err)
+{
+	const gcs_object *held, *own;
+	group_view v;
+	gcs_err ge;
+	bool mismatch;
+	int ok;
+
+	if (group_view_scan(svc, req->name, &v, &ge) != GCS_OK)
+		return svc_store_fail(err, &ge), -1;
+	own = group_view_find(&v, oname);
+	ok = v.has_head && lease_is_head(&v.head) && own != NULL &&
+	    own->generation == o->generation && !past_expiry(own) &&
+	    group_judge(&v, req, oname, &held, &mismatch) == 0;
+	group_view_clear(&v);
+	return ok;
+}
+
+/*
  * A keyed acquire whose client key names a live lease of its owner in
- * the group: 1 when that lease was renewed and OUT is the answer, 0 when
- * there is none (or it moved meanwhile: acquire anew), 2 on a store
- * failure (ERR set).
+ * the group: 1 when that lease was renewed, judged a grant and OUT is
+ * the answer, 0 when there is none (or it moved meanwhile, or it is no
+ * grant: ended, acquire anew), 2 on a store failure (ERR set).
  */
 static int
 renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
@@ -225,7 +254,7 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 	gcs_object obj;
 	gcs_err ge;
 	size_t i;
-	int rc;
+	int rc, judged;
 
 	if (group_view_scan(svc, req->name, &v, &ge) != GCS_OK) {
 		svc_store_fail(err, &ge);
@@ -247,6 +276,17 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 		gcs_object_clear(&obj);
 		group_view_clear(&v);
 		return 0;
+	}
+	if (rc == GCS_OK &&
+	    (judged = keyed_judged(svc, req, v.leases[i].name, &obj, err)) !=
+	        1) {
+		/* No grant: ended, and a new lease is acquired instead; or
+		 * unjudged (left: a lease only ever causes refusals). */
+		if (judged == 0)
+			group_drop_quietly(svc, v.leases[i].name, &obj);
+		gcs_object_clear(&obj);
+		group_view_clear(&v);
+		return judged == 0 ? 0 : 2;
 	}
 	if (rc == GCS_OK) {
 		grant(svc, req, v.leases[i].name, &obj, true, out);

@@ -1790,6 +1790,44 @@ test_group_expired_slot_swept(void **state)
 }
 
 /*
+ * A semaphore acquire with a client key whose lease insert was applied
+ * but answered as failed (its answer lost, every retry failed: 503) left
+ * a lease object that no listing ever judged.  The client's retry with
+ * the same key (lockctl's) found it by the key and renewed it as a lease
+ * granted before: a third holder of a limit of 2.  It is judged now.
+ */
+static void
+test_group_keyed_pending_judged(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c, l;
+	api_err err;
+
+	assert_int_equal(group_take(f, "pend", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "pend", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	keyed_req(&q, "pend", "c", 30, "client-key-c");
+	q.limit = 2;
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_UNAVAILABLE);
+	api_lock_clear(&c);
+	keyed_req(&q, "pend", "c", 30, "client-key-c");
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_LOCKED);
+	api_lock_clear(&c);
+	assert_int_equal(api_inspect(f->svc, "pend", &l, &err), API_OK);
+	assert_int_equal(json_array_size(l.holders), 2);
+	api_lock_clear(&l);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/*
  * An exclusive acquire over a group head patched the head into its own
  * flagged lease, and a reader granted meanwhile (it listed before that
  * patch) made it back off; but the patch back into a head never happened
@@ -1990,6 +2028,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_group_json, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_expired_slot_swept,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_pending_judged,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_flagged_judged,
 		    setup, teardown),
