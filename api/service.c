@@ -711,17 +711,46 @@ api_inspect(api_service *svc, const char *name, api_lock *out, api_err *err)
 	return API_OK;
 }
 
+/* The force-release of lease O of NAME is done: forgotten, announced. */
+static int
+forced(api_service *svc, const char *name, const char *actor,
+    const char *reason, const gcs_object *o)
+{
+	lease_cache_del(svc->cache, name);
+	svc_emit(svc, API_EV_FORCED, name, lease_owner_of(o),
+	    json_string_value(json_object_get(o->metadata, LEASE_KEY_HOLDER)),
+	    actor, reason, lease_token_of(o), o->now_ms);
+	return API_OK;
+}
+
+/*
+ * A delete of ours answered 412 after a retry may have applied (its
+ * first answer lost), and the lock been taken since: the lease it aimed
+ * at gone (no object, or one of another generation) is the force done,
+ * never a mismatch, and never a reason to remove the new lease too.
+ */
 int
 api_force_release(api_service *svc, const char *name, const char *actor,
     const char *reason, int64_t expect_token, api_err *err)
 {
-	gcs_object cur;
+	gcs_object cur, sent; /* sent: what a delete of ours may have ended */
 	gcs_err ge;
 	int rc, i;
 
 	memset(err, 0, sizeof(*err));
+	memset(&sent, 0, sizeof(sent));
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = gcs_get(svc->store, name, &cur, &ge);
+		if (sent.metadata != NULL &&
+		    (rc == GCS_NOT_FOUND ||
+		        (rc == GCS_OK && cur.generation != sent.generation))) {
+			if (rc == GCS_OK)
+				gcs_object_clear(&cur);
+			rc = forced(svc, name, actor, reason, &sent);
+			gcs_object_clear(&sent);
+			return rc;
+		}
+		gcs_object_clear(&sent);
 		if (rc == GCS_NOT_FOUND)
 			return api_fail(err, API_NOT_HELD,
 			    "nobody holds this lock");
@@ -753,10 +782,12 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 		rc = lease_over_group(&cur)
 		    ? group_guard_removal(svc, name, &cur, err)
 		    : 0;
-		if (rc == 0)
+		if (rc == 0) {
 			rc = gcs_remove(svc->store, name, cur.generation,
 			    cur.metageneration, &ge);
-		else if (rc == 1)
+			if (rc == GCS_PRECONDITION && ge.attempts > 1)
+				gcs_object_copy(&sent, &cur);
+		} else if (rc == 1)
 			rc = GCS_OK;
 		else if (rc == 2)
 			rc = GCS_PRECONDITION;
@@ -765,11 +796,7 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			return (int)err->code;
 		}
 		if (rc == GCS_OK || (rc == GCS_NOT_FOUND && ge.attempts > 1)) {
-			lease_cache_del(svc->cache, name);
-			svc_emit(svc, API_EV_FORCED, name, lease_owner_of(&cur),
-			    json_string_value(json_object_get(cur.metadata,
-			        LEASE_KEY_HOLDER)),
-			    actor, reason, lease_token_of(&cur), cur.now_ms);
+			forced(svc, name, actor, reason, &cur);
 			gcs_object_clear(&cur);
 			return API_OK;
 		}
@@ -778,6 +805,7 @@ api_force_release(api_service *svc, const char *name, const char *actor,
 			continue;
 		return svc_store_fail(err, &ge);
 	}
+	gcs_object_clear(&sent);
 	err->retry_after = 1;
 	return api_fail(err, API_BUSY,
 	    "the lock kept changing while force-releasing; retry shortly");

@@ -454,6 +454,43 @@ test_retried_delete_412_is_released(void **state)
 	}
 }
 
+/*
+ * A force-release whose delete was applied, its answer lost, and whose
+ * retry met a 412 because Bob took the freed lock meanwhile: the force
+ * is done, and Bob's lease is not removed as well (without a token the
+ * force looked again and removed it) nor the force answered as a
+ * mismatch (with alice's token).
+ */
+static void
+test_force_retried_delete_412(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock l, x;
+	api_err e;
+	int with_token;
+
+	for (with_token = 0; with_token < 2; with_token++) {
+		acq_req(&q, "taken", "alice", 30);
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+		f->ws->lost_op = W_REMOVE;
+		f->ws->lost_status = GCS_PRECONDITION;
+		f->ws->meanwhile = bob_takes;
+		f->ws->meanwhile_ctx = f;
+		assert_int_equal(api_force_release(f->svc, "taken", "root",
+		                     NULL, with_token ? l.fencing_token : 0,
+		                     &e),
+		    API_OK);
+		assert_int_equal(api_inspect(f->svc, "taken", &x, &e), API_OK);
+		assert_string_equal(x.owner, "bob");
+		assert_int_equal(api_force_release(f->svc, "taken", "root",
+		                     NULL, x.fencing_token, &e),
+		    API_OK);
+		api_lock_clear(&x);
+		api_lock_clear(&l);
+	}
+}
+
 /* A first-attempt 404 on delete is not ours to call a success. */
 static void
 test_delete_404_not_retried(void **state)
@@ -1999,6 +2036,8 @@ main(void)
 		cmocka_unit_test(test_metadata_limit_exact),
 		cmocka_unit_test_setup_teardown(
 		    test_retried_delete_412_is_released, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attempts_share_lease_id,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_reused_is_a_new_lease,
