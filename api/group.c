@@ -44,19 +44,6 @@ head_with_lease(const json_t *meta)
 	return m;
 }
 
-/* Whether lease O is past the expiry it shows (updated + ttl) on the
- * store's clock of the answer that carried it: a lease found so is no
- * grant, since others may count it free from then on (their margin is
- * the store clock's resolution).  False without a store time. */
-static bool
-past_expiry(const gcs_object *o)
-{
-	long ttl = lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
-	    API_TTL_DEFAULT);
-
-	return o->now_ms > 0 && o->now_ms > o->updated_ms + (int64_t)ttl * 1000;
-}
-
 /*
  * Step 1 of a group acquire: the group head of REQ's name into HEAD.  An
  * absent name is created as a head carrying REQ's lease META: that one
@@ -97,7 +84,7 @@ head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
 			*head = cur;
 			return API_OK;
 		}
-		if (!past_expiry(&cur)) {
+		if (!lease_past_expiry(&cur)) {
 			*head = cur;
 			return EMBEDDED;
 		}
@@ -173,8 +160,7 @@ remember(api_service *svc, const char *name, const char *oname,
 	ref.generation = o->generation;
 	ref.metageneration = o->metageneration;
 	ref.updated_ms = o->updated_ms;
-	ref.ttl = (int)lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN,
-	    API_TTL_MAX, API_TTL_DEFAULT);
+	ref.ttl = (int)lease_ttl_of(o);
 	ref.embedded = strcmp(oname, name) == 0 && lease_is_head(o);
 	lease_cache_put(svc->cache, key, &ref);
 }
@@ -205,10 +191,8 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 static bool
 renewed_late(const gcs_object *old, const gcs_object *now)
 {
-	long ttl = lease_meta_long(old, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
-	    API_TTL_DEFAULT);
-
-	return now->updated_ms > old->updated_ms + (int64_t)ttl * 1000;
+	return now->updated_ms >
+	    lease_ends_ms(old->updated_ms, lease_ttl_of(old));
 }
 
 /*
@@ -234,7 +218,7 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
 		return svc_store_fail(err, &ge), -1;
 	own = group_view_find(&v, oname);
 	ok = v.has_head && lease_is_head(&v.head) && own != NULL &&
-	    own->generation == o->generation && !past_expiry(own) &&
+	    own->generation == o->generation && !lease_past_expiry(own) &&
 	    group_judge(&v, req, oname, &held, &mismatch) == 0;
 	group_view_clear(&v);
 	return ok;
@@ -358,7 +342,8 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 	/* Our object, not past its expiry at the listing: one an earlier
 	 * attempt left, found again, may be (others counted it free), and
 	 * so may a new one when the listing came late. */
-	if ((own = group_view_find(&v, oname)) == NULL || past_expiry(own) ||
+	if ((own = group_view_find(&v, oname)) == NULL ||
+	    lease_past_expiry(own) ||
 	    !group_head_is(&v,
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_GEN, 1, GCS_GEN_MAX, 0),
 	        lease_meta_long(&mine, LEASE_KEY_HEAD_METAGEN, 1, GCS_GEN_MAX,
@@ -649,8 +634,7 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 	ref->generation = cur.generation;
 	ref->metageneration = cur.metageneration;
 	ref->updated_ms = cur.updated_ms;
-	ref->ttl = (int)lease_meta_long(&cur, LEASE_KEY_TTL, API_TTL_MIN,
-	    API_TTL_MAX, API_TTL_DEFAULT);
+	ref->ttl = (int)lease_ttl_of(&cur);
 	ref->embedded = embedded;
 	lease_cache_put(svc->cache, oname, ref);
 	gcs_object_clear(&cur);
@@ -690,7 +674,7 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			break;
 		if (rc != GCS_OK)
 			return svc_store_fail(err, &ge);
-		if (obj.updated_ms > ref.updated_ms + (int64_t)ref.ttl * 1000) {
+		if (obj.updated_ms > lease_ends_ms(ref.updated_ms, ref.ttl)) {
 			group_drop_quietly(svc, target, &obj);
 			gcs_object_clear(&obj);
 			lease_cache_del(svc->cache, oname);

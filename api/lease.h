@@ -48,9 +48,20 @@ json_t *lease_metadata(const api_acquire_req *req, const char *lease_id);
  * bytes, control characters in six), as large as refreshes can make it:
  * with a refresh_seq of the widest int64 and the widest ttl. */
 size_t lease_stored_bytes(const json_t *meta);
-/* 1 when the object's updated + ttl (+ margin) is before the store's now;
- * 0 when the answer carried no store time (now_ms 0). */
+/* The TTL (s) lease O was written with, within the API's range. */
+long lease_ttl_of(const gcs_object *o);
+/* When a lease written at UPDATED_MS with TTL (s) ends: the expiry it
+ * shows, held at INT64_MAX (another writer's times may be anything). */
+int64_t lease_ends_ms(int64_t updated_ms, long ttl);
+/* 1 when the object's end (lease_ends_ms) + margin is before the store's
+ * now: others may take it over; 0 when the answer carried no store time
+ * (now_ms 0). */
 int lease_expired(const gcs_object *o);
+/* 1 when the store's now is past the object's end, margin left out: a
+ * lease of one's own found so is no grant, for others may count it free
+ * from there on (their margin is the store clock's resolution); 0
+ * without a store time. */
+int lease_past_expiry(const gcs_object *o);
 /* Borrowed strings from the object's metadata ("" when absent). */
 const char *lease_id_of(const gcs_object *o);
 /* The key an acquire recognises its own lease by: the client's key, or

@@ -324,18 +324,35 @@ sub_sat(int64_t a, int64_t b)
 	return b < 0 ? INT64_MAX : INT64_MIN;
 }
 
+int64_t
+lease_ends_ms(int64_t updated_ms, long ttl)
+{
+	return add_sat(updated_ms, (int64_t)ttl * 1000);
+}
+
+long
+lease_ttl_of(const gcs_object *o)
+{
+	return meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
+	    API_TTL_DEFAULT);
+}
+
 /* Without the store's time (now_ms 0) nothing is judged expired: a
  * gateway's own clock never decides a takeover. */
 int
 lease_expired(const gcs_object *o)
 {
-	long ttl = meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
-	    API_TTL_DEFAULT);
-
 	if (o->now_ms <= 0)
 		return 0;
-	return add_sat(o->updated_ms, ttl * 1000 + API_EXPIRY_MARGIN_MS) <
-	    o->now_ms;
+	return add_sat(lease_ends_ms(o->updated_ms, lease_ttl_of(o)),
+	           API_EXPIRY_MARGIN_MS) < o->now_ms;
+}
+
+int
+lease_past_expiry(const gcs_object *o)
+{
+	return o->now_ms > 0 &&
+	    o->now_ms > lease_ends_ms(o->updated_ms, lease_ttl_of(o));
 }
 
 const char *
@@ -420,15 +437,14 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 		api_copy(out->lease_id, sizeof(out->lease_id), lease_id_of(o));
 	out->labels = meta_json(o, LEASE_KEY_LABELS);
 	out->claims = meta_json(o, LEASE_KEY_CLAIMS);
-	out->ttl = (int)meta_long(o, LEASE_KEY_TTL, API_TTL_MIN, API_TTL_MAX,
-	    API_TTL_DEFAULT);
+	out->ttl = (int)lease_ttl_of(o);
 	out->expected_duration =
 	    (int)meta_long(o, LEASE_KEY_EXPECTED, 0, API_EXPECTED_MAX, 0);
 	out->fencing_token = lease_token_of(o);
 	lease_mode_of(o, &out->mode, &out->limit);
 	out->acquired_at_ms = o->created_ms;
 	out->refreshed_at_ms = o->updated_ms;
-	out->expires_at_ms = add_sat(o->updated_ms, (int64_t)out->ttl * 1000);
+	out->expires_at_ms = lease_ends_ms(o->updated_ms, out->ttl);
 	out->now_ms = o->now_ms;
 	out->refresh_interval = out->ttl / API_REFRESH_DIVISOR;
 	if (out->refresh_interval < 1)

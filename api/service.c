@@ -146,8 +146,7 @@ svc_remember(api_service *svc, const char *key, const char *lease_id,
 	ref.generation = o->generation;
 	ref.metageneration = o->metageneration;
 	ref.updated_ms = o->updated_ms;
-	ref.ttl = (int)lease_meta_long(o, LEASE_KEY_TTL, API_TTL_MIN,
-	    API_TTL_MAX, API_TTL_DEFAULT);
+	ref.ttl = (int)lease_ttl_of(o);
 	lease_cache_put(svc->cache, key, &ref);
 }
 

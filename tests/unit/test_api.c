@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "api/lease.h"
 #include "wrap_store.h"
 #include "tmpdir.h"
 
@@ -183,6 +184,43 @@ test_utf8_scrub(void **state)
 		api_utf8_scrub(buf);
 		assert_string_equal(buf, cases[i].out);
 	}
+}
+
+/* A lease's end, judged on times another writer of the bucket stored:
+ * held at INT64_MAX, never overflowed (UBSan would stop here), and the
+ * margin's order kept (expired implies past its end). */
+static void
+test_lease_ends_saturated(void **state)
+{
+	static const int64_t updated[] = { 0, 1795756211903, INT64_MAX - 1000,
+		INT64_MAX };
+	gcs_object o;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(lease_ends_ms(1000, 2), 3000);
+	assert_int_equal(lease_ends_ms(INT64_MAX - 1, 300), INT64_MAX);
+	assert_int_equal(lease_ends_ms(INT64_MAX, 86400), INT64_MAX);
+	memset(&o, 0, sizeof(o));
+	o.metadata = json_pack("{s:s}", LEASE_KEY_TTL, "300");
+	assert_int_equal(lease_ttl_of(&o), 300);
+	for (i = 0; i < sizeof(updated) / sizeof(updated[0]); i++) {
+		o.updated_ms = updated[i];
+		o.now_ms = INT64_MAX;
+		assert_int_equal(lease_past_expiry(&o),
+		    updated[i] < INT64_MAX - 300000);
+		assert_true(!lease_expired(&o) || lease_past_expiry(&o));
+		o.now_ms = 0; /* no store time: nothing is judged */
+		assert_false(lease_past_expiry(&o));
+		assert_false(lease_expired(&o));
+	}
+	o.updated_ms = 1000;
+	o.now_ms = 1000 + 300000; /* at its end: not past it */
+	assert_false(lease_past_expiry(&o));
+	o.now_ms++;
+	assert_true(lease_past_expiry(&o));
+	assert_false(lease_expired(&o)); /* within the margin */
+	json_decref(o.metadata);
 }
 
 static void
@@ -1996,6 +2034,7 @@ main(void)
 		cmocka_unit_test(test_text_clean),
 		cmocka_unit_test(test_utf8_scrub),
 		cmocka_unit_test(test_copy_utf8_boundary),
+		cmocka_unit_test(test_lease_ends_saturated),
 		cmocka_unit_test(test_lease_ids_and_labels),
 		cmocka_unit_test_setup_teardown(test_one_write_each, setup,
 		    teardown),
