@@ -228,7 +228,10 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
  * A keyed acquire whose client key names a live lease of its owner in
  * the group: 1 when that lease was renewed, judged a grant and OUT is
  * the answer, 0 when there is none (or it moved meanwhile, or it is no
- * grant: ended, acquire anew), 2 on a store failure (ERR set).
+ * grant: ended, acquire anew), 2 when ERR is the answer: a store
+ * failure, or 409 limit_mismatch (OUT set) when the request asks with
+ * another mode or limit than that lease holds (as it would be answered
+ * beside any other holder of that kind).
  */
 static int
 renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
@@ -250,6 +253,12 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 	if (i == v.n) {
 		group_view_clear(&v);
 		return 0;
+	}
+	if (!group_same_kind(&v.leases[i].obj, req)) {
+		group_refuse_view(req, &v, &v.leases[i].obj, NULL, true, out,
+		    err);
+		group_view_clear(&v);
+		return 2;
 	}
 	rc = svc_renew(svc, v.leases[i].name, v.leases[i].obj.generation,
 	    v.leases[i].obj.metageneration, req->ttl, &obj, &ge);

@@ -52,6 +52,8 @@ int group_view_holders(const group_view *v, const char *name, const char *skip,
 int group_refuse_view(const api_acquire_req *req, const group_view *v,
     const gcs_object *held, const char *own, bool mismatch, api_lock *out,
     api_err *err);
+/* Whether lease O was taken with REQ's mode and limit. */
+bool group_same_kind(const gcs_object *o, const api_acquire_req *req);
 /* 0 when a lease of REQ fits V (OWN left out), else 1 with *HELD and
  * *MISMATCH set. */
 int group_judge(const group_view *v, const api_acquire_req *req,

@@ -208,6 +208,12 @@ req_limit(const api_acquire_req *req)
 	return req->mode == API_MODE_SHARED || req->limit < 1 ? 1 : req->limit;
 }
 
+bool
+group_same_kind(const gcs_object *o, const api_acquire_req *req)
+{
+	return same_kind(o, req->mode, req_limit(req));
+}
+
 /* The live lease of V acquired first, other than the one named SKIP
  * (may be NULL); NULL when none. */
 const gcs_object *

@@ -1903,6 +1903,44 @@ test_group_keyed_pending_judged(void **state)
 }
 
 /*
+ * A keyed re-acquire that asks with another mode or limit than its own
+ * live lease holds is answered as any acquire of another kind beside a
+ * holder: 409 limit_mismatch, the lease untouched.  It renewed that
+ * lease before, answering a limit the client had not asked for.
+ */
+static void
+test_group_keyed_other_kind(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b;
+	api_err err;
+
+	keyed_req(&q, "kind", "a", 30, "client-key-a");
+	q.limit = 3;
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
+	keyed_req(&q, "kind", "a", 30, "client-key-a");
+	q.limit = 5;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_LOCKED);
+	assert_string_equal(err.reason, "limit_mismatch");
+	assert_int_equal(b.limit, 3);
+	api_lock_clear(&b);
+	keyed_req(&q, "kind", "a", 30, "client-key-a");
+	q.mode = API_MODE_SHARED;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_LOCKED);
+	assert_string_equal(err.reason, "limit_mismatch");
+	api_lock_clear(&b);
+	/* Asked as it was taken: the same lease, renewed. */
+	keyed_req(&q, "kind", "a", 30, "client-key-a");
+	q.limit = 3;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_OK);
+	assert_int_equal(b.fencing_token, a.fencing_token);
+	assert_string_equal(b.lease_id, a.lease_id);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/*
  * An exclusive acquire over a group head patched the head into its own
  * flagged lease, and a reader granted meanwhile (it listed before that
  * patch) made it back off; but the patch back into a head never happened
@@ -2110,6 +2148,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_group_keyed_pending_judged,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_flagged_judged,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_other_kind,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_group_head_lease_found_expired, setup, teardown),
