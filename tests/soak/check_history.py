@@ -12,9 +12,14 @@ all times in seconds on one monotonic clock of the machine:
      "st": HTTP status, or null when no answer came (timeout, reset,
      refused connection: an ambiguous outcome), "err": why there was none,
      "key": the idempotency key an acquire sent,
+     "mode": the mode an acquire sent ("shared"|"exclusive"; absent:
+     exclusive), "lim": the limit it sent (absent: 1),
+     "amode", "alim": the mode and limit a 200 to such an acquire shows,
      "lid": the lease_id of the answer (acquire) or sent (refresh, release),
      "tok": fencing token of the answer (a lease, or an inspected lock),
      "htok": fencing token of the holder a 409 "locked" answer shows,
+     "htoks", "toks": every holder's token a 409 or an inspect shows,
+     when a group's holders tell more than its top-level token,
      "rttl": the ttl an acquire asked for, "wait": the wait it asked for,
      "ttl": ttl of the answer, "xin": expires_in, "xat": expires_at,
      "ri": refresh_interval, "ra": Retry-After header, "code": error code}
@@ -23,7 +28,13 @@ all times in seconds on one monotonic clock of the machine:
         waiter asks for the lock from then on
     {"meta": {"store": "gs"|"file"|"mem", ...}}   optional, once
 
-Definitions (README: "How the lock works", "Fencing tokens", lease_id):
+Definitions (README: "How the lock works", "Fencing tokens", lease_id,
+"Semaphores and shared locks"):
+- A lease's *kind* is the mode and limit of the acquire that granted it:
+  exclusive (limit 1, the default), a semaphore's (limit N > 1), or
+  shared.  A lock whose acquires all asked exclusive is a *plain* lock;
+  one that any acquire asked with a limit or mode=shared is a *group*
+  lock (its exclusive leases are leases over the group).
 - A lease is one grant, named by the lease_id the server made.  It is
   *told* valid by each 200 answer k (acquire or refresh) for
   min(ttl, expires_in) seconds counted from the request's invoke i_k,
@@ -51,25 +62,48 @@ Definitions (README: "How the lock works", "Fencing tokens", lease_id):
   grant (the earliest moment the storage can have written it).
 
 Checks (each violation is printed with the records behind it):
-  overlap          two leases of one lock valid at one moment
+  overlap          at one moment the valid leases of a lock are more than
+                   their kinds allow: an exclusive lease beside any other,
+                   more than N of a semaphore with limit N, or leases of
+                   two kinds (shared beside a semaphore's, or limits that
+                   differ); any number of shared leases alone is fine
   token_reused     two leases of one lock with one fencing token, or one
                    lease whose token changed
-  token_order      a lease granted wholly after another (first completion
-                   before the other's lower bound) has a smaller token;
-                   a violation on file:// and mem://, reported on gs://
+  token_order      on a plain lock, a lease granted wholly after another
+                   (first completion before the other's lower bound) has a
+                   smaller token; a violation on file:// and mem://,
+                   reported on gs://.  Not judged on group locks: a group
+                   lease's token is its object's generation at insert,
+                   and it is granted only at a later listing, so grant
+                   order need not follow token order there (a lease that
+                   inserted first may list last); tokens stay distinct
+                   (token_reused) on every lock
   lost_release     after a release was acknowledged (204), an answer
                    whose request began later shows that lease held (a
                    409's holder, an inspect, a refresh or re-acquire 200)
   revived          a refresh succeeded although another lease of the lock
-                   was granted wholly between the lease's previous answer
-                   and that refresh
+                   that could not be valid beside it (either exclusive, or
+                   of another kind) was granted wholly between the lease's
+                   previous answer and that refresh
   lost_early       a refresh or first release answered 404/409 (lease
                    gone) and completed before the lease's told expiry
   hidden           an inspect answered 404 not_held while a known lease
                    was valid over the whole request
   key_mixup        an acquire returned a lease granted to another key
   phantom          an answer shows a holder (token) that no known lease
-                   has and no ambiguous acquire of that lock can explain
+                   has and no ambiguous acquire of that lock can explain;
+                   on a group lock, nor any acquire of it under way during
+                   the answer (a pending lease, listed by others before
+                   its own listing refused it and it was deleted), nor a
+                   refused writer's lease over the group for its ttl after
+                   the refusal (README: one "refused and never patched
+                   back", when the store failed that patch)
+  mismatch         a 200 showing another mode or limit than its acquire
+                   asked; a re-acquire returning a lease of another kind;
+                   a 409 limit_mismatch that no acquire of the lock with
+                   another kind explains (a reader meeting a writer, or a
+                   writer readers, is "locked", unless the writer's own
+                   key holds the reader's lease)
   status           an answer outside the API's statuses for that call, a
                    refusal (400/401/403) of the soak's valid requests, a
                    5xx other than 503, a 503 or 429 without Retry-After
@@ -102,16 +136,18 @@ API_STATUSES = {
 # Refusals the soak's requests (valid input, valid tokens) never deserve.
 REFUSALS = {400, 401, 403, 413}
 CHECKS = ("overlap", "token_reused", "token_order", "lost_release", "revived",
-          "lost_early", "hidden", "key_mixup", "phantom", "status", "takeover")
+          "lost_early", "hidden", "key_mixup", "phantom", "status", "takeover",
+          "mismatch")
+EXCLUSIVE = ("exclusive", 1)
 
 
 class Lease:
     __slots__ = ("lid", "lock", "client", "key", "token", "answers", "lower",
-                 "first_e", "rel_invoke", "rel_ack", "gone_at", "ttl")
+                 "first_e", "rel_invoke", "rel_ack", "gone_at", "ttl", "kind")
 
-    def __init__(self, lid, lock, client, key, token, lower):
+    def __init__(self, lid, lock, client, key, token, lower, kind=EXCLUSIVE):
         self.lid, self.lock, self.client, self.key = lid, lock, client, key
-        self.token, self.lower = token, lower
+        self.token, self.lower, self.kind = token, lower, kind
         self.answers = []       # (invoke, completion, told expiry, record)
         self.first_e = None
         self.rel_invoke = None  # first release request sent
@@ -135,6 +171,43 @@ def tok_int(t):
         return None
 
 
+def kind_of(r):
+    """The kind an acquire asked for: (mode, limit), limit None if shared."""
+    if r.get("mode") == "shared":
+        return ("shared", None)
+    lim = r.get("lim")
+    return ("exclusive", 1 if lim is None else int(lim))
+
+
+def kind_name(k):
+    return ("exclusive" if k == EXCLUSIVE else "shared" if k[0] == "shared"
+            else "limit %d" % k[1])
+
+
+def answered_kind(r):
+    """The kind a 200 to a group acquire showed (None: not recorded)."""
+    if "amode" not in r:
+        return None
+    if r["amode"] == "shared":
+        return ("shared", None)
+    return (r["amode"], r.get("alim"))
+
+
+def fits(kinds):
+    """Whether leases of KINDS may all be valid at one moment."""
+    if len(kinds) < 2:
+        return True
+    first = kinds[0]
+    if first == EXCLUSIVE or any(k != first for k in kinds):
+        return False
+    return first[0] == "shared" or len(kinds) <= first[1]
+
+
+def conflict(a, b):
+    """Whether a lease of kind A is ever valid beside one of kind B."""
+    return a == EXCLUSIVE or a != b
+
+
 def life_of(r):
     """Seconds a 200 answer told its lease lives, from the request's invoke."""
     ttl = r.get("ttl")
@@ -146,7 +219,8 @@ def life_of(r):
 
 def brief(r):
     keep = ("c", "op", "lock", "inst", "i", "e", "st", "err", "key", "lid",
-            "tok", "htok", "ttl", "xin", "code")
+            "tok", "htok", "ttl", "xin", "code", "mode", "lim", "amode",
+            "alim")
     return {k: r[k] for k in keep if k in r and r[k] is not None}
 
 
@@ -160,6 +234,7 @@ class Checker:
         self.ambiguous = collections.defaultdict(list)  # lock -> [record]
         self.stats = collections.Counter()
         self.notes = []
+        self.group_locks = set()   # locks any acquire asked as a group
 
     def violate(self, check, msg, *recs):
         self.vcount[check] += 1
@@ -192,14 +267,24 @@ class Checker:
             self.violate("status", "a 200 to acquire without lease_id or "
                          "fencing_token", r)
             return None
+        kind = kind_of(r)
+        shown = answered_kind(r)
+        if shown is not None and shown != kind:
+            self.violate("mismatch", "acquire asked %s and was granted a "
+                         "lease that shows %s" % (kind_name(kind),
+                                                  kind_name(shown)), r)
         L = self.leases.get(lid)
         if L is None:
-            L = Lease(lid, lock, r["c"], r.get("key"), tok, lower)
+            L = Lease(lid, lock, r["c"], r.get("key"), tok, lower, kind)
             self.leases[lid] = L
             self.by_lock[lock].append(L)
             self.stats["grants"] += 1
         else:
             self.stats["renewing_reacquires"] += 1
+            if L.kind != kind:
+                self.violate("mismatch", "a re-acquire asking %s returned "
+                             "lease %s granted %s" % (
+                                 kind_name(kind), lid, kind_name(L.kind)), r)
             if L.lock != lock or L.client != r["c"] or L.key != r.get("key"):
                 self.violate("key_mixup", "acquire with key %s returned lease "
                              "%s granted to key %s of %s" % (
@@ -238,6 +323,8 @@ class Checker:
         seq = collections.defaultdict(list)
         for r in recs:
             seq[(r["c"], r.get("key"))].append(r)
+            if kind_of(r) != EXCLUSIVE:
+                self.group_locks.add(r["lock"])
         for rs in seq.values():
             rs.sort(key=lambda r: r["i"])
             since = None   # first attempt since the key's last grant
@@ -251,11 +338,36 @@ class Checker:
                 elif st in (409, 429):
                     self.stats["acquire_refused_%d" % st] += 1
                     if st == 409 and r.get("htok") is not None:
-                        self.obs.append((r["lock"], r["htok"], r))
+                        self.observe(r["lock"], r["htok"], r.get("htoks"), r)
+                    if r.get("code") == "limit_mismatch":
+                        self.stats["acquire_limit_mismatch"] += 1
+                        self.mismatch(r)
                 else:
                     # Possibly granted; remember it for the lock.
                     self.stats["acquire_ambiguous"] += 1
                     self.ambiguous[r["lock"]].append(r)
+
+    def observe(self, lock, tok, toks, r):
+        for t in [tok] + [t for t in toks or () if t != tok]:
+            if t is not None:
+                self.obs.append((lock, t, r))
+
+    def mismatch(self, r):
+        """A limit_mismatch needs a live lease of another kind: one that
+        an acquire of the lock asked for before R was answered (of the
+        other side of a shared lock only by R's own key)."""
+        k = kind_of(r)
+        for q in self.acq_by_lock.get(r["lock"], ()):
+            kq = kind_of(q)
+            if q["i"] >= r["e"] or kq == k:
+                continue
+            if {k, kq} == {("shared", None), EXCLUSIVE} and \
+                    (q["c"], q.get("key")) != (r["c"], r.get("key")):
+                continue   # reader and writer: "locked", not a mismatch
+            return
+        self.violate("mismatch", "%s: limit_mismatch to an acquire asking "
+                     "%s, though no acquire of the lock asked another kind"
+                     % (r["lock"], kind_name(k)), r)
 
     def run(self, recs, crashes):
         self.obs = []   # (lock, token, record): an answer shows it held
@@ -338,7 +450,8 @@ class Checker:
         for M in self.by_lock[L.lock][k:]:
             if M.lower >= r["i"]:
                 break
-            if M is not L and M.first_e is not None and M.first_e < r["i"]:
+            if M is not L and M.first_e is not None and \
+                    M.first_e < r["i"] and conflict(L.kind, M.kind):
                 self.violate("revived", "lease %s (token %s) was refreshed "
                              "after lease %s (token %s) had been granted in "
                              "between" % (L.lid, L.token, M.lid, M.token),
@@ -348,7 +461,7 @@ class Checker:
     def inspect(self, r):
         st = r.get("st")
         if st == 200 and r.get("tok") is not None:
-            self.obs.append((r["lock"], r["tok"], r))
+            self.observe(r["lock"], r["tok"], r.get("toks"), r)
         elif st == 404:
             for L in self.by_lock.get(r["lock"], ()):
                 if L.first_e is None or L.first_e >= r["i"]:
@@ -404,6 +517,9 @@ class Checker:
                        map(self.amb_window, self.ambiguous.get(lock, ()))):
                     self.stats["holders_explained_by_ambiguity"] += 1
                     continue
+                if lock in self.group_locks and self.under_way(lock, r):
+                    self.stats["holders_explained_by_pending"] += 1
+                    continue
                 self.violate("phantom", "%s shows holder token %s that no "
                              "grant and no ambiguous acquire explains"
                              % (lock, tok), r)
@@ -411,6 +527,31 @@ class Checker:
                 self.violate("lost_release", "lease %s (token %s) shown "
                              "held after its release was acknowledged" % (
                                  L.lid, tok), r)
+
+    def under_way(self, lock, r):
+        """Whether an acquire of LOCK other than R was under way during R
+        (its pending lease may be what R saw), or was a writer refused
+        less than its ttl before R (its lease over the group may not have
+        been patched back)."""
+        idx = self.pending_idx.get(lock)
+        if idx is None:
+            acqs = sorted(self.acq_by_lock.get(lock, ()),
+                          key=lambda q: q["i"])
+            # Prefix maxima of the end, the best two (R may be one).
+            best, tops = [], []
+            for q in acqs:
+                end = q.get("e") or q["i"]
+                if kind_of(q) == EXCLUSIVE and q.get("st") == 409:
+                    end += (q.get("rttl") or 300) + self.margin + 1
+                best = sorted(best + [(end, id(q))], reverse=True)[:2]
+                tops.append(best)
+            idx = ([q["i"] for q in acqs], tops)
+            self.pending_idx[lock] = idx
+        starts, tops = idx
+        k = bisect.bisect_left(starts, r["e"])
+        if k == 0:
+            return False
+        return any(e > r["i"] for (e, who) in tops[k - 1] if who != id(r))
 
     def exclusion(self):
         for lock, leases in self.by_lock.items():
@@ -431,22 +572,33 @@ class Checker:
                         merged.append(s)
                 segs.extend((s[0], s[1], L, s[2]) for s in merged)
             segs.sort(key=lambda s: s[0])
-            top = None
+            valid = []   # the segments valid at the current one's start
             for s in segs:
                 self.stats["validity_segments"] += 1
-                if top is not None and s[0] < top[1] and s[2] is not top[2]:
-                    self.violate("overlap", "%s: lease %s (token %s) valid "
-                                 "until %.3f, lease %s (token %s) valid from "
-                                 "%.3f" % (lock, top[2].lid, top[2].token,
-                                           top[1], s[2].lid, s[2].token,
-                                           s[0]), top[3], s[3])
-                if top is None or s[1] > top[1]:
-                    top = s
+                valid = [v for v in valid if v[1] > s[0] and v[2] is not s[2]]
+                if valid and not fits([v[2].kind for v in valid] +
+                                      [s[2].kind]):
+                    self.violate("overlap", "%s: lease %s (token %s, %s) "
+                                 "valid from %.3f beside %s" % (
+                                     lock, s[2].lid, s[2].token,
+                                     kind_name(s[2].kind), s[0],
+                                     ", ".join(
+                                         "lease %s (token %s, %s) valid "
+                                         "until %.3f" % (
+                                             v[2].lid, v[2].token,
+                                             kind_name(v[2].kind), v[1])
+                                         for v in valid)),
+                                 *[v[3] for v in valid[:3]] + [s[3]])
+                valid.append(s)
+                peak = "peak_valid_" + kind_name(s[2].kind).replace(" ", "_")
+                self.stats[peak] = max(self.stats[peak], len(valid))
 
     def token_order(self):
         inversions = 0
         example = None
         for lock, leases in self.by_lock.items():
+            if lock in self.group_locks:
+                continue   # grants decided at a later listing (docstring)
             done = sorted((L for L in leases if tok_int(L.token) is not None),
                           key=lambda L: L.first_e)
             best, j = None, 0
@@ -517,6 +669,11 @@ class Checker:
         end = max((r.get("e") or r["i"]) for r in recs) if recs else 0
         d = collections.Counter()
         for L in self.leases.values():
+            if L.lock in self.group_locks:
+                self.stats["group_grants"] += 1
+                self.stats["group_grants_" + (
+                    "exclusive" if L.kind == EXCLUSIVE else "shared"
+                    if L.kind[0] == "shared" else "limit_%d" % L.kind[1])] += 1
             if L.rel_ack is not None:
                 d["released"] += 1
             elif L.gone_at is not None:
@@ -572,6 +729,7 @@ def main(argv):
     store = a.store or meta.get("store") or "gs"
     ck = Checker(store, a.margin, a.takeover_slack)
     ck.takeover_lat = []
+    ck.pending_idx = {}
     ck.acq_by_lock = collections.defaultdict(list)
     for r in recs:
         if r["op"] == "acquire":
@@ -582,6 +740,7 @@ def main(argv):
         "store": store,
         "requests": ck.stats["requests"],
         "grants": ck.stats["grants"],
+        "group_grants": ck.stats["group_grants"],
         "violations": sum(ck.vcount.values()),
         "by_check": {k: ck.vcount.get(k, 0) for k in CHECKS},
         "leases": dict(ck.disp),
@@ -601,6 +760,19 @@ def main(argv):
                   summary["requests"], summary["grants"],
                   ", ".join("%s %d" % kv for kv in sorted(ck.disp.items())),
                   ck.stats["no_answer"], ck.stats["acquire_ambiguous"]))
+        if ck.group_locks:
+            print("group locks: %d of %d grants (%s), most valid at once "
+                  "(%s), %d limit_mismatch, %d holders shown of pending "
+                  "leases" % (
+                      summary["group_grants"], summary["grants"],
+                      ", ".join("%s %d" % (k[13:], v) for k, v in
+                                sorted(ck.stats.items())
+                                if k.startswith("group_grants_")),
+                      ", ".join("%s %d" % (k[11:], v) for k, v in
+                                sorted(ck.stats.items())
+                                if k.startswith("peak_valid_")),
+                      ck.stats["acquire_limit_mismatch"],
+                      ck.stats["holders_explained_by_pending"]))
         if crashes:
             print("crashed holders: %d, taken over in time %d, excused %d, "
                   "unjudged %d, worst takeover %s s after TTL" % (

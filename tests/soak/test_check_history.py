@@ -5,7 +5,12 @@ Feeds check_history.py made-up histories (each written to a file and
 judged by the checker's own command line) and asserts which checks it
 reports: a clean history passes; an overlap, a reused token and a lost
 release are each reported; and the ambiguous outcomes it must not count
-(an unanswered acquire, a retried release) are not reported.
+(an unanswered acquire, a retried release) are not reported.  Group locks
+(semaphores, shared locks): as many holders as the limit allows pass,
+one more is reported; shared leases overlap freely, an exclusive one
+beside them is reported; each such test fails on a checker that ignores
+limits and modes (it would report the allowed overlaps) as on one that
+ignores exclusion on groups (it would report none).
 Run: python3 -m unittest tests/soak/test_check_history.py (or directly).
 """
 import io
@@ -21,12 +26,22 @@ import check_history  # noqa: E402
 
 
 def acq(c, lock, i, e, st=200, key=None, lid=None, tok=None, ttl=5, xin=None,
-        htok=None, ra=None, wait=0):
+        htok=None, ra=None, wait=0, mode=None, lim=None, shown=None):
+    """An acquire record; MODE and LIM as sent (None: not sent), SHOWN the
+    (mode, limit) its 200 shows (default: what was asked)."""
     r = {"c": c, "op": "acquire", "lock": lock, "i": i, "e": e, "st": st,
          "key": key or "key-" + c, "rttl": ttl, "wait": wait}
+    if mode is not None:
+        r["mode"] = mode
+    if lim is not None:
+        r["lim"] = lim
     if st == 200:
         r.update(lid=lid, tok=tok, ttl=ttl, xin=ttl if xin is None else xin,
                  ri=max(1, ttl // 8))
+        if mode is not None or lim is not None:
+            r["amode"], r["alim"] = shown or (
+                (mode, None) if mode == "shared" else
+                (mode or "exclusive", lim or 1))
     if htok is not None:
         r.update(htok=htok, code="locked", ra="1")
     if ra is not None:
@@ -308,6 +323,171 @@ class CheckerTest(unittest.TestCase):
                            crashes=crash)
         self.assertEqual(rc, 0, s)
         self.assertEqual(s["stats"]["takeover_excused"], 1)
+
+    # ---- group locks
+
+    def test_two_on_a_limit_2_semaphore_pass(self):
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2),
+            acq("b", "sem", 1.00, 1.01, lid="S2", tok="11", lim=2),
+            rel("a", "sem", 2.00, 2.01, "S1"),
+            # a third once the first is released: still two at once
+            acq("c", "sem", 2.10, 2.11, lid="S3", tok="12", lim=2),
+            rel("b", "sem", 3.00, 3.01, "S2"),
+            rel("c", "sem", 3.10, 3.11, "S3"),
+        ]
+        rc, s = self.judge(recs)
+        self.assertEqual(rc, 0, s)
+        self.assertEqual(s["group_grants"], 3)
+        self.assertEqual(s["stats"]["peak_valid_limit_2"], 2)
+
+    def test_three_on_a_limit_2_semaphore_are_reported(self):
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2),
+            acq("b", "sem", 1.00, 1.01, lid="S2", tok="11", lim=2),
+            # while S1 (until 4 s) and S2 (until 5 s) are valid
+            acq("c", "sem", 2.00, 2.01, lid="S3", tok="12", lim=2),
+            rel("a", "sem", 3.00, 3.01, "S1"),
+            rel("b", "sem", 3.10, 3.11, "S2"),
+            rel("c", "sem", 3.20, 3.21, "S3"),
+        ]
+        self.assertOnly(recs, "overlap")
+
+    def test_four_on_a_limit_3_semaphore_are_reported(self):
+        recs = [acq(c, "sem3", 0.1 * k, 0.1 * k + 0.01, lid="S%d" % k,
+                    tok=str(10 + k), lim=3) for k, c in enumerate("abcd")]
+        self.assertOnly(recs, "overlap")
+        rc, s = self.judge(recs[:3])
+        self.assertEqual(rc, 0, s)
+
+    def test_semaphore_leases_of_two_limits_are_reported(self):
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2),
+            acq("b", "sem", 1.00, 1.01, lid="S2", tok="11", lim=3),
+        ]
+        self.assertOnly(recs, "overlap")
+
+    def test_many_shared_leases_pass(self):
+        recs = [acq(c, "rw", 0.1 * k, 0.1 * k + 0.01, lid="R%d" % k,
+                    tok=str(10 + k), mode="shared")
+                for k, c in enumerate("abcdefgh")]
+        recs += [rel(c, "rw", 2.0 + 0.1 * k, 2.01 + 0.1 * k, "R%d" % k)
+                 for k, c in enumerate("abcdefgh")]
+        # the writer once every reader released
+        recs += [acq("w", "rw", 3.00, 3.01, lid="W1", tok="30",
+                     mode="exclusive", wait=5),
+                 rel("w", "rw", 3.50, 3.51, "W1")]
+        rc, s = self.judge(recs)
+        self.assertEqual(rc, 0, s)
+        self.assertEqual(s["stats"]["peak_valid_shared"], 8)
+
+    def test_exclusive_beside_a_shared_lease_is_reported(self):
+        recs = [
+            acq("a", "rw", 0.00, 0.01, lid="R1", tok="10", mode="shared"),
+            acq("b", "rw", 1.00, 1.01, lid="R2", tok="11", mode="shared"),
+            # R1 valid until 4 s, R2 until 5 s: the writer meets R2 only
+            acq("w", "rw", 4.50, 4.51, lid="W1", tok="12",
+                mode="exclusive"),
+            rel("w", "rw", 6.00, 6.01, "W1"),
+        ]
+        self.assertOnly(recs, "overlap")
+
+    def test_shared_beside_an_exclusive_lease_is_reported(self):
+        recs = [
+            acq("w", "rw", 0.00, 0.01, lid="W1", tok="10",
+                mode="exclusive"),
+            acq("a", "rw", 1.00, 1.01, lid="R1", tok="11", mode="shared"),
+            acq("b", "rw", 1.10, 1.11, lid="R2", tok="12", mode="shared"),
+        ]
+        # both readers are beside the writer; not beside each other
+        self.assertOnly(recs, "overlap", n=2)
+
+    def test_group_token_order_is_not_judged(self):
+        # S2 inserted its object first but listed (was granted) last.
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="11", lim=2),
+            rel("a", "sem", 0.50, 0.51, "S1"),
+            acq("b", "sem", 1.00, 1.01, lid="S2", tok="10", lim=2),
+            rel("b", "sem", 1.50, 1.51, "S2"),
+        ]
+        rc, s = self.judge(recs, store="file")
+        self.assertEqual(rc, 0, s)
+        # the same on a plain lock is a violation
+        plain = [dict(r) for r in recs]
+        for r in plain:
+            for k in ("lim", "amode", "alim"):
+                r.pop(k, None)
+        self.assertOnly(plain, "token_order", store="file")
+
+    def test_a_semaphore_lease_refreshed_beside_another_is_no_revival(self):
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2, ttl=3),
+            acq("b", "sem", 1.00, 1.01, lid="S2", tok="11", lim=2),
+            ref("a", "sem", 1.50, 1.51, "S1", tok="10", ttl=3),
+            rel("a", "sem", 2.00, 2.01, "S1"),
+            rel("b", "sem", 2.10, 2.11, "S2"),
+        ]
+        rc, s = self.judge(recs)
+        self.assertEqual(rc, 0, s)
+        # a writer granted in between: the reader's refresh revived it
+        recs = [
+            acq("a", "rw", 0.00, 0.01, lid="R1", tok="10", mode="shared",
+                ttl=2),
+            acq("w", "rw", 2.50, 2.51, lid="W1", tok="11", mode="exclusive",
+                ttl=2),
+            rel("w", "rw", 2.60, 2.61, "W1"),
+            ref("a", "rw", 3.00, 3.01, "R1", tok="10", ttl=2),
+        ]
+        self.assertOnly(recs, "revived")
+
+    def test_a_pending_group_lease_shown_is_no_phantom(self):
+        # c's acquire was under way (its lease inserted, not yet listed)
+        # when b's 409 showed its token; c was then refused.
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2),
+            acq("c", "sem", 0.50, 0.70, st=409, htok="10", ra="1", lim=2),
+            acq("b", "sem", 0.55, 0.60, st=409, htok="10", ra="1", lim=2),
+            rel("a", "sem", 1.00, 1.01, "S1"),
+        ]
+        recs[2]["htoks"] = ["10", "12"]
+        rc, s = self.judge(recs)
+        self.assertEqual(rc, 0, s)
+        self.assertEqual(s["stats"]["holders_explained_by_pending"], 1)
+        # nothing under way: a phantom (b's own acquire explains nothing)
+        self.assertOnly([recs[0], recs[2], recs[3]], "phantom")
+
+    def test_kind_mismatches_are_reported(self):
+        recs = [
+            # granted a lease that shows another limit than asked
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=2,
+                shown=("exclusive", 3)),
+            rel("a", "sem", 0.50, 0.51, "S1"),
+            # limit_mismatch though nobody asked another limit
+            acq("b", "sem", 1.00, 1.01, st=409, htok="11", ra="1", lim=2),
+            acq("c", "sem", 0.90, 1.50, lid="S2", tok="11", lim=2),
+            rel("c", "sem", 2.00, 2.01, "S2"),
+        ]
+        recs[2]["code"] = "limit_mismatch"
+        self.assertOnly(recs, "mismatch", n=2)
+
+    def test_limit_mismatch_beside_another_kind_is_fine(self):
+        recs = [
+            acq("a", "sem", 0.00, 0.01, lid="S1", tok="10", lim=3),
+            acq("b", "sem", 1.00, 1.01, st=409, htok="10", ra="1", lim=2),
+            rel("a", "sem", 2.00, 2.01, "S1"),
+            # a reader's own key holds a writer's lease: limit_mismatch
+            acq("w", "rw", 3.00, 3.01, key="kw", lid="W1", tok="20",
+                mode="exclusive"),
+            acq("w", "rw", 3.50, 3.51, key="kw", st=409, htok="20", ra="1",
+                mode="shared"),
+            rel("w", "rw", 4.00, 4.01, "W1"),
+        ]
+        recs[1]["code"] = recs[4]["code"] = "limit_mismatch"
+        rc, s = self.judge(recs)
+        self.assertEqual(rc, 0, s)
+        # another client's writer: a reader is told "locked", not this
+        recs[4]["c"] = "x"
+        self.assertOnly(recs, "mismatch")
 
     def test_missing_history_file_is_an_error(self):
         self.assertEqual(check_history.main(["/nonexistent/history"]), 2)
