@@ -155,8 +155,9 @@ bench-shutdown: deps-test build/lockgate
 	@python3 bench/shutdown.py --bin build/lockgate
 
 # The soak (issue 24): gs:// (3 instances, fake GCS with faults) then
-# file:// (2 processes), with kill -9, stalled and crashed jobs; the
-# checker judges the recorded history.  SOAK_S seconds of load in all
+# file:// (2 processes), with kill -9, stalled and crashed jobs, on
+# exclusive locks, semaphores and shared locks; the checker judges the
+# recorded history.  SOAK_S seconds of load in all
 # (the default keeps the whole run, checker included, within 10 minutes);
 # it fails under SOAK_MIN_GRANTS grants (default: 190 per second of load,
 # so >= 100,000 at the default).  SOAK_BIN: the lockgate to soak.

@@ -18,6 +18,15 @@ instance (a load balancer's way) and act as jobs:
   - a job takes a hot lock (few, contended, waiting up to a few seconds)
     or a cold one (many, wait=0), holds it briefly (some long enough to
     refresh every refresh_interval), and releases it;
+  - a share of the jobs (GROUP_SHARE) take group locks instead (README
+    "Semaphores and shared locks"), hot or cold as the client's other
+    jobs: semaphores, each name always asked with its own limit (2 or
+    3), and shared locks, where most jobs ask mode=shared and some
+    mode=exclusive (a writer: an exclusive lease over the group); every
+    request records the mode and limit it sent, and the checker holds
+    each lock to its kind's number of holders; a few group jobs of key
+    reusers leave their lease unreleased, so that a later job's key finds
+    its own lease, live or past its expiry;
   - acquire retries as lockctl does: one client-chosen key (lease_id) for
     every retry of one acquire, Retry-After honoured (capped at
     RETRY_CAP_S to keep the soak dense); some clients use one key for all
@@ -27,7 +36,9 @@ instance (a load balancer's way) and act as jobs:
     grant after the client left: an ambiguous outcome);
   - stalls: a holder of a hot lock stops for ttl + STALL_EXTRA_S without
     refreshing, then refreshes with its old lease_id (it must be told
-    lease_lost when a waiter took over; the checker judges it);
+    lease_lost when a waiter took over; the checker judges it); on a
+    semaphore the waiter asks with its limit, on a shared lock it asks
+    mode=exclusive (it can only be granted once the stalled lease ends);
   - crashes: a holder of a fresh lock stops refreshing for good while a
     waiter asks for the lock with wait > ttl; the checker requires the
     grant within TTL + 2 s.
@@ -72,6 +83,19 @@ LONG_HOLD_SHARE = 0.01   # jobs that hold past a refresh interval
 KEY_REUSERS = 0.2        # clients using one key for all their jobs
 SHORT_TIMEOUT_SHARE = 0.003  # acquires whose client gives up at once
 SHORT_TIMEOUT_S = 0.002
+GROUP_SHARE = 0.25       # jobs on group locks (semaphores, shared locks)
+# Group kinds: a semaphore name is always asked with its own limit; a
+# shared name with mode=shared, or by SHARED_WRITERS of its jobs with
+# mode=exclusive (no limit).  Hot names: one per kind, asked with waits;
+# cold: COLD_GROUP_LOCKS per kind, wait=0 (but for writers), few enough
+# that jobs meet there.  Group jobs hold longer than others (GROUP_HOLD_S)
+# so that semaphores fill up and shared leases overlap.
+GROUP_KINDS = (("sem2", {"limit": 2}), ("sem3", {"limit": 3}),
+               ("shr", {"mode": "shared"}))
+COLD_GROUP_LOCKS = 3
+SHARED_WRITERS = 0.1
+GROUP_HOLD_S = (0, 0.3)
+GROUP_FORGET_SHARE = 0.01  # a key reuser's group jobs left unreleased
 ACQUIRE_TRIES = 6
 RELEASE_TRIES = 5
 RETRY_CAP_S = 0.5        # cap on a Retry-After pause (lockctl: 10 s)
@@ -269,6 +293,10 @@ class Client:
         if op == "acquire":
             rec.update(key=params["lease_id"], rttl=params["ttl"],
                        wait=params["wait"])
+            if "mode" in params:
+                rec["mode"] = params["mode"]
+            if "limit" in params:
+                rec["lim"] = params["limit"]
         elif op in ("refresh", "release"):
             rec["lid"] = params["lease_id"]
         # A connection to an earlier run of the instance is dead: a load
@@ -315,19 +343,39 @@ class Client:
         return rec
 
     @staticmethod
-    def parse(rec, doc):
+    def holders(doc, top):
+        """The fencing tokens of a lock's holders, when they tell more
+        than its top-level token TOP (a group's other leases)."""
+        hs = doc.get("holders")
+        if not isinstance(hs, list):
+            return None
+        toks = [h.get("fencing_token") for h in hs if isinstance(h, dict)]
+        return toks if toks and toks != [top] else None
+
+    @classmethod
+    def parse(cls, rec, doc):
         err = doc.get("error")
         if isinstance(err, dict):
             rec["code"] = err.get("code")
             lk = err.get("lock")
             if isinstance(lk, dict) and lk.get("fencing_token"):
                 rec["htok"] = lk["fencing_token"]
+                toks = cls.holders(lk, rec["htok"])
+                if toks:
+                    rec["htoks"] = toks
             return
         if rec["op"] == "inspect":
             rec["tok"] = doc.get("fencing_token")
+            toks = cls.holders(doc, rec["tok"])
+            if toks:
+                rec["toks"] = toks
             return
         rec["lid"] = doc.get("lease_id", rec.get("lid"))
         rec["tok"] = doc.get("fencing_token")
+        if rec["op"] == "acquire" and ("mode" in rec or "lim" in rec):
+            # What the lease says it is, for the checker to compare.
+            rec["amode"] = doc.get("mode")
+            rec["alim"] = doc.get("limit")
         for src, dst in (("ttl", "ttl"), ("expires_in", "xin"),
                          ("expires_at", "xat"), ("refresh_interval", "ri")):
             if src in doc:
@@ -340,7 +388,9 @@ class Client:
 
     # A job's acquire: every retry with one key.  Returns the 200 record,
     # or None (refused, or given up).
-    def acquire(self, lock, ttl, wait, key, budget_s):
+    def acquire(self, lock, ttl, wait, key, budget_s, kind=None):
+        """KIND: the mode and limit parameters of a group lock (None: a
+        plain exclusive lock)."""
         deadline = now() + budget_s
         unsure = False
         for _ in range(ACQUIRE_TRIES):
@@ -349,12 +399,16 @@ class Client:
             to = CALL_TIMEOUT_S + w
             if self.rng.random() < SHORT_TIMEOUT_SHARE:
                 to = SHORT_TIMEOUT_S
-            r = self.call("acquire", lock, {"lease_id": key, "ttl": ttl,
-                                            "wait": w}, timeout=to)
+            r = self.call("acquire", lock, dict(kind or {}, lease_id=key,
+                                                ttl=ttl, wait=w), timeout=to)
             st = r["st"]
             if st == 200:
                 self.soak.count("grants_seen")
                 return r
+            if st == 409 and r.get("code") == "limit_mismatch":
+                # lockctl exits 73 at once: waiting would not help.
+                self.soak.count("limit_mismatch")
+                break
             if st == 409:
                 if deadline - now() <= 0.5 or wait == 0:
                     break
@@ -367,8 +421,8 @@ class Client:
             self.pause_for(r, 1)
         if unsure:
             # lockctl's abandon: our key finds what the lost attempt left.
-            r = self.call("acquire", lock, {"lease_id": key, "ttl": ttl,
-                                            "wait": 0})
+            r = self.call("acquire", lock, dict(kind or {}, lease_id=key,
+                                                ttl=ttl, wait=0))
             if r["st"] == 200:
                 self.soak.count("abandoned_leases_returned")
                 self.release(lock, r["lid"])
@@ -403,10 +457,29 @@ class Client:
                 self.soak.count("refresh_lost")
                 return False
 
+    def group_lock(self, hot):
+        """A group job's lock name and the mode and limit it asks with."""
+        rng = self.rng
+        base, kind = rng.choice(GROUP_KINDS)
+        lock = ("%s/hot" % base if hot else
+                "%s/cold/%d" % (base, rng.randrange(COLD_GROUP_LOCKS)))
+        if kind.get("mode") == "shared" and rng.random() < SHARED_WRITERS:
+            kind = {"mode": "exclusive"}
+        return lock, kind
+
     def job(self):
         rng = self.rng
         hot = self.hot
-        if hot:
+        kind = None
+        if rng.random() < GROUP_SHARE:
+            lock, kind = self.group_lock(hot)
+            ttl = rng.randint(*(HOT_TTL if hot else COLD_TTL))
+            wait = rng.randint(*HOT_WAIT) if hot else 0
+            if kind.get("mode") == "exclusive":
+                # A writer among readers: without a wait it seldom finds
+                # a gap; waiting, it holds new readers back (README).
+                wait = rng.randint(1, HOT_WAIT[1])
+        elif hot:
             lock = "hot/%d" % rng.randrange(HOT_LOCKS)
             ttl = rng.randint(*HOT_TTL)
             wait = rng.randint(*HOT_WAIT)
@@ -415,38 +488,57 @@ class Client:
             ttl = rng.randint(*COLD_TTL)
             wait = 0
         key = self.fixed_key or self.new_key()
-        lease = self.acquire(lock, ttl, wait, key, budget_s=wait + 2)
+        lease = self.acquire(lock, ttl, wait, key, budget_s=wait + 2,
+                             kind=kind)
         if lease is None:
             if hot:
                 time.sleep(rng.uniform(0, 0.05))
             return
+        if kind:
+            self.soak.count("group_grants_seen")
         if hot and self.stall_next and \
                 self.soak.left() > ttl + STALL_EXTRA_S + 2:
             self.stall_next = False
-            self.stall(lock, lease, ttl)
+            self.stall(lock, lease, ttl, kind)
             return
         if rng.random() < LONG_HOLD_SHARE:
             # past two refresh intervals: at least two refreshes
             held = self.hold(lock, lease, 2 * (lease.get("ri") or 1) + 0.3)
         else:
-            time.sleep(rng.uniform(0, 0.15 if hot else 0.01))
+            time.sleep(rng.uniform(*GROUP_HOLD_S) if kind else
+                       rng.uniform(0, 0.15 if hot else 0.01))
             held = True
         if rng.random() < 0.02:
             self.call("inspect", lock, {})
+        if kind and self.fixed_key and rng.random() < GROUP_FORGET_SHARE:
+            # Gone without a release: the client's key comes back to the
+            # name with a later job and finds its own lease, live or past
+            # its expiry (which others counted free: it must not count).
+            self.soak.count("group_leases_left")
+            return
         if held:
             self.release(lock, lease["lid"])
 
-    def stall(self, lock, lease, ttl):
+    def stall(self, lock, lease, ttl, kind=None):
         """A stalled job: no refresh for ttl + STALL_EXTRA_S while a waiter
-        asks for the lock, then carry on with the old lease_id."""
+        asks for the lock, then carry on with the old lease_id.  On a
+        shared lock the waiter is a writer (mode=exclusive), which only
+        the stalled lease's end lets in; on a semaphore it asks with the
+        semaphore's limit."""
         self.soak.count("stalls")
+        if kind:
+            self.soak.count("group_stalls")
+        wkind = kind
+        if kind and kind.get("mode") == "shared":
+            wkind = {"mode": "exclusive"}
         n = self.soak.count("stall_waiters")
         w = Client(self.soak, "%s-sw%d" % (self.cid, n), self.soak.tokens[-1],
                    random.Random(self.rng.random()))
         self.soak.extra_clients.append(w)
 
         def wait_then_release():
-            got = w.acquire(lock, ttl, ttl + 3, w.new_key(), ttl + 5)
+            got = w.acquire(lock, ttl, ttl + 3, w.new_key(), ttl + 5,
+                            kind=wkind)
             if got is not None:
                 w.release(lock, got["lid"])
         t = threading.Thread(target=wait_then_release, daemon=True)
@@ -715,6 +807,19 @@ class Soak:
                   c.get("stalls_kept", 0), c.get("crashes", 0),
                   c.get("takeovers", 0),
                   max(self.takeover_ms) if self.takeover_ms else "-"))
+        st = self.summary.get("stats", {})
+        print("soak %s: group locks: %d grants (%s); most valid at once "
+              "%s; limit_mismatch %d; stalls on them %d; left unreleased "
+              "%d; holders shown of pending leases %d" % (
+                  self.scenario, self.summary.get("group_grants", 0),
+                  " ".join("%s=%d" % (k[13:], v) for k, v in sorted(
+                      st.items()) if k.startswith("group_grants_"))
+                  or "none",
+                  " ".join("%s=%d" % (k[11:], v) for k, v in sorted(
+                      st.items()) if k.startswith("peak_valid_")) or "-",
+                  c.get("limit_mismatch", 0),
+                  c.get("group_stalls", 0), c.get("group_leases_left", 0),
+                  st.get("holders_explained_by_pending", 0)))
         if self.takeover_ms:
             t = sorted(self.takeover_ms)
             print("soak %s: takeover after TTL (ms, from the last refresh's "
