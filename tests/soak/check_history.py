@@ -41,8 +41,14 @@ Definitions (README: "How the lock works", "Fencing tokens", lease_id,
   less MARGIN (1 s): segment [e_k, i_k + life_k - MARGIN], e_k being the
   answer's completion (the client knows nothing before).  A lease is valid
   on the union of its segments, cut at the invoke of its first release
-  request.  Counting from the invoke is sound: the storage wrote the
-  lease at or after i_k, and the server keeps it a further 1 s margin.
+  request, or of the first later acquire with its key (by its client, on
+  its lock) that was not answered with that very lease: the holder asking
+  again gives it up (README lease_id: a group's keyed re-acquire judges
+  the lease its key finds, and one that does not pass is removed and a
+  new lease acquired); one answered with another lease counts as that
+  lease's acknowledged release.  Counting from the invoke is sound: the
+  storage wrote the lease at or after i_k, and the server keeps it a
+  further 1 s margin.
 - Outcomes: an acquire answered 200 granted; 409 or 429 did not.  Any
   other answer (503, no answer at all) is *ambiguous*: the storage may
   hold a lease for that key that nobody was told of.  Such a grant is
@@ -328,12 +334,18 @@ class Checker:
         for rs in seq.values():
             rs.sort(key=lambda r: r["i"])
             since = None   # first attempt since the key's last grant
+            held = {}      # lock -> the lease the key was last granted
             for r in rs:
                 st = r.get("st")
                 if since is None:
                     since = r["i"]
+                L = held.pop(r["lock"], None)
+                if L is not None and (st != 200 or r.get("lid") != L.lid):
+                    self.given_up(L, r)
                 if st == 200:
-                    self.grant(r, since)
+                    L = self.grant(r, since)
+                    if L is not None:
+                        held[r["lock"]] = L
                     since = None
                 elif st in (409, 429):
                     self.stats["acquire_refused_%d" % st] += 1
@@ -346,6 +358,14 @@ class Checker:
                     # Possibly granted; remember it for the lock.
                     self.stats["acquire_ambiguous"] += 1
                     self.ambiguous[r["lock"]].append(r)
+
+    def given_up(self, L, r):
+        """L's key asked again (R) and was not answered with L."""
+        self.stats["leases_given_up_to_their_key"] += 1
+        if L.rel_invoke is None or r["i"] < L.rel_invoke:
+            L.rel_invoke = r["i"]
+        if r.get("st") == 200 and (L.rel_ack is None or r["e"] < L.rel_ack):
+            L.rel_ack = r["e"]   # another lease for the key: L is gone
 
     def observe(self, lock, tok, toks, r):
         for t in [tok] + [t for t in toks or () if t != tok]:

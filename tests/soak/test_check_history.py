@@ -456,6 +456,29 @@ class CheckerTest(unittest.TestCase):
         # nothing under way: a phantom (b's own acquire explains nothing)
         self.assertOnly([recs[0], recs[2], recs[3]], "phantom")
 
+    def test_a_lease_replaced_by_its_own_key_is_given_up(self):
+        # c's key asks again while its lease S1 is told valid (until 4 s):
+        # the server judged S1 again, removed it and granted S2.
+        recs = [
+            acq("c", "sem", 0.00, 0.01, key="kc", lid="S1", tok="10", lim=2),
+            acq("a", "sem", 1.00, 1.01, lid="S2", tok="11", lim=2),
+            acq("c", "sem", 2.00, 2.05, key="kc", lid="S3", tok="12", lim=2),
+            acq("b", "sem", 2.10, 2.11, lid="S4", tok="13", lim=2),
+            rel("c", "sem", 2.50, 2.51, "S3"),
+        ]
+        # S4 beside S2 and S3 would be three, with S1 four
+        rc, s = self.judge(recs[:3] + recs[4:])
+        self.assertEqual(rc, 0, s)
+        self.assertEqual(s["stats"]["leases_given_up_to_their_key"], 1)
+        self.assertOnly(recs, "overlap")
+        # S1 shown held after its key was granted S3: not given up at all
+        seen = acq("d", "sem", 2.20, 2.21, st=409, htok="10", ra="1", lim=2)
+        self.assertOnly(recs[:3] + [seen], "lost_release")
+        # the same lease renewed by its key is still the one valid lease
+        renewed = acq("c", "sem", 2.00, 2.05, key="kc", lid="S1", tok="10",
+                      lim=2)
+        self.assertOnly([recs[0], recs[1], renewed, recs[3]], "overlap")
+
     def test_kind_mismatches_are_reported(self):
         recs = [
             # granted a lease that shows another limit than asked
