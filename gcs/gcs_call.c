@@ -17,7 +17,6 @@
 #include "util/wipe.h"
 #include "util/clock.h"
 #include "gcs_client_int.h"
-#include "gcs_multi.h"
 #include "rt/rt.h"
 
 /* Every request but a read (GET) carries a generation precondition:
@@ -39,28 +38,14 @@ gs_success(long status)
 
 /* ---- handle pool ---- */
 
-/* A handle for one request.  In a loop's task: one the loop keeps (its
- * transfers use the loop's connections; see gcs_multi_cache_take), so a
- * handle never moves between threads.  Elsewhere (the server makes no
- * store call outside a loop; `lockgate check` and unit tests that call
- * the store from a plain thread do): the most recently used idle handle
- * of the store (its own connection is the likeliest to be alive).  A new
- * one when there is none; NULL when out of memory. */
-static void
-http_free(void *h)
-{
-	gcs_http_free(h);
-}
-
+/* A handle for one request: the most recently used idle one of the
+ * store, a new one when there is none; NULL when out of memory.  Handles
+ * hold no connection: those are the storage thread's (gcs_multi.h). */
 static gcs_http *
 pool_take(gs_store *g)
 {
 	gcs_http *h = NULL;
 
-	if (rt_in_task()) {
-		h = gcs_multi_cache_take(http_free);
-		return h ? h : gcs_http_new();
-	}
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool > 0)
 		h = g->pool[--g->npool];
@@ -71,11 +56,6 @@ pool_take(gs_store *g)
 static void
 pool_put(gs_store *g, gcs_http *h)
 {
-	if (rt_in_task()) {
-		if (gcs_multi_cache_put(h, http_free) != 0)
-			gcs_http_free(h);
-		return;
-	}
 	pthread_mutex_lock(&g->pool_mu);
 	if (g->npool < GCS_POOL_MAX) {
 		g->pool[g->npool++] = h;

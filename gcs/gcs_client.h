@@ -18,7 +18,7 @@
 #define GCS_ENDPOINT_MAX     512
 #define GCS_BUCKET_NAME_MAX  222 /* with dots; 63 without */
 #define GCS_BUCKET_LABEL_MAX 63
-#define GCS_POOL_MAX         64 /* idle keep-alive handles kept */
+#define GCS_POOL_MAX         128 /* idle request handles kept */
 #define GCS_URL_MAX          4096
 
 /* Retry policy (Cloud Storage's retry strategy): 408, 429, 5xx and

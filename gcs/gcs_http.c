@@ -1,8 +1,8 @@
 /*
  * gcs_http.c: one HTTP transfer over a reusable handle, with the response
  * body, status and Date header collected; time helpers.  A transfer goes
- * through libcurl's HTTP engine, in a task on its loop's multi handle
- * (gcs_multi_perform), elsewhere on the handle's own connection.
+ * through libcurl's HTTP engine, on the storage thread's multi handle
+ * (gcs_multi_perform).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -292,12 +292,12 @@ set_request(gcs_http *c, const char *method, const char *url,
 	long cto = timeout_ms < GCS_CONNECT_TIMEOUT_MS ? timeout_ms
 	                                               : GCS_CONNECT_TIMEOUT_MS;
 
-	/* PIPEWAIT for https: while a loop's first connection to a host is
+	/* PIPEWAIT for https: while the first connection to a host is
 	 * being made, or its protocol is not yet known, a new transfer waits
 	 * for it rather than opening another, so a burst of tasks shares one
-	 * HTTP/2 connection per loop (the multi handle multiplexes,
-	 * gcs_multi.c).  Not for http, which is HTTP/1.1 only here: a burst
-	 * would wait a whole round trip for the first answer to say so. */
+	 * HTTP/2 connection (the multi handle multiplexes, gcs_multi.c).
+	 * Not for http, which is HTTP/1.1 only here: a burst would wait a
+	 * whole round trip for the first answer to say so. */
 	long pipewait = strncmp(url, "https:", 6) == 0;
 
 	if (pipewait != c->pipewait) {

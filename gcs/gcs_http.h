@@ -48,10 +48,9 @@ typedef struct gcs_resp {
 /* A keep-alive HTTP client: one libcurl easy handle whose constant
  * options (no signals, protocols, no redirects, TCP keep-alive, callbacks,
  * error buffer) are set once; libcurl's HTTP engine does each transfer, on
- * the loop's connections in a task (gcs_multi_perform), else on the
- * handle's own.  Used by one thread at a time (in a task: by its loop's
- * only).  gcs_http_new: NULL on allocation failure; free with
- * gcs_http_free (closes the handle's connection). */
+ * the storage thread's connections (gcs_multi_perform).  Used by one
+ * caller at a time.  gcs_http_new: NULL on allocation failure; free with
+ * gcs_http_free. */
 typedef struct gcs_http gcs_http;
 gcs_http *gcs_http_new(void);
 void gcs_http_free(gcs_http *c);

@@ -1,12 +1,27 @@
 /*
- * gcs_multi.c: the store client's transfers on a runtime loop
- * (gcs_multi.h): a libcurl multi handle per loop, driven with its socket
- * interface, and the loop's cache of the client's handles.
+ * gcs_multi.c: the store client's transfers (gcs_multi.h), all on one
+ * libcurl multi handle that the storage thread drives with its socket
+ * interface, so that every loop's requests share one cache of
+ * connections.
  *
- * libcurl says which sockets it wants watched (on_socket) and when it
- * wants to be called back (on_timer); this file watches them through the
- * loop (rt_loop_fd_set, rt_timer_set), calls curl_multi_socket_action for
- * both, and resumes the tasks whose transfers ended.
+ * The storage thread runs a runtime loop of its own (rt/rt.h), started on
+ * the first transfer.  A caller puts its transfer on the thread's queue
+ * and waits for it (an rt_waiter: a task yields its thread meanwhile,
+ * anyone else blocks).  The thread adds what it finds queued to the multi
+ * handle whenever its loop wakes; there libcurl says which sockets it wants watched (on_socket)
+ * and when it wants to be called back (on_timer); this file watches them
+ * through the loop (rt_loop_fd_set, rt_timer_set), calls
+ * curl_multi_socket_action for both, and wakes the callers whose
+ * transfers ended.
+ *
+ * Why one multi handle and not one per loop: a loop's multi handle keeps
+ * its own connections, so a loop whose callers went quiet keeps idle ones
+ * while another opens more (69-76 HTTP/1.1 connections for 64 requests in
+ * flight, measured), and each loop kept its own HTTP/2 connections.  One
+ * cache holds no more connections than requests were in flight at once,
+ * and one HTTP/2 connection carries them all.  The hand-over costs two
+ * thread wake-ups per request, microseconds against a bucket's tens of
+ * milliseconds.
  *
  * libcurl's sockets are registered lazily.  libcurl asks to stop watching
  * a keep-alive connection when its transfer ends and to watch it again for
@@ -19,9 +34,11 @@
  * closes a socket, on_close has the loop forget it, so that a new socket
  * that gets the same number starts afresh.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt/rt.h"
@@ -29,48 +46,94 @@
 #include "gcs_http.h"
 #include "gcs_multi.h"
 
-/* A loop's part of the store client (its rt_loop_local). */
+/* One transfer, from gcs_multi_perform to collect_done: on its caller's
+ * stack, which waits on W. */
+typedef struct job {
+	CURL *h;
+	CURLcode rc;
+	rt_waiter w;
+	struct job *next; /* the queue */
+} job;
+
+/* A storage thread and everything it owns; its thread frees it. */
 typedef struct gcs_multi {
 	rt_loop *loop;
-	CURLM *multi;   /* made on the first transfer */
-	rt_timer timer; /* when libcurl wants a timeout call */
-	long host_cap;  /* CURLMOPT_MAX_HOST_CONNECTIONS set, 0: none */
-	struct {
-		void *obj;
-		void (*free_fn)(void *);
-	} cache[GCS_MULTI_CACHE_MAX]; /* gcs_multi_cache_put, last on top */
-	int ncache;
+	CURLM *multi;
+	rt_timer timer;  /* when libcurl wants a timeout call */
+	long host_cap;   /* CURLMOPT_MAX_HOST_CONNECTIONS set, 0: none */
+	job *queue;      /* handed over, not yet added: last on top */
+	int running;     /* transfers added and not yet ended */
+	pthread_t thread;
 } gcs_multi;
 
-/* One transfer of a task, between gcs_multi_perform and collect_done. */
-typedef struct xfer {
-	rt_task *task;
-	CURLcode rc;
-} xfer;
+/* The storage thread (NULL when none runs; one that is no longer this
+ * ends once its transfers have), and the socket events the storage
+ * threads handled (for tests). */
+static struct {
+	pthread_mutex_t mu; /* starting and stopping */
+	gcs_multi *cur;
+	unsigned long events;
+} home = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-static const char multi_key; /* its rt_loop_local key */
+/* ---- libcurl's callbacks, on the storage thread ---- */
 
-/* ---- libcurl's callbacks ---- */
+/*
+ * PIPEWAIT makes a transfer wait for a connection that may multiplex only
+ * while the host's protocol is unknown.  Once libcurl 7.88 knows the host
+ * speaks HTTP/2, a burst of transfers that finds no usable connection
+ * (the one it had got a GOAWAY, or the next is still in its handshake)
+ * opens a connection each: 59 to a restarted front, measured.  So once an
+ * https answer came over HTTP/2 the handle caps connections per host at
+ * GCS_MULTI_H2_CONNS (libcurl queues the others until a stream is free);
+ * an https answer over HTTP/1.1 lifts the cap, as HTTP/1.1 needs a
+ * connection per transfer in flight.  Plain http (an emulator, the
+ * metadata server) is HTTP/1.1 only and changes nothing, so it is never
+ * capped.  One storage host per process makes the handle's cap a
+ * per-host one.
+ */
+static void
+host_cap(gcs_multi *d, CURL *h)
+{
+	char *scheme = NULL;
+	long ver = 0, cap;
 
-/* Transfers that ended: their tasks go on. */
+	if (curl_easy_getinfo(h, CURLINFO_SCHEME, &scheme) != CURLE_OK ||
+	    scheme == NULL || strcasecmp(scheme, "https") != 0 ||
+	    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver) != CURLE_OK ||
+	    ver == 0)
+		return;
+	cap = ver == CURL_HTTP_VERSION_2_0 ? GCS_MULTI_H2_CONNS : 0;
+	if (cap != d->host_cap &&
+	    curl_multi_setopt(d->multi, CURLMOPT_MAX_HOST_CONNECTIONS, cap) ==
+	        CURLM_OK)
+		d->host_cap = cap;
+}
+
+/* Transfers that ended: their callers go on. */
 static void
 collect_done(gcs_multi *d)
 {
 	CURLMsg *m;
-	xfer *x;
+	CURL *h;
+	job *j;
 	char *p;
 	int left;
 
 	while ((m = curl_multi_info_read(d->multi, &left)) != NULL) {
 		if (m->msg != CURLMSG_DONE)
 			continue;
+		h = m->easy_handle;
 		p = NULL;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &p);
-		x = (xfer *)(void *)p;
-		if (x == NULL)
+		curl_easy_getinfo(h, CURLINFO_PRIVATE, &p);
+		if ((j = (job *)(void *)p) == NULL)
 			continue;
-		x->rc = m->data.result;
-		rt_task_resume(x->task);
+		j->rc = m->data.result;
+		if (j->rc == CURLE_OK)
+			host_cap(d, h);
+		curl_multi_remove_handle(d->multi, h);
+		curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
+		d->running--;
+		rt_waiter_wake(&j->w); /* J is its caller's again */
 	}
 }
 
@@ -81,6 +144,7 @@ on_event(void *arg, int fd, unsigned events)
 	gcs_multi *d = arg;
 	int flags = 0, running;
 
+	__atomic_add_fetch(&home.events, 1, __ATOMIC_RELAXED);
 	if (events & RT_IN)
 		flags |= CURL_CSELECT_IN;
 	if (events & RT_OUT)
@@ -99,6 +163,7 @@ on_idle(void *arg, int fd, unsigned events)
 	gcs_multi *d = arg;
 
 	(void)events;
+	__atomic_add_fetch(&home.events, 1, __ATOMIC_RELAXED);
 	rt_loop_fd_set(d->loop, fd, 0, NULL, NULL);
 }
 
@@ -125,14 +190,13 @@ on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 	    on_event, d);
 }
 
-/* libcurl closes one of this loop's sockets. */
+/* libcurl closes one of the storage thread's sockets. */
 static int
 on_close(void *clientp, curl_socket_t s)
 {
 	gcs_multi *d = clientp;
 
-	if (d != NULL)
-		rt_loop_fd_set(d->loop, s, 0, NULL, NULL);
+	rt_loop_fd_set(d->loop, s, 0, NULL, NULL);
 	return close(s);
 }
 
@@ -157,59 +221,76 @@ on_timeout(void *arg)
 	collect_done(d);
 }
 
-/* ---- a loop's part ---- */
+/* ---- the storage thread ---- */
 
+/* The transfers handed over since the last look, added in the order they
+ * came. */
 static void
-multi_free(void *arg)
+take_queue(gcs_multi *d)
+{
+	job *j = __atomic_exchange_n(&d->queue, NULL, __ATOMIC_ACQUIRE);
+	job *fifo = NULL, *next;
+
+	for (; j != NULL; j = next) {
+		next = j->next;
+		j->next = fifo;
+		fifo = j;
+	}
+	for (j = fifo; j != NULL; j = next) {
+		next = j->next;
+		/* A connection made now belongs to D and keeps these. */
+		curl_easy_setopt(j->h, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+		curl_easy_setopt(j->h, CURLOPT_CLOSESOCKETDATA, d);
+		curl_easy_setopt(j->h, CURLOPT_PRIVATE, (char *)j);
+		if (curl_multi_add_handle(d->multi, j->h) == CURLM_OK) {
+			d->running++;
+			continue;
+		}
+		curl_easy_setopt(j->h, CURLOPT_PRIVATE, NULL);
+		j->rc = CURLE_OUT_OF_MEMORY;
+		rt_waiter_wake(&j->w);
+	}
+}
+
+static void *
+home_main(void *arg)
 {
 	gcs_multi *d = arg;
 
-	while (d->ncache > 0) {
-		d->ncache--;
-		d->cache[d->ncache].free_fn(d->cache[d->ncache].obj);
+	while (__atomic_load_n(&home.cur, __ATOMIC_ACQUIRE) == d ||
+	    d->running > 0 ||
+	    __atomic_load_n(&d->queue, __ATOMIC_ACQUIRE) != NULL) {
+		rt_loop_run_once(d->loop, GCS_MULTI_IDLE_MS);
+		take_queue(d);
 	}
 	/* Its connections close through on_close, while the loop is open. */
-	if (d->multi != NULL)
-		curl_multi_cleanup(d->multi);
+	curl_multi_cleanup(d->multi);
 	rt_timer_set(d->loop, &d->timer, -1);
+	rt_loop_free(d->loop);
 	free(d);
+	return NULL;
 }
 
-/* L's part, made on first use; NULL when out of memory. */
+/* A storage thread's state, its loop and its multi handle.  It
+ * multiplexes transfers over HTTP/2 (CURLPIPE_MULTIPLEX, libcurl's
+ * default, said here because the connection count depends on it): with
+ * the handles' PIPEWAIT (gcs_http.c) the process keeps one HTTP/2
+ * connection per storage host while the server's stream limit allows.
+ * See host_cap for the cap on connections per host.  NULL when out of
+ * memory. */
 static gcs_multi *
-multi_of(rt_loop *l)
+multi_new(void)
 {
-	gcs_multi *d = rt_loop_local(l, &multi_key);
+	gcs_multi *d = calloc(1, sizeof(*d));
 
-	if (d != NULL)
-		return d;
-	if ((d = calloc(1, sizeof(*d))) == NULL)
+	if (d == NULL)
 		return NULL;
-	d->loop = l;
+	gcs_curl_global_init();
 	d->timer.fn = on_timeout;
 	d->timer.arg = d;
-	if (rt_loop_local_set(l, &multi_key, d, multi_free) != 0) {
-		free(d);
-		return NULL;
-	}
-	return d;
-}
-
-/* D's multi handle.  It multiplexes transfers over HTTP/2
- * (CURLPIPE_MULTIPLEX, libcurl's default, said here because the
- * connection count depends on it): with the handles' PIPEWAIT
- * (gcs_http.c) a loop keeps one HTTP/2 connection per storage host while
- * the server's stream limit allows.  See host_cap for the cap on
- * connections per host. */
-static int
-multi_init(gcs_multi *d)
-{
-	if (d->multi != NULL)
-		return 0;
-	gcs_curl_global_init();
-	if ((d->multi = curl_multi_init()) == NULL)
-		return -1;
-	if (curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, on_socket) !=
+	if ((d->loop = rt_loop_new()) == NULL ||
+	    (d->multi = curl_multi_init()) == NULL ||
+	    curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, on_socket) !=
 	        CURLM_OK ||
 	    curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d) != CURLM_OK ||
 	    curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, on_timer) !=
@@ -219,112 +300,105 @@ multi_init(gcs_multi *d)
 	        (long)GCS_MULTI_CONNS) != CURLM_OK ||
 	    curl_multi_setopt(d->multi, CURLMOPT_PIPELINING,
 	        (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
-		curl_multi_cleanup(d->multi);
-		d->multi = NULL;
-		return -1;
+		if (d->multi != NULL)
+			curl_multi_cleanup(d->multi);
+		if (d->loop != NULL)
+			rt_loop_free(d->loop);
+		free(d);
+		return NULL;
 	}
-	return 0;
+	return d;
 }
 
-/*
- * PIPEWAIT makes a transfer wait for a connection that may multiplex only
- * while the host's protocol is unknown.  Once libcurl 7.88 knows the host
- * speaks HTTP/2, a burst of transfers that finds no usable connection
- * (the one it had got a GOAWAY, or the next is still in its handshake)
- * opens a connection each: 59 to a restarted front, measured.  So once an
- * https answer came over HTTP/2 the loop caps connections per host at
- * GCS_MULTI_H2_CONNS (libcurl queues the others until a stream is free);
- * an https answer over HTTP/1.1 lifts the cap, as HTTP/1.1 needs a
- * connection per transfer in flight.  Plain http (an emulator, the
- * metadata server) is HTTP/1.1 only and changes nothing, so it is never
- * capped.  One storage host per loop makes a per-loop cap a per-host one.
- */
-static void
-host_cap(gcs_multi *d, CURL *h)
+/* The storage thread, started when none runs; NULL when it cannot be
+ * (out of memory or threads). */
+static gcs_multi *
+home_get(void)
 {
-	char *scheme = NULL;
-	long ver = 0, cap;
+	gcs_multi *d = __atomic_load_n(&home.cur, __ATOMIC_ACQUIRE);
 
-	if (curl_easy_getinfo(h, CURLINFO_SCHEME, &scheme) != CURLE_OK ||
-	    scheme == NULL || strcasecmp(scheme, "https") != 0 ||
-	    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &ver) != CURLE_OK ||
-	    ver == 0)
-		return;
-	cap = ver == CURL_HTTP_VERSION_2_0 ? GCS_MULTI_H2_CONNS : 0;
-	if (cap != d->host_cap &&
-	    curl_multi_setopt(d->multi, CURLMOPT_MAX_HOST_CONNECTIONS, cap) ==
-	        CURLM_OK)
-		d->host_cap = cap;
+	if (d != NULL)
+		return d;
+	pthread_mutex_lock(&home.mu);
+	if (home.cur == NULL && (d = multi_new()) != NULL) {
+		/* Set first: the thread runs while it is the storage thread. */
+		__atomic_store_n(&home.cur, d, __ATOMIC_RELEASE);
+		if (pthread_create(&d->thread, NULL, home_main, d) != 0) {
+			__atomic_store_n(&home.cur, NULL, __ATOMIC_RELEASE);
+			curl_multi_cleanup(d->multi);
+			rt_loop_free(d->loop);
+			free(d);
+		}
+	}
+	d = home.cur;
+	pthread_mutex_unlock(&home.mu);
+	return d;
 }
 
 CURLcode
 gcs_multi_perform(CURL *h)
 {
-	rt_loop *l = rt_loop_self();
-	gcs_multi *d;
-	xfer x;
-
-	if (l == NULL) {
-		/* Outside any loop (`lockgate check`, unit tests): blocking.
-		 * Connections it makes are its own, not a loop's. */
-		curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, NULL);
-		curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, NULL);
-		return curl_easy_perform(h);
-	}
-	if ((d = multi_of(l)) == NULL || multi_init(d) != 0)
-		return CURLE_OUT_OF_MEMORY;
-	/* A connection made now belongs to D's cache and keeps these. */
-	curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, on_close);
-	curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, d);
-	x.task = rt_task_self();
-	x.rc = CURLE_OK;
-	curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&x);
-	if (curl_multi_add_handle(d->multi, h) != CURLM_OK) {
-		curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
-		return CURLE_OUT_OF_MEMORY;
-	}
-	rt_task_suspend(); /* until collect_done */
-	if (x.rc == CURLE_OK)
-		host_cap(d, h);
-	curl_multi_remove_handle(d->multi, h);
-	curl_easy_setopt(h, CURLOPT_PRIVATE, NULL);
-	return x.rc;
-}
-
-/* ---- objects kept for a loop's tasks ---- */
-
-void *
-gcs_multi_cache_take(void (*free_fn)(void *))
-{
-	rt_loop *l = rt_loop_self();
-	gcs_multi *d = l ? rt_loop_local(l, &multi_key) : NULL;
-	void *obj;
-	int i;
+	gcs_multi *d = home_get();
+	job j, *head;
 
 	if (d == NULL)
-		return NULL;
-	for (i = d->ncache - 1; i >= 0; i--) {
-		if (d->cache[i].free_fn != free_fn)
-			continue;
-		obj = d->cache[i].obj;
-		d->ncache--;
-		memmove(&d->cache[i], &d->cache[i + 1],
-		    (size_t)(d->ncache - i) * sizeof(d->cache[0]));
-		return obj;
-	}
-	return NULL;
+		return CURLE_OUT_OF_MEMORY;
+	j.h = h;
+	j.rc = CURLE_OK;
+	rt_waiter_init(&j.w);
+	head = __atomic_load_n(&d->queue, __ATOMIC_RELAXED);
+	do
+		j.next = head;
+	while (!__atomic_compare_exchange_n(&d->queue, &head, &j, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	if (head == NULL) /* else a wake is on its way already */
+		rt_loop_wake(d->loop);
+	/* Bounded: every transfer has its timeout (CURLOPT_TIMEOUT_MS). */
+	rt_waiter_wait(&j.w, RT_FOREVER);
+	return j.rc;
 }
 
 int
-gcs_multi_cache_put(void *obj, void (*free_fn)(void *))
+gcs_multi_stop(int64_t wait_ms)
 {
-	rt_loop *l = rt_loop_self();
-	gcs_multi *d = l ? multi_of(l) : NULL;
+	struct timespec ts;
+	gcs_multi *d;
+	pthread_t th;
+	int rc = 0;
 
-	if (d == NULL || d->ncache == GCS_MULTI_CACHE_MAX)
-		return -1;
-	d->cache[d->ncache].obj = obj;
-	d->cache[d->ncache].free_fn = free_fn;
-	d->ncache++;
-	return 0;
+	pthread_mutex_lock(&home.mu);
+	if ((d = home.cur) != NULL) {
+		/* No longer the storage thread: it ends once its transfers
+		 * have, and frees D. */
+		th = d->thread;
+		__atomic_store_n(&home.cur, NULL, __ATOMIC_RELEASE);
+		rt_loop_wake(d->loop);
+		clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np's */
+		ts.tv_sec += (time_t)(wait_ms / 1000);
+		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_timedjoin_np(th, NULL, &ts) != 0) {
+			pthread_detach(th);
+			rc = -1;
+		}
+	}
+	pthread_mutex_unlock(&home.mu);
+	return rc;
+}
+
+unsigned long
+gcs_multi_events(void)
+{
+	return __atomic_load_n(&home.events, __ATOMIC_RELAXED);
+}
+
+unsigned long
+gcs_multi_epoll_ctls(void)
+{
+	gcs_multi *d = __atomic_load_n(&home.cur, __ATOMIC_ACQUIRE);
+
+	return d != NULL ? rt_loop_epoll_ctls(d->loop) : 0;
 }

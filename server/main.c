@@ -11,9 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gcs/gcs_multi.h"
 #include "metrics.h"
 #include "srv.h"
 #include "util/wipe.h"
+
+/* How long shutdown waits for the storage thread's last transfer. */
+#define STORAGE_STOP_WAIT_MS 1000
 
 /* A refusal to start, said once: a plain line on stderr for a person at
  * a terminal, else one JSON line on stdout (the log stream Cloud Logging
@@ -88,6 +92,8 @@ proc_free(proc *p)
 	srv_free(p->srv);
 	api_free(p->svc);
 	gcs_store_free(p->store);
+	/* The storage thread, its transfers over (the drain bounded them). */
+	(void)gcs_multi_stop(STORAGE_STOP_WAIT_MS);
 	auth_free(p->auth);
 	if (p->dev_path[0] != '\0')
 		(void)unlink(p->dev_path);

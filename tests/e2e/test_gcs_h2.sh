@@ -2,7 +2,8 @@
 # gs:// over HTTP/2, as Cloud Storage serves it: behind an h2 TLS front
 # (nghttpx) to the fake, with 20 ms added to every write so that requests
 # overlap, 64 concurrent acquire/release loops on 16 names share at most
-# 4 TCP connections to the front (counted by the front: distinct client
+# 2 TCP connections to the front (GCS_MULTI_H2_CONNS; the issue asks at
+# most 4; counted by the front: distinct client
 # ports in its access log), all h2, with many storage requests in flight
 # at once; no two grants on a name overlap, tokens are distinct and grow,
 # and nothing whose release was answered 204 is left held.  Then the same
@@ -43,7 +44,7 @@ n=$(lg_front_conns_at_once "$LG_TMP/h2.log")
 reqs=$(wc -l <"$LG_TMP/h2.log")
 echo "h2: $reqs requests on $n connections at once ($(lg_front_conns "$LG_TMP/h2.log") in all) to the front"
 [ "$reqs" -ge 400 ] || lg_fail "only $reqs requests reached the front"
-[ "$n" -ge 1 ] && [ "$n" -le 4 ] || lg_fail "h2: $n connections, want 1..4"
+[ "$n" -ge 1 ] && [ "$n" -le 2 ] || lg_fail "h2: $n connections, want 1..2"
 lg_eq "$(lg_front_alpns "$LG_TMP/h2.log")" h2 "the protocol chosen"
 peak=$(lg_fake stats | sed -n 's/.*"latency_peak":\([0-9]*\).*/\1/p')
 echo "h2: at most $peak writes held by the fake at once"

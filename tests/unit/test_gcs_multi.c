@@ -1,10 +1,10 @@
 /*
- * test_gcs_multi.c: the store client on a runtime loop (gcs/gcs_multi.c):
- * a loop keeps the client's handles for its own tasks; the gs:// store,
- * called from tasks, keeps its semantics (concurrent calls, a dropped
- * answer reported as attempts > 1); a kept connection stays registered
- * with epoll between transfers, and one its server closed while idle is
- * dropped, not spun on.
+ * test_gcs_multi.c: the store client's transfers on the storage thread
+ * (gcs/gcs_multi.c): the gs:// store, called from tasks, keeps its
+ * semantics (concurrent calls, a dropped answer reported as attempts > 1);
+ * tasks of different loops share its connections; a kept connection stays
+ * registered with epoll between transfers, and one its server closed
+ * while idle is dropped, not spun on; the thread stops and starts again.
  *
  * No timing upper bounds: concurrency is shown by counts (requests the
  * fake held at once), every wait is bounded.
@@ -55,112 +55,6 @@ run_until_idle(rt_loop *l)
 	assert_int_equal(rt_loop_tasks(l), 0);
 }
 
-/* ---- objects kept for a loop's tasks ---- */
-
-static int cache_freed, other_freed;
-
-static void
-cache_free_fn(void *obj)
-{
-	(void)obj;
-	cache_freed++;
-}
-
-static void
-other_free_fn(void *obj)
-{
-	(void)obj;
-	other_freed++;
-}
-
-typedef struct cache_step {
-	int op; /* 't': take, 'p': put */
-	void *obj;
-	void *took;
-	int rc;
-	void (*free_fn)(void *); /* NULL: cache_free_fn */
-} cache_step;
-
-static void
-cache_fn(void *arg)
-{
-	cache_step *st = arg;
-
-	for (; st->op != 0; st++) {
-		if (st->op == 't')
-			st->took = gcs_multi_cache_take(
-			    st->free_fn ? st->free_fn : cache_free_fn);
-		else
-			st->rc = gcs_multi_cache_put(st->obj,
-			    st->free_fn ? st->free_fn : cache_free_fn);
-	}
-}
-
-/* A loop keeps objects for its own tasks only, last in first out, kinds
- * apart, at most GCS_MULTI_CACHE_MAX, and frees those it still keeps when it
- * is freed. */
-static void
-test_loop_cache(void **state)
-{
-	static char objs[GCS_MULTI_CACHE_MAX + 1];
-	rt_loop *a = rt_loop_new(), *b = rt_loop_new();
-	/* A take's TOOK starts non-NULL, so that NULL is its answer. */
-#define TAKE(sentinel, fn) \
-	{ .op = 't', .took = (sentinel), .rc = 9, .free_fn = (fn) }
-#define PUT(o, fn) \
-	{ \
-		.op = 'p', .obj = (o), .rc = 9, .free_fn = (fn) \
-	}
-	cache_step s1[] = { TAKE(objs, NULL), PUT(&objs[0], NULL),
-		PUT(&objs[1], NULL), TAKE(NULL, NULL), { 0 } };
-	cache_step s2[] = { TAKE(objs, NULL), { 0 } };
-	cache_step s3[] = { PUT(&objs[2], other_free_fn), TAKE(NULL, NULL),
-		TAKE(objs, NULL), TAKE(NULL, other_free_fn),
-		PUT(&objs[3], other_free_fn), { 0 } };
-	cache_step fill[GCS_MULTI_CACHE_MAX + 2];
-	int i;
-
-	(void)state;
-	assert_non_null(a);
-	assert_non_null(b);
-	cache_freed = other_freed = 0;
-	/* Outside a task there is no loop to keep anything. */
-	assert_null(gcs_multi_cache_take(cache_free_fn));
-	assert_int_equal(gcs_multi_cache_put(&objs[0], cache_free_fn), -1);
-
-	assert_int_equal(rt_loop_spawn(a, cache_fn, s1, NULL), 1);
-	assert_null(s1[0].took);
-	assert_int_equal(s1[1].rc, 0);
-	assert_int_equal(s1[2].rc, 0);
-	assert_ptr_equal(s1[3].took, &objs[1]); /* the last one put */
-	/* Loop A keeps objs[0]; loop B has nothing of A's. */
-	assert_int_equal(rt_loop_spawn(b, cache_fn, s2, NULL), 1);
-	assert_null(s2[0].took);
-	/* Kinds apart: an object put with another free function is not
-	 * taken for this one, which still finds its own below it. */
-	assert_int_equal(rt_loop_spawn(a, cache_fn, s3, NULL), 1);
-	assert_int_equal(s3[0].rc, 0);
-	assert_ptr_equal(s3[1].took, &objs[0]);
-	assert_null(s3[2].took);
-	assert_ptr_equal(s3[3].took, &objs[2]);
-	assert_int_equal(s3[4].rc, 0); /* A keeps objs[3], of the other kind */
-
-	/* B takes up to GCS_MULTI_CACHE_MAX, then refuses. */
-	for (i = 0; i < GCS_MULTI_CACHE_MAX + 1; i++)
-		fill[i] = (cache_step)PUT(&objs[i], NULL);
-	fill[GCS_MULTI_CACHE_MAX + 1] = (cache_step){ 0 };
-	assert_int_equal(rt_loop_spawn(b, cache_fn, fill, NULL), 1);
-	for (i = 0; i < GCS_MULTI_CACHE_MAX; i++)
-		assert_int_equal(fill[i].rc, 0);
-	assert_int_equal(fill[GCS_MULTI_CACHE_MAX].rc, -1);
-
-	assert_int_equal(cache_freed, 0);
-	rt_loop_free(a); /* objs[3], still kept, by its own function */
-	assert_int_equal(cache_freed, 0);
-	assert_int_equal(other_freed, 1);
-	rt_loop_free(b);
-	assert_int_equal(cache_freed, GCS_MULTI_CACHE_MAX);
-}
 /* ---- the gs:// store from tasks ---- */
 
 static int
@@ -174,6 +68,7 @@ static int
 group_teardown(void **state)
 {
 	(void)state;
+	assert_int_equal(gcs_multi_stop(RUN_MAX_MS), 0);
 	fake_gcs_stop(&fake);
 	return 0;
 }
@@ -268,6 +163,53 @@ test_store_calls_in_tasks_overlap(void **state)
 	gcs_store_free(s);
 }
 
+/* Tasks of two loops, one after the other, each loop's SHARE_TASKS at the
+ * storage together: the second loop's reuse the connections the first
+ * loop's opened (one multi handle for the process), where a multi handle
+ * per loop opened SHARE_TASKS more. */
+#define SHARE_TASKS 4
+
+static void
+test_loops_share_connections(void **state)
+{
+	gcs_store *s = open_store();
+	rt_loop *l[2] = { rt_loop_new(), rt_loop_new() };
+	call c[2][SHARE_TASKS];
+	char q[128];
+	long before, after;
+	int i, k;
+
+	(void)state;
+	memset(c, 0, sizeof(c));
+	assert_int_equal(gcs_multi_stop(RUN_MAX_MS), 0); /* none kept */
+	snprintf(q, sizeof(q),
+	    "/_fake/fault?op=insert&kind=latency&count=-1&ms=%d", HOLD_MS);
+	assert_int_equal(fake_gcs_ctl(&fake, q, NULL), 200);
+	/* This control request's connection is counted in BEFORE, the
+	 * next one's in AFTER. */
+	before = fake_gcs_count(&fake, "connections");
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < SHARE_TASKS; i++) {
+			c[k][i].s = s;
+			snprintf(c[k][i].name, sizeof(c[k][i].name), "s%d-%d",
+			    k, i);
+			assert_int_equal(
+			    rt_loop_spawn(l[k], store_fn, &c[k][i], NULL), 0);
+		}
+		run_until_idle(l[k]);
+	}
+	after = fake_gcs_count(&fake, "connections");
+	assert_int_equal(fake_gcs_count(&fake, "latency_peak"), SHARE_TASKS);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/clear-faults", NULL), 200);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < SHARE_TASKS; i++)
+			assert_int_equal(c[k][i].remove_rc, GCS_OK);
+	assert_int_equal(after - before - 1, SHARE_TASKS);
+	rt_loop_free(l[0]);
+	rt_loop_free(l[1]);
+	gcs_store_free(s);
+}
+
 /* A delete applied with its answer dropped, on a connection the loop's
  * shared cache reused: libcurl or the retry sends it again, the second
  * send finds it gone, and the store says so with attempts == 2, from
@@ -331,12 +273,14 @@ test_kept_connection_stays_registered(void **state)
 	unsigned long ctls;
 
 	(void)state;
+	/* A storage thread of its own, with no connection yet. */
+	assert_int_equal(gcs_multi_stop(RUN_MAX_MS), 0);
 	c.s = s;
 	if (rt_loop_spawn(l, seq_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(c.remove_rc, GCS_OK);
 	/* 60 requests; the connection's setup costs a few calls. */
-	ctls = rt_loop_epoll_ctls(l);
+	ctls = gcs_multi_epoll_ctls();
 	assert_true(ctls >= 1);
 	assert_true(ctls <= 4);
 	/* The fake closes the connection after a delete: libcurl closes its
@@ -355,7 +299,7 @@ test_kept_connection_stays_registered(void **state)
 	if (rt_loop_spawn(l, seq_fn, &c, NULL) == 0)
 		run_until_idle(l);
 	assert_int_equal(c.remove_rc, GCS_OK);
-	assert_true(rt_loop_epoll_ctls(l) <= ctls + 6);
+	assert_true(gcs_multi_epoll_ctls() <= ctls + 6);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 	rt_loop_free(l);
 	gcs_store_free(s);
@@ -488,6 +432,24 @@ get_fn(void *arg)
 	curl_easy_cleanup(h);
 }
 
+/* Have V's server close the kept, idle connection.  The storage thread
+ * sees it once and stops watching it: one event, where a socket left
+ * registered would fire every round of its loop. */
+static void
+close_idle(idle_srv *v)
+{
+	const struct timespec tick = { 0, 5 * 1000 * 1000 },
+			      pause = { 0, 200 * 1000 * 1000 };
+	unsigned long e0 = gcs_multi_events();
+	int64_t end = util_mono_ms() + RUN_MAX_MS;
+
+	assert_int_equal(write(v->close_pipe[1], "x", 1), 1);
+	while (gcs_multi_events() == e0 && util_mono_ms() < end)
+		nanosleep(&tick, NULL);
+	nanosleep(&pause, NULL);
+	assert_int_equal(gcs_multi_events() - e0, 1);
+}
+
 static void
 test_idle_connection_closed_by_peer(void **state)
 {
@@ -495,7 +457,6 @@ test_idle_connection_closed_by_peer(void **state)
 	pthread_t th;
 	rt_loop *l = rt_loop_new();
 	get_call g = { 0 };
-	int i, events = 0;
 
 	(void)state;
 	idle_srv_start(&v, &th);
@@ -505,13 +466,7 @@ test_idle_connection_closed_by_peer(void **state)
 		run_until_idle(l);
 	assert_int_equal(g.rc, CURLE_OK);
 	assert_int_equal(g.status, 200);
-	/* The server closes the kept, idle connection.  The loop sees it
-	 * once and stops watching it: ten rounds see at most that one
-	 * event, where a socket left registered would fire every round. */
-	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
-	for (i = 0; i < 10; i++)
-		events += rt_loop_run_once(l, 20);
-	assert_true(events <= 1);
+	close_idle(&v);
 	/* The next transfer finds the connection dead and makes another. */
 	memset(&g, 0, sizeof(g));
 	g.port = v.port;
@@ -535,25 +490,18 @@ typedef struct http_call {
 } http_call;
 
 static void
-http_free_fn(void *h)
-{
-	gcs_http_free(h);
-}
-
-static void
 http_get_fn(void *arg)
 {
 	http_call *o = arg;
-	gcs_http *h = gcs_multi_cache_take(http_free_fn);
+	gcs_http *h = gcs_http_new();
 	char url[64], err[128];
 
-	if (h == NULL && (h = gcs_http_new()) == NULL)
+	if (h == NULL)
 		return;
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", o->port);
 	o->rc = gcs_http_perform(h, "GET", url, NULL, NULL, 0, 5000, &o->resp,
 	    err, sizeof(err));
-	if (gcs_multi_cache_put(h, http_free_fn) != 0)
-		gcs_http_free(h);
+	gcs_http_free(h);
 }
 
 static void
@@ -563,7 +511,6 @@ test_http_idle_connection_closed(void **state)
 	pthread_t th;
 	rt_loop *l = rt_loop_new();
 	http_call o = { 0 };
-	int i, events = 0;
 
 	(void)state;
 	idle_srv_start(&v, &th);
@@ -578,10 +525,7 @@ test_http_idle_connection_closed(void **state)
 	assert_int_equal(o.resp.len, 2);
 	assert_memory_equal(o.resp.body, "ok", 2);
 	gcs_resp_clear(&o.resp);
-	assert_int_equal(write(v.close_pipe[1], "x", 1), 1);
-	for (i = 0; i < 10; i++)
-		events += rt_loop_run_once(l, 20);
-	assert_true(events <= 1);
+	close_idle(&v);
 	o.rc = -9;
 	if (rt_loop_spawn(l, http_get_fn, &o, NULL) == 0)
 		run_until_idle(l);
@@ -598,8 +542,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_loop_cache),
 		cmocka_unit_test(test_store_calls_in_tasks_overlap),
+		cmocka_unit_test(test_loops_share_connections),
 		cmocka_unit_test(test_dropped_answer_in_task_counts_sends),
 		cmocka_unit_test(test_kept_connection_stays_registered),
 		cmocka_unit_test(test_idle_connection_closed_by_peer),
