@@ -5,10 +5,11 @@
  * two Cloud Storage requests of an acquire+release against the fake.
  *
  * One thread drives a libcurl multi handle with curl_multi_socket_action
- * on epoll, as lockgate's loops do (gcs/gcs_multi.c: a socket callback, a
- * timer callback, GCS_MULTI_CONNS kept connections).  C clients, each with
- * its own easy handle (kept, so its connection is reused) and its own
- * object p/bench/c<i> in bucket bench-bucket, each looping
+ * on epoll, as lockgate's storage thread does (gcs/gcs_multi.c: a socket
+ * callback, a timer callback, GCS_MULTI_CONNS kept connections).  C
+ * clients, each with its own easy handle (kept, so its connection is
+ * reused) and its own object p/bench/c<i> in bucket bench-bucket, each
+ * looping
  *
  *   POST /upload/storage/v1/b/bench-bucket/o?uploadType=multipart
  *        &ifGenerationMatch=0&fields=generation,metageneration,timeCreated,

@@ -59,10 +59,10 @@ typedef struct job {
 typedef struct gcs_multi {
 	rt_loop *loop;
 	CURLM *multi;
-	rt_timer timer;  /* when libcurl wants a timeout call */
-	long host_cap;   /* CURLMOPT_MAX_HOST_CONNECTIONS set, 0: none */
-	job *queue;      /* handed over, not yet added: last on top */
-	int running;     /* transfers added and not yet ended */
+	rt_timer timer; /* when libcurl wants a timeout call */
+	long host_cap;  /* CURLMOPT_MAX_HOST_CONNECTIONS set, 0: none */
+	job *queue;     /* handed over, not yet added: last on top */
+	int running;    /* transfers added and not yet ended */
 	pthread_t thread;
 } gcs_multi;
 

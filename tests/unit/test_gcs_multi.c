@@ -193,8 +193,9 @@ test_loops_share_connections(void **state)
 			c[k][i].s = s;
 			snprintf(c[k][i].name, sizeof(c[k][i].name), "s%d-%d",
 			    k, i);
-			assert_int_equal(
-			    rt_loop_spawn(l[k], store_fn, &c[k][i], NULL), 0);
+			assert_int_equal(rt_loop_spawn(l[k], store_fn, &c[k][i],
+			                     NULL),
+			    0);
 		}
 		run_until_idle(l[k]);
 	}
@@ -438,8 +439,8 @@ get_fn(void *arg)
 static void
 close_idle(idle_srv *v)
 {
-	const struct timespec tick = { 0, 5 * 1000 * 1000 },
-			      pause = { 0, 200 * 1000 * 1000 };
+	const struct timespec tick = { 0, 5 * 1000 * 1000 };
+	const struct timespec pause = { 0, 200 * 1000 * 1000 };
 	unsigned long e0 = gcs_multi_events();
 	int64_t end = util_mono_ms() + RUN_MAX_MS;
 
