@@ -225,16 +225,10 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
 }
 
 /*
- * A keyed acquire whose client key names a live lease of its owner in
- * the group: 1 when that lease was renewed, judged a grant and OUT is
- * the answer, 0 when there is none (or it moved meanwhile, or it is no
- * grant: ended, acquire anew), 2 when ERR is the answer: a store
- * failure, or 409 limit_mismatch (OUT set) when the request asks with
- * another mode or limit than that lease holds (as it would be answered
- * beside any other holder of that kind).
+ * One look for renew_keyed: as it, or AGAIN when the renewal met a 412.
  */
 static int
-renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
+renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
     api_err *err)
 {
 	group_view v;
@@ -288,9 +282,39 @@ renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return 1;
 	}
 	group_view_clear(&v);
-	if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
-		return 0; /* it moved: go on as a new lease */
+	if (rc == GCS_NOT_FOUND)
+		return 0; /* gone: go on as a new lease */
+	/* Moved: perhaps by our own patch, applied with its answer lost
+	 * and its retry refused; the lease is still ours, so look again
+	 * (as a refresh does).  Gone on as a new lease, it stayed beside
+	 * the new one until its expiry, its key still naming it. */
+	if (rc == GCS_PRECONDITION)
+		return AGAIN;
 	svc_store_fail(err, &ge);
+	return 2;
+}
+
+/*
+ * A keyed acquire whose client key names a live lease of its owner in
+ * the group: 1 when that lease was renewed, judged a grant and OUT is
+ * the answer, 0 when there is none (or it is gone meanwhile, or it is no
+ * grant: ended, acquire anew), 2 when ERR is the answer: a store
+ * failure, a lease that kept moving, or 409 limit_mismatch (OUT set)
+ * when the request asks with another mode or limit than that lease holds
+ * (as it would be answered beside any other holder of that kind).
+ */
+static int
+renew_keyed(api_service *svc, const api_acquire_req *req, api_lock *out,
+    api_err *err)
+{
+	int i, rc;
+
+	for (i = 0; i < API_WRITE_LOOPS; i++)
+		if ((rc = renew_keyed_once(svc, req, out, err)) != AGAIN)
+			return rc;
+	err->retry_after = 1;
+	api_fail(err, API_BUSY,
+	    "the lease kept changing while acquiring; retry shortly");
 	return 2;
 }
 

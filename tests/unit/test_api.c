@@ -1903,6 +1903,43 @@ test_group_keyed_pending_judged(void **state)
 }
 
 /*
+ * A keyed re-acquire of a semaphore lease still held: its renewal patch
+ * is applied, its answer lost, and the retry meets 412 (the patch itself
+ * moved the metageneration).  The lease is still ours: renewed and
+ * answered, beside the other holder.  It went on as a new lease before,
+ * the old one left beside it until its expiry, its key still naming it
+ * (found by the soak's checker).
+ */
+static void
+test_group_keyed_renew_412(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock z, a, b, l;
+	api_err err;
+
+	/* Z's lease on the head, A's an object of its own. */
+	assert_int_equal(group_take(f, "rk", "z", API_MODE_EXCLUSIVE, 3, 30, &z,
+	                     &err),
+	    API_OK);
+	keyed_req(&q, "rk", "a", 30, "client-key-a");
+	q.limit = 3;
+	assert_int_equal(api_acquire(f->svc, &q, &a, &err), API_OK);
+	keyed_req(&q, "rk", "a", 30, "client-key-a");
+	q.limit = 3;
+	f->ws->ghost_op = W_PATCH;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &err), API_OK);
+	assert_string_equal(b.lease_id, a.lease_id);
+	assert_int_equal(b.fencing_token, a.fencing_token);
+	assert_int_equal(api_inspect(f->svc, "rk", &l, &err), API_OK);
+	assert_int_equal(json_array_size(l.holders), 2);
+	api_lock_clear(&l);
+	api_lock_clear(&z);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/*
  * A keyed re-acquire that asks with another mode or limit than its own
  * live lease holds is answered as any acquire of another kind beside a
  * holder: 409 limit_mismatch, the lease untouched.  It renewed that
@@ -2114,6 +2151,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_retried_delete_412_is_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_renew_412,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attempts_share_lease_id,
 		    setup, teardown),
