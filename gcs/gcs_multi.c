@@ -223,20 +223,15 @@ on_timeout(void *arg)
 
 /* ---- the storage thread ---- */
 
-/* The transfers handed over since the last look, added in the order they
- * came. */
+/* The transfers handed over since the last look, added to the multi
+ * handle (last come first: they all start now). */
 static void
 take_queue(gcs_multi *d)
 {
 	job *j = __atomic_exchange_n(&d->queue, NULL, __ATOMIC_ACQUIRE);
-	job *fifo = NULL, *next;
+	job *next;
 
 	for (; j != NULL; j = next) {
-		next = j->next;
-		j->next = fifo;
-		fifo = j;
-	}
-	for (j = fifo; j != NULL; j = next) {
 		next = j->next;
 		/* A connection made now belongs to D and keeps these. */
 		curl_easy_setopt(j->h, CURLOPT_CLOSESOCKETFUNCTION, on_close);
