@@ -225,7 +225,30 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
 }
 
 /*
- * One look for renew_keyed: as it, or AGAIN when the renewal met a 412.
+ * End O, the lease at NAME that a keyed acquire found and will not grant,
+ * before a new lease is acquired: left standing, it would hold a slot
+ * beside the new one until its expiry, its key still naming it.  0 when
+ * it is gone, AGAIN when it moved (look again), 2 on a store failure
+ * (ERR set: the client's retry finds it again).
+ */
+static int
+drop_for_new(api_service *svc, const char *name, const gcs_object *o,
+    api_err *err)
+{
+	gcs_err ge;
+	int rc = group_drop(svc, name, o, &ge);
+
+	if (rc == GCS_OK || rc == GCS_NOT_FOUND)
+		return 0;
+	if (rc == GCS_PRECONDITION)
+		return AGAIN;
+	svc_store_fail(err, &ge);
+	return 2;
+}
+
+/*
+ * One look for renew_keyed: as it, or AGAIN when the lease moved under
+ * its renewal or its end.
  */
 static int
 renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
@@ -256,30 +279,25 @@ renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
 	}
 	rc = svc_renew(svc, v.leases[i].name, v.leases[i].obj.generation,
 	    v.leases[i].obj.metageneration, req->ttl, &obj, &ge);
-	if (rc == GCS_OK && renewed_late(&v.leases[i].obj, &obj)) {
-		/* A lister may have counted it free: as group_refresh, it
-		 * is lost; a new lease is acquired instead. */
-		group_drop_quietly(svc, v.leases[i].name, &obj);
-		gcs_object_clear(&obj);
-		group_view_clear(&v);
-		return 0;
-	}
-	if (rc == GCS_OK &&
-	    (judged = keyed_judged(svc, req, v.leases[i].name, &obj, err)) !=
-	        1) {
-		/* No grant: ended, and a new lease is acquired instead; or
-		 * unjudged (left: a lease only ever causes refusals). */
-		if (judged == 0)
-			group_drop_quietly(svc, v.leases[i].name, &obj);
-		gcs_object_clear(&obj);
-		group_view_clear(&v);
-		return judged == 0 ? 0 : 2;
-	}
 	if (rc == GCS_OK) {
-		grant(svc, req, v.leases[i].name, &obj, true, out);
+		/* Renewed late, a lister may have counted it free: as
+		 * group_refresh, it is lost.  Or judged no grant.  Either
+		 * way it ends before a new lease is acquired.  Unjudged (a
+		 * store failure), it is left: a lease only ever causes
+		 * refusals. */
+		judged = renewed_late(&v.leases[i].obj, &obj)
+		    ? 0
+		    : keyed_judged(svc, req, v.leases[i].name, &obj, err);
+		if (judged == 1) {
+			grant(svc, req, v.leases[i].name, &obj, true, out);
+			rc = 1;
+		} else if (judged == 0)
+			rc = drop_for_new(svc, v.leases[i].name, &obj, err);
+		else
+			rc = 2;
 		gcs_object_clear(&obj);
 		group_view_clear(&v);
-		return 1;
+		return rc;
 	}
 	group_view_clear(&v);
 	if (rc == GCS_NOT_FOUND)

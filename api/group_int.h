@@ -67,8 +67,11 @@ int group_patch_to_head(api_service *svc, const char *name,
  * store's status; OUT the head on GCS_OK. */
 int group_clear_head(api_service *svc, const char *name, int64_t gen,
     int64_t metagen, gcs_object *out, gcs_err *ge);
-/* End lease O of a view, object NAME, ignoring the outcome: a lease
- * object is removed, a head's lease cleared. */
+/* End lease O of a view, object NAME: a lease object is removed, a
+ * head's lease cleared.  The store's status; group_drop_quietly ignores
+ * it. */
+int group_drop(api_service *svc, const char *name, const gcs_object *o,
+    gcs_err *ge);
 void
 group_drop_quietly(api_service *svc, const char *name, const gcs_object *o);
 /* Remove O at NAME with its preconditions, ignoring the outcome. */

@@ -447,19 +447,28 @@ group_clear_head(api_service *svc, const char *name, int64_t gen,
 	return rc;
 }
 
+int
+group_drop(api_service *svc, const char *name, const gcs_object *o, gcs_err *ge)
+{
+	gcs_object head;
+	int rc;
+
+	if (strchr(name, LEASE_GROUP_SEP) != NULL)
+		return gcs_remove(svc->store, name, o->generation,
+		    o->metageneration, ge);
+	rc = group_clear_head(svc, name, o->generation, o->metageneration,
+	    &head, ge);
+	if (rc == GCS_OK)
+		gcs_object_clear(&head);
+	return rc;
+}
+
 void
 group_drop_quietly(api_service *svc, const char *name, const gcs_object *o)
 {
-	gcs_object head;
 	gcs_err ge;
 
-	if (strchr(name, LEASE_GROUP_SEP) != NULL) {
-		group_remove_quietly(svc, name, o);
-		return;
-	}
-	if (group_clear_head(svc, name, o->generation, o->metageneration, &head,
-	        &ge) == GCS_OK)
-		gcs_object_clear(&head);
+	(void)group_drop(svc, name, o, &ge);
 }
 
 /* Remove object NAME at O's generations, for cleaning up; failures are

@@ -1903,6 +1903,51 @@ test_group_keyed_pending_judged(void **state)
 }
 
 /*
+ * A keyed re-acquire finds its own pending lease, judges it no grant,
+ * and its removal fails: 503, not a new lease beside the one that still
+ * stands (it held a slot until its expiry, its key naming it).  The
+ * retry finds it again and ends it.
+ */
+static void
+test_group_keyed_drop_fails(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lock a, b, c, l;
+	api_err err;
+
+	assert_int_equal(group_take(f, "pdrop", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "pdrop", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	keyed_req(&q, "pdrop", "c", 30, "client-key-c");
+	q.limit = 2;
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_UNAVAILABLE);
+	api_lock_clear(&c);
+	keyed_req(&q, "pdrop", "c", 30, "client-key-c");
+	q.limit = 2;
+	f->ws->fail_op = W_REMOVE;
+	f->ws->fail_status = GCS_UNAVAILABLE;
+	f->ws->calls[W_INSERT] = 0;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_UNAVAILABLE);
+	assert_int_equal(f->ws->calls[W_INSERT], 0); /* no new lease */
+	api_lock_clear(&c);
+	keyed_req(&q, "pdrop", "c", 30, "client-key-c");
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &err), API_LOCKED);
+	api_lock_clear(&c);
+	assert_int_equal(api_inspect(f->svc, "pdrop", &l, &err), API_OK);
+	assert_int_equal(json_array_size(l.holders), 2);
+	api_lock_clear(&l);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
+/*
  * A keyed re-acquire of a semaphore lease still held: its renewal patch
  * is applied, its answer lost, and the retry meets 412 (the patch itself
  * moved the metageneration).  The lease is still ours: renewed and
@@ -2153,6 +2198,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_renew_412,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_keyed_drop_fails,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attempts_share_lease_id,
 		    setup, teardown),
