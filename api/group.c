@@ -186,13 +186,13 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 	return API_OK;
 }
 
-/* Whether NOW, lease OLD renewed, was written past OLD's expiry (others
- * may have judged it expired): the refresh rule of group leases. */
+/* Whether NOW, a lease written at UPDATED_MS with TTL (s) and renewed,
+ * was written past that lease's expiry (others may have judged it
+ * expired): the refresh rule of group leases. */
 static bool
-renewed_late(const gcs_object *old, const gcs_object *now)
+renewed_late(int64_t updated_ms, long ttl, const gcs_object *now)
 {
-	return now->updated_ms >
-	    lease_ends_ms(old->updated_ms, lease_ttl_of(old));
+	return now->updated_ms > lease_ends_ms(updated_ms, ttl);
 }
 
 /*
@@ -225,6 +225,24 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
 }
 
 /*
+ * What renew_keyed makes of a failed write RC to its own lease: gone, 0
+ * (go on as a new lease); moved, AGAIN (perhaps by our own write, applied
+ * with its answer lost and its retry refused: the lease may still be
+ * ours, so look again, as a refresh does); else 2, the store's failure
+ * in ERR.
+ */
+static int
+keyed_write_failed(int rc, const gcs_err *ge, api_err *err)
+{
+	if (rc == GCS_NOT_FOUND)
+		return 0;
+	if (rc == GCS_PRECONDITION)
+		return AGAIN;
+	svc_store_fail(err, ge);
+	return 2;
+}
+
+/*
  * End O, the lease at NAME that a keyed acquire found and will not grant,
  * before a new lease is acquired: left standing, it would hold a slot
  * beside the new one until its expiry, its key still naming it.  0 when
@@ -238,12 +256,7 @@ drop_for_new(api_service *svc, const char *name, const gcs_object *o,
 	gcs_err ge;
 	int rc = group_drop(svc, name, o, &ge);
 
-	if (rc == GCS_OK || rc == GCS_NOT_FOUND)
-		return 0;
-	if (rc == GCS_PRECONDITION)
-		return AGAIN;
-	svc_store_fail(err, &ge);
-	return 2;
+	return rc == GCS_OK ? 0 : keyed_write_failed(rc, &ge, err);
 }
 
 /*
@@ -285,7 +298,8 @@ renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
 		 * way it ends before a new lease is acquired.  Unjudged (a
 		 * store failure), it is left: a lease only ever causes
 		 * refusals. */
-		judged = renewed_late(&v.leases[i].obj, &obj)
+		judged = renewed_late(v.leases[i].obj.updated_ms,
+		             lease_ttl_of(&v.leases[i].obj), &obj)
 		    ? 0
 		    : keyed_judged(svc, req, v.leases[i].name, &obj, err);
 		if (judged == 1) {
@@ -300,16 +314,9 @@ renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return rc;
 	}
 	group_view_clear(&v);
-	if (rc == GCS_NOT_FOUND)
-		return 0; /* gone: go on as a new lease */
-	/* Moved: perhaps by our own patch, applied with its answer lost
-	 * and its retry refused; the lease is still ours, so look again
-	 * (as a refresh does).  Gone on as a new lease, it stayed beside
-	 * the new one until its expiry, its key still naming it. */
-	if (rc == GCS_PRECONDITION)
-		return AGAIN;
-	svc_store_fail(err, &ge);
-	return 2;
+	/* A 412 taken as gone left the lease beside the new one until its
+	 * expiry, its key still naming it. */
+	return keyed_write_failed(rc, &ge, err);
 }
 
 /*
@@ -725,7 +732,7 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			break;
 		if (rc != GCS_OK)
 			return svc_store_fail(err, &ge);
-		if (obj.updated_ms > lease_ends_ms(ref.updated_ms, ref.ttl)) {
+		if (renewed_late(ref.updated_ms, ref.ttl, &obj)) {
 			group_drop_quietly(svc, target, &obj);
 			gcs_object_clear(&obj);
 			lease_cache_del(svc->cache, oname);

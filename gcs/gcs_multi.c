@@ -247,6 +247,20 @@ take_queue(gcs_multi *d)
 	}
 }
 
+/* Free D: its multi handle first, its connections closing through
+ * on_close while the loop is open, then the loop. */
+static void
+multi_free(gcs_multi *d)
+{
+	if (d->multi != NULL)
+		curl_multi_cleanup(d->multi);
+	if (d->loop != NULL) {
+		rt_timer_set(d->loop, &d->timer, -1);
+		rt_loop_free(d->loop);
+	}
+	free(d);
+}
+
 static void *
 home_main(void *arg)
 {
@@ -258,11 +272,7 @@ home_main(void *arg)
 		rt_loop_run_once(d->loop, GCS_MULTI_IDLE_MS);
 		take_queue(d);
 	}
-	/* Its connections close through on_close, while the loop is open. */
-	curl_multi_cleanup(d->multi);
-	rt_timer_set(d->loop, &d->timer, -1);
-	rt_loop_free(d->loop);
-	free(d);
+	multi_free(d);
 	return NULL;
 }
 
@@ -295,11 +305,7 @@ multi_new(void)
 	        (long)GCS_MULTI_CONNS) != CURLM_OK ||
 	    curl_multi_setopt(d->multi, CURLMOPT_PIPELINING,
 	        (long)CURLPIPE_MULTIPLEX) != CURLM_OK) {
-		if (d->multi != NULL)
-			curl_multi_cleanup(d->multi);
-		if (d->loop != NULL)
-			rt_loop_free(d->loop);
-		free(d);
+		multi_free(d);
 		return NULL;
 	}
 	return d;
@@ -320,9 +326,7 @@ home_get(void)
 		__atomic_store_n(&home.cur, d, __ATOMIC_RELEASE);
 		if (pthread_create(&d->thread, NULL, home_main, d) != 0) {
 			__atomic_store_n(&home.cur, NULL, __ATOMIC_RELEASE);
-			curl_multi_cleanup(d->multi);
-			rt_loop_free(d->loop);
-			free(d);
+			multi_free(d);
 		}
 	}
 	d = home.cur;
