@@ -24,6 +24,8 @@
 #   gs20h2 the same as gs20 through an HTTP/2 TLS front to the fake
 #          (nghttpx, a certificate made with openssl), as Cloud Storage
 #          serves it
+#   gs20h2floor storage_floor --ca through the same front to the same
+#          slow fake, 64 clients and 1: the floor of gs20h2's p50
 # and drives each with build/bench/loadgen: 64 keep-alive clients on
 # distinct lock names, then 1 client, BENCH_RUNS runs of BENCH_SECONDS each
 # (after a BENCH_WARMUP_MS warm-up), and prints the medians in one table
@@ -45,7 +47,7 @@
 # Servers are stopped by PID; the temporary directory is removed.
 # lockgate's stdout (one log line per request) goes to /dev/null.
 # BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20 gs20floor
-# gs20h2")
+# gs20h2 gs20h2floor")
 # picks targets.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -53,7 +55,7 @@ cd "$(dirname "$0")/.." || exit 1
 BENCH_SECONDS=${BENCH_SECONDS:-4}
 BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
-BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2}
+BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2 gs20h2floor}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
@@ -432,17 +434,12 @@ front_conns() {
 	fi
 }
 
-# bench_gs20h2 NAME: gs20 behind an HTTP/2 TLS front (nghttpx) to the
-# fake; the front is pinned with lockgate and the fake for 1 client.
-bench_gs20h2() {
-	if ! command -v nghttpx >/dev/null 2>&1; then
-		echo "bench: $1: nghttpx is missing (nghttp2-proxy); skipped" >&2
-		return 0
-	fi
-	start_fake "$1" || return 1
-	curl -sf -o /dev/null \
-	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$GS_SLOW_MS" ||
-	    { echo "bench: cannot set the fake's latency" >&2; BROKEN=1; stop_pid "$fpid"; return 1; }
+# start_front NAME: an HTTP/2 TLS front (nghttpx) to the fake at $fport,
+# with a certificate made for 127.0.0.1 in $TMP/cert.pem and its access
+# log in $TMP/front.log; sets npid (added to PIDS), nwork (its worker
+# processes) and nport.  The fake must be up; on failure the fake is
+# stopped too.
+start_front() {
 	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
 	    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" \
 	    -out "$TMP/cert.pem" >/dev/null 2>&1 ||
@@ -470,34 +467,60 @@ bench_gs20h2() {
 		fi
 		sleep 0.05
 	done
+	nwork=$(ps -o pid= --ppid "$npid" | tr -d ' ' | tr '\n' ' ')
 	echo "bench: $1: nghttpx h2 front (pid $npid, port $nport)" >&2
+}
+
+# front_alpn NAME: the protocols the front's access log shows.
+front_alpn() {
+	alpn=$(awk '{ print $2 }' "$TMP/front.log" | sort -u | tr '\n' ' ')
+	echo "bench: $1: protocols at the front: $alpn" >&2
+}
+
+# bench_gs20h2 NAME: gs20 behind an HTTP/2 TLS front (nghttpx) to the
+# fake; the front is pinned with lockgate and the fake for 1 client.
+bench_gs20h2() {
+	if ! command -v nghttpx >/dev/null 2>&1; then
+		echo "bench: $1: nghttpx is missing (nghttp2-proxy); skipped" >&2
+		return 0
+	fi
+	start_fake "$1" || return 1
+	curl -sf -o /dev/null \
+	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$GS_SLOW_MS" ||
+	    { echo "bench: cannot set the fake's latency" >&2; BROKEN=1; stop_pid "$fpid"; return 1; }
+	start_front "$1" || return 1
 	CONN_COUNT=front_conns
 	STORAGE_PORT=$nport
-	# shellcheck disable=SC2046 # the front's worker process(es)
-	bench_lockgate "$1" gs://bench-bucket/p/ \
-	    "$fpid $npid $(ps -o pid= --ppid "$npid" | tr -d ' ')" \
+	# shellcheck disable=SC2086 # $nwork: the front's worker PIDs
+	bench_lockgate "$1" gs://bench-bucket/p/ "$fpid $npid $nwork" \
 	    GCE_METADATA_HOST="127.0.0.1:$fport" \
 	    LOCKGATE_GCS_ENDPOINT="https://127.0.0.1:$nport" \
 	    LOCKGATE_GCS_CA_FILE="$TMP/cert.pem"
 	CONN_COUNT=""
 	STORAGE_PORT=""
-	alpn=$(awk '{ print $2 }' "$TMP/front.log" | sort -u | tr '\n' ' ')
-	echo "bench: $1: protocols at the front: $alpn" >&2
+	front_alpn "$1"
 	stop_pid "$npid"
 	stop_pid "$fpid"
 }
 
-# bench_gsfloor NAME RAW [LATENCY_MS CLIENTS...]: the storage floor against
-# a fresh fake, through libcurl (RAW 0) or hand-written HTTP (RAW 1), with
-# LATENCY_MS added by the fake to every write (default 0), for each client
-# count (default GSFLOOR_CLIENTS).  For 1 client the fake and the floor
-# are pinned to BENCH_CPU, as lockgate and the fake are for gs and gs20.
-# Its CPU per cycle is its own (the client's side of the two requests).
+# bench_gsfloor NAME RAW FRONT [LATENCY_MS CLIENTS...]: the storage floor
+# against a fresh fake, through libcurl (RAW 0) or hand-written HTTP (RAW
+# 1), directly (FRONT 0) or over https through the HTTP/2 front (FRONT 1,
+# as gs20h2), with LATENCY_MS added by the fake to every write (default
+# 0), for each client count (default GSFLOOR_CLIENTS).  For 1 client the
+# fake (and the front) and the floor are pinned to BENCH_CPU, as lockgate
+# and the fake are for gs and gs20.  Its CPU per cycle is its own (the
+# client's side of the two requests).
 bench_gsfloor() {
 	fname=$1
 	fraw=$2
-	flat=${3:-0}
-	[ $# -gt 3 ] && shift 3 || set -- "$GSFLOOR_CLIENTS"
+	ffront=$3
+	flat=${4:-0}
+	[ $# -gt 4 ] && shift 4 || set -- "$GSFLOOR_CLIENTS"
+	if [ "$ffront" = 1 ] && ! command -v nghttpx >/dev/null 2>&1; then
+		echo "bench: $fname: nghttpx is missing (nghttp2-proxy); skipped" >&2
+		return 0
+	fi
 	start_fake "$fname" || return 1
 	if [ "$flat" -gt 0 ] && ! curl -sf -o /dev/null \
 	    "http://127.0.0.1:$fport/_fake/fault?op=write&kind=latency&count=-1&ms=$flat"; then
@@ -506,12 +529,21 @@ bench_gsfloor() {
 		stop_pid "$fpid"
 		return 1
 	fi
+	fto="--port $fport --raw $fraw"
+	fpids=$fpid
+	if [ "$ffront" = 1 ]; then
+		start_front "$fname" || return 1
+		fto="--port $nport --ca $TMP/cert.pem"
+		fpids="$fpid $npid $nwork"
+	fi
 	for fc in "$@"; do
 		pin=""
 		if [ "$fc" = 1 ]; then
-			pin_all "$fpid" || {
+			# shellcheck disable=SC2086 # $fpids: PIDs
+			pin_all $fpids || {
 				echo "bench: $fname: cannot pin to CPU $BENCH_CPU" >&2
 				BROKEN=1
+				[ "$ffront" = 1 ] && stop_pid "$npid"
 				stop_pid "$fpid"
 				return 1
 			}
@@ -519,13 +551,14 @@ bench_gsfloor() {
 		fi
 		r=1
 		while [ $r -le "$BENCH_RUNS" ]; do
-			if ! out=$($pin "$STORAGE_FLOOR" --port "$fport" \
+			# shellcheck disable=SC2086 # $fto: options
+			if ! out=$($pin "$STORAGE_FLOOR" $fto \
 			    --clients "$fc" --seconds "$BENCH_SECONDS" \
-			    --warmup "$BENCH_WARMUP_MS" --label "$fname" \
-			    --raw "$fraw"); then
+			    --warmup "$BENCH_WARMUP_MS" --label "$fname"); then
 				echo "bench: $fname, run $r: storage_floor failed" \
 				    "(see above)" >&2
 				BROKEN=1
+				[ "$ffront" = 1 ] && stop_pid "$npid"
 				stop_pid "$fpid"
 				return 1
 			fi
@@ -534,6 +567,10 @@ bench_gsfloor() {
 			r=$((r + 1))
 		done
 	done
+	if [ "$ffront" = 1 ]; then
+		front_alpn "$fname"
+		stop_pid "$npid"
+	fi
 	stop_pid "$fpid"
 }
 
@@ -546,12 +583,13 @@ for t in $BENCH_TARGETS; do
 		bench_lockgate file "file://$TMP/data" ""
 		;;
 	gs) bench_gs gs 0 ;;
-	gsfloor) bench_gsfloor gsfloor 0 ;;
-	rawfloor) bench_gsfloor rawfloor 1 ;;
+	gsfloor) bench_gsfloor gsfloor 0 0 ;;
+	rawfloor) bench_gsfloor rawfloor 1 0 ;;
 	gs20) bench_gs gs20 "$GS_SLOW_MS" ;;
-	gs20floor) bench_gsfloor gs20floor 0 "$GS_SLOW_MS" $BENCH_CLIENTS ;;
+	gs20floor) bench_gsfloor gs20floor 0 0 "$GS_SLOW_MS" $BENCH_CLIENTS ;;
 	gs20h2) bench_gs20h2 gs20h2 ;;
-	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2)" ;;
+	gs20h2floor) bench_gsfloor gs20h2floor 0 1 "$GS_SLOW_MS" $BENCH_CLIENTS ;;
+	*) die "unknown target '$t' (floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2 gs20h2floor)" ;;
 	esac
 done
 
@@ -667,16 +705,19 @@ END {
 	# same slow fake: the part of the p50 that lockgate adds.  A 20 ms
 	# hold alone costs this VM about 0.3 ms of wake-up from idle
 	# (docs/bench.md), twice per cycle, in every client alike.
-	for (c = 1; c <= 64; c += 63) {
-		kl = "gs20" SUBSEP c; kf = "gs20floor" SUBSEP c
-		if ((kl in m_p50) && (kf in m_p50))
-			printf "%-40s %10d %10s  %s\n", "  gs20 - gs20floor p50 us, " c " client" (c > 1 ? "s" : ""), m_p50[kl] - m_p50[kf], "", ""
+	for (k = 1; k <= 2; k++) {
+		t = k == 1 ? "gs20" : "gs20h2"
+		for (c = 1; c <= 64; c += 63) {
+			kl = t SUBSEP c; kf = t "floor" SUBSEP c
+			if ((kl in m_p50) && (kf in m_p50))
+				printf "%-40s %10d %10s  %s\n", "  " t " - " t "floor p50 us, " c " client" (c > 1 ? "s" : ""), m_p50[kl] - m_p50[kf], "", ""
+		}
 	}
 	# Connections to the storage during the 64-client runs (one count
 	# for the whole series): the most open at once (sampled every 0.1 s)
 	# against the target, and every one opened (a connection closed and
-	# replaced counts twice: between runs the load generator reconnects
-	# and its clients land on the event loops in other numbers).
+	# replaced counts twice: the HTTP/2 front ends a connection after
+	# about 1,000 releases, README "HTTP/2 and proxies").
 	while ((getline line < conns) > 0) {
 		split(line, cw, " ")
 		lim = cw[1] == "gs20h2" ? th2 : th1

@@ -25,9 +25,15 @@
  * to delete answered.  After a warm-up it measures for D seconds.
  *
  * Any answer other than 200 (insert) or 204 (delete), a malformed insert
- * answer or a transport error is an error: the first few are printed on
- * stderr, no new cycle starts, the cycles in flight end, and the run exits
- * 1 after its line.
+ * answer, or a transport error on each of SF_TRIES sends is an error: the
+ * first few are printed on stderr, no new cycle starts, the cycles in
+ * flight end, and the run exits 1 after its line.  A request sent again
+ * (by the floor after a transport error, or by libcurl on a new
+ * connection when a reused one closed under it: a front's GOAWAY ends the
+ * streams in flight) may have been applied by its first send, so, as
+ * lockgate reads it, a 412 to such an insert (the object is the first
+ * send's: deleted with no precondition) and a 404 to such a delete are
+ * that send's echo; their count goes to stderr.
  *
  * Output, one line on stdout, in bench/loadgen's format:
  *   label=L clients=C threads=1 seconds=D cycles=N cycles_per_s=X
@@ -50,8 +56,14 @@
  * best gs/mem ratio an HTTP/1.1 client over loopback TCP that sends and
  * receives once per request could reach, hand-written or not.
  *
+ * With --ca FILE the requests go over https to an HTTP/2 TLS front on
+ * 127.0.0.1:P (label gs20h2floor), whose certificate FILE holds, as
+ * lockgate sends them there: h2 by ALPN, multiplexed, PIPEWAIT, at most
+ * GCS_MULTI_H2_CONNS connections (gcs/gcs_multi.c).
+ *
  * Usage: storage_floor --port P [--clients C] [--seconds D] [--warmup W]
- *            [--label L] [--raw 0|1]  (the fake listens on 127.0.0.1:P)
+ *            [--label L] [--raw 0|1 | --ca FILE]
+ *            (the fake, or the front, listens on 127.0.0.1:P)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -84,7 +96,7 @@
 #define SF_PREFIX           "p/"           /* and its prefix */
 #define SF_NAME_PREFIX      "bench/c"      /* loadgen's lock names */
 #define SF_NAME_MAX         64             /* bytes of p/bench/c<i> */
-#define SF_ORIGIN_MAX       64             /* bytes of http://127.0.0.1:PORT */
+#define SF_ORIGIN_MAX       64             /* bytes of https://127.0.0.1:PORT */
 #define SF_TARGET_MAX       256            /* bytes of a request target */
 #define SF_BODY_MAX         1024           /* bytes of an insert body */
 #define SF_CTYPE_MAX        96     /* bytes of the Content-Type header */
@@ -97,6 +109,7 @@
 #define SF_TICK_MS          10     /* epoll wait cap: the clock is checked */
 #define SF_DRAIN_MS         10000  /* after the window: cycles in flight end */
 #define SF_ERRORS_SHOWN     5      /* errors printed on stderr */
+#define SF_TRIES            3      /* sends of a request: see client_done */
 #define SF_ERROR_BODY_SHOWN 300    /* bytes of such an answer printed */
 #define SF_LAT_INIT         65536  /* latency slots first allocated */
 #define SF_LAT_MAX          (64u << 20) /* latency slots at most */
@@ -128,7 +141,10 @@ typedef struct sf_client {
 	int fd;
 	char in[SF_HEAD_MAX + SF_RESP_MAX + 1];
 	size_t in_len;
-	int64_t gen, metagen; /* of the object inserted */
+	int64_t gen, metagen; /* of the object inserted; 0: not known */
+	/* Sends of this request (libcurl's, and ours after a transport
+	 * error): over 1, the first may have applied.  Tries: ours. */
+	int sends, tries;
 	int64_t cycle_start_ns;
 	char cerr[CURL_ERROR_SIZE];
 } sf_client;
@@ -136,6 +152,7 @@ typedef struct sf_client {
 static struct {
 	bench_opts opt; /* --port --clients --seconds --warmup --label */
 	bool raw;       /* --raw 1: hand-written HTTP/1.1, no libcurl */
+	const char *ca; /* --ca: https to a front this certificate names */
 	char origin[SF_ORIGIN_MAX];
 } cfg;
 
@@ -150,6 +167,7 @@ typedef struct sf_run {
 	bool stopping; /* no new cycle: the window ended, or an error */
 	bench_lat lat; /* us of each measured cycle */
 	uint64_t errors;
+	uint64_t resent; /* answers to a request sent again */
 	uint64_t rng;
 } sf_run;
 
@@ -302,6 +320,21 @@ raw_connect(sf_run *r, sf_client *c)
 	return 0;
 }
 
+/* libcurl is about to send C's request: count it (a dying reused
+ * connection makes libcurl send it again, unasked, as lockgate counts in
+ * gcs_http.c). */
+static int
+on_prereq(void *cp, char *conn_primary_ip, char *conn_local_ip,
+    int conn_primary_port, int conn_local_port)
+{
+	(void)conn_primary_ip;
+	(void)conn_local_ip;
+	(void)conn_primary_port;
+	(void)conn_local_port;
+	((sf_client *)cp)->sends++;
+	return CURL_PREREQFUNC_OK;
+}
+
 /* The options every transfer of C shares, set once (gcs_http_new); with
  * --raw, its socket instead. */
 static int
@@ -320,7 +353,8 @@ client_init(sf_run *r, sf_client *c, int idx)
 	if (curl_easy_setopt(c->h, CURLOPT_PROXY, "") != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_NOPROXY, "") != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-	    curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http") != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR,
+	        cfg.ca ? "https" : "http") != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_BUFFERSIZE, GCS_HTTP_BUF_SMALL) !=
@@ -330,11 +364,20 @@ client_init(sf_run *r, sf_client *c, int idx)
 	        CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_PRIVATE, (char *)c) != CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_PREREQFUNCTION, on_prereq) !=
+	        CURLE_OK ||
+	    curl_easy_setopt(c->h, CURLOPT_PREREQDATA, c) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_URL, cfg.origin) != CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_TIMEOUT_MS, SF_TRANSFER_MS) !=
 	        CURLE_OK ||
 	    curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT_MS, SF_CONNECT_MS) !=
 	        CURLE_OK)
+		return -1;
+	if (cfg.ca != NULL &&
+	    (curl_easy_setopt(c->h, CURLOPT_CAINFO, cfg.ca) != CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_HTTP_VERSION,
+	            (long)CURL_HTTP_VERSION_2TLS) != CURLE_OK ||
+	        curl_easy_setopt(c->h, CURLOPT_PIPEWAIT, 1L) != CURLE_OK))
 		return -1;
 	return 0;
 }
@@ -366,11 +409,9 @@ raw_send(sf_client *c, const char *method, bool body)
 	return sent == n ? 0 : -1;
 }
 
-/* Start C's request: METHOD (and the insert's body when BODY) on the
- * raw socket, or its easy handle, its options set, handed to the multi
- * handle. */
-static int
-client_go(sf_run *r, sf_client *c, const char *method, bool body)
+/* Forget C's last answer, before a send. */
+static void
+answer_clear(sf_client *c)
 {
 	c->resp_len = 0;
 	c->resp[0] = '\0';
@@ -378,6 +419,17 @@ client_go(sf_run *r, sf_client *c, const char *method, bool body)
 	c->status = 0;
 	c->in_len = 0;
 	c->cerr[0] = '\0';
+}
+
+/* Start C's request: METHOD (and the insert's body when BODY) on the
+ * raw socket, or its easy handle, its options set, handed to the multi
+ * handle. */
+static int
+client_go(sf_run *r, sf_client *c, const char *method, bool body)
+{
+	answer_clear(c);
+	c->sends = 0;
+	c->tries = 1;
 	if (cfg.raw)
 		return raw_send(c, method, body);
 	return curl_multi_add_handle(r->multi, c->h) == CURLM_OK ? 0 : -1;
@@ -437,17 +489,24 @@ start_insert(sf_run *r, sf_client *c)
 	return client_go(r, c, "POST", true);
 }
 
-/* gs_remove's request: the object deleted under both preconditions. */
+/* gs_remove's request: the object deleted under both preconditions, or
+ * under none when its generation is not known (an insert answered 412
+ * to libcurl's resend of it: the first send made it). */
 static int
 start_delete(sf_run *r, sf_client *c)
 {
 	int n;
 
 	/* p/bench/c<i> percent-encoded: only the slashes need it. */
-	n = snprintf(c->target, sizeof(c->target),
-	    "/storage/v1/b/%s/o/p%%2Fbench%%2Fc%d?ifGenerationMatch=%" PRId64
-	    "&ifMetagenerationMatch=%" PRId64,
-	    SF_BUCKET, c->idx, c->gen, c->metagen);
+	if (c->gen > 0)
+		n = snprintf(c->target, sizeof(c->target),
+		    "/storage/v1/b/%s/o/"
+		    "p%%2Fbench%%2Fc%d?ifGenerationMatch=%" PRId64
+		    "&ifMetagenerationMatch=%" PRId64,
+		    SF_BUCKET, c->idx, c->gen, c->metagen);
+	else
+		n = snprintf(c->target, sizeof(c->target),
+		    "/storage/v1/b/%s/o/p%%2Fbench%%2Fc%d", SF_BUCKET, c->idx);
 	if (n < 0 || (size_t)n >= sizeof(c->target))
 		return -1;
 	if (!cfg.raw &&
@@ -506,7 +565,17 @@ client_answered(sf_run *r, sf_client *c)
 {
 	int64_t t;
 
+	if (c->sends > 1)
+		r->resent++;
 	if (c->phase == SF_INSERT) {
+		if (c->status == 412 && c->sends > 1) {
+			c->gen = c->metagen = 0;
+			if (start_delete(r, c) != 0) {
+				fail(r, c, "cannot set up the delete");
+				goto idle;
+			}
+			return;
+		}
 		if (c->status != 200) {
 			fail(r, c, NULL);
 			goto idle;
@@ -528,7 +597,8 @@ client_answered(sf_run *r, sf_client *c)
 		}
 		return;
 	}
-	if (c->status != 204) {
+	/* A 404 to a resent delete: the first send removed the object. */
+	if (c->status != 204 && !(c->status == 404 && c->sends > 1)) {
 		fail(r, c, NULL);
 		goto idle;
 	}
@@ -548,13 +618,20 @@ idle:
 	r->busy--;
 }
 
-/* C's transfer ended with RC. */
+/* C's transfer ended with RC.  A transport error (a connection closed
+ * under it) sends the request again, SF_TRIES times in all. */
 static void
 client_done(sf_run *r, sf_client *c, CURLcode rc)
 {
 	if (curl_multi_remove_handle(r->multi, c->h) != CURLM_OK)
 		fail(r, c, "curl_multi_remove_handle failed");
-	else if (rc != CURLE_OK)
+	else if (rc != CURLE_OK && c->tries < SF_TRIES) {
+		c->tries++;
+		answer_clear(c);
+		if (curl_multi_add_handle(r->multi, c->h) == CURLM_OK)
+			return;
+		fail(r, c, "curl_multi_add_handle failed");
+	} else if (rc != CURLE_OK)
 		fail(r, c, c->cerr[0] ? c->cerr : curl_easy_strerror(rc));
 	else {
 		if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE,
@@ -758,12 +835,16 @@ run(sf_run *r, int64_t *cpu0, int64_t *cpu1)
 	return 0;
 }
 
-/* --raw 0|1 */
+/* --raw 0|1, --ca FILE */
 static int
 parse_extra(const char *key, const char *val)
 {
 	long v;
 
+	if (strcmp(key, "--ca") == 0 && val[0] != '\0') {
+		cfg.ca = val;
+		return 0;
+	}
 	if (strcmp(key, "--raw") != 0 || bench_parse_int(val, 0, 1, &v) != 0)
 		return -1;
 	cfg.raw = v == 1;
@@ -780,8 +861,10 @@ parse_args(int argc, char **argv)
 	if (bench_parse_args(argc, argv, &cfg.opt, SF_CLIENTS_MAX,
 	        SF_SECONDS_MAX, parse_extra) != 0)
 		return -1;
-	snprintf(cfg.origin, sizeof(cfg.origin), "http://127.0.0.1:%d",
-	    cfg.opt.port);
+	if (cfg.raw && cfg.ca != NULL) /* the raw client has no TLS */
+		return -1;
+	snprintf(cfg.origin, sizeof(cfg.origin), "%s://127.0.0.1:%d",
+	    cfg.ca ? "https" : "http", cfg.opt.port);
 	return 0;
 }
 
@@ -800,7 +883,8 @@ main(int argc, char **argv)
 	if (parse_args(argc, argv) != 0) {
 		fprintf(stderr,
 		    "usage: storage_floor --port P [--clients 1..%d] "
-		    "[--seconds 1..%d] [--warmup MS] [--label L] [--raw 0|1]\n",
+		    "[--seconds 1..%d] [--warmup MS] [--label L] "
+		    "[--raw 0|1 | --ca FILE]\n",
 		    SF_CLIENTS_MAX, SF_SECONDS_MAX);
 		return 2;
 	}
@@ -827,7 +911,12 @@ main(int argc, char **argv)
 	        CURLM_OK ||
 	    curl_multi_setopt(r.multi, CURLMOPT_TIMERDATA, &r) != CURLM_OK ||
 	    curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS,
-	        (long)GCS_MULTI_CONNS) != CURLM_OK) {
+	        (long)GCS_MULTI_CONNS) != CURLM_OK ||
+	    curl_multi_setopt(r.multi, CURLMOPT_PIPELINING,
+	        (long)CURLPIPE_MULTIPLEX) != CURLM_OK ||
+	    (cfg.ca != NULL &&
+	        curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+	            (long)GCS_MULTI_H2_CONNS) != CURLM_OK)) {
 		fprintf(stderr,
 		    "storage_floor: cannot set up the multi "
 		    "handle\n");
@@ -872,6 +961,11 @@ main(int argc, char **argv)
 	});
 	if (fflush(stdout) != 0)
 		goto out;
+	if (r.resent > 0)
+		fprintf(stderr,
+		    "storage_floor: %" PRIu64 " answers to a request sent "
+		    "again (a connection closed under it)\n",
+		    r.resent);
 	if (r.errors > 0) {
 		fprintf(stderr, "storage_floor: FAILED: %" PRIu64 " errors\n",
 		    r.errors);
