@@ -200,33 +200,23 @@ CONNS=$TMP/conns
 # since MARK when called with one; "" when nothing is counted.
 CONN_COUNT=""
 # STORAGE_PORT: for a gs target, the port lockgate's storage connections go
-# to (the fake's, or the front's); the 64-client runs then also sample how
-# many of them are open at once, every 0.1 s ("" when nothing is counted).
+# to (the fake's, or the front's); a 64-client run of its own then samples
+# how many of them are open at once (count_conns; "" when nothing is
+# counted).
 STORAGE_PORT=""
 
 # peak_start PID PORT: sample in the background the TCP connections PID
-# has established to 127.0.0.1:PORT, keeping the highest count in
-# $TMP/peak; sets speak (the sampler's PID).  peak_stop stops it.
+# has established to PORT, keeping the highest count in $TMP/peak; sets
+# speak (the sampler's PID).  peak_stop stops it and prints the count.
+# The sampler is one python3 process reading /proc (bench/conns.py): a
+# shell loop of ss -p cost lockgate 0.6-1.4 ms of p50 (docs/bench.md).
 peak_start() {
 	echo 0 >"$TMP/peak"
-	: >"$TMP/sampling"
-	(
-		m=0
-		while [ -e "$TMP/sampling" ]; do
-			n=$(ss -Htnp state established "( dport = :$2 )" \
-			    2>/dev/null | grep -c "pid=$1,")
-			if [ "$n" -gt "$m" ]; then
-				m=$n
-				echo "$m" >"$TMP/peak"
-			fi
-			sleep 0.1
-		done
-	) &
+	python3 bench/conns.py "$1" "$2" "$TMP/peak" &
 	speak=$!
 	PIDS="$PIDS $speak"
 }
 peak_stop() {
-	rm -f "$TMP/sampling"
 	stop_pid "$speak"
 	cat "$TMP/peak"
 }
@@ -280,6 +270,30 @@ run_series() {
 	done
 }
 
+# count_conns NAME PID PORT: one more 64-client run, not counted in
+# RESULTS, with the connections PID holds to STORAGE_PORT sampled (open at
+# once); then the connections opened since the mark c0.  The sampler walks
+# the kernel's TCP table, which costs the programs beside it p50 (0.4 ms
+# sampling once a second, 1.4 ms ten times a second: docs/bench.md), so it
+# never runs beside a run whose p50 is kept.
+count_conns() {
+	peak_start "$2" "$STORAGE_PORT"
+	if ! out=$(loadgen 64 --port "$3" --clients 64 \
+	    --seconds "$BENCH_SECONDS" --warmup "$BENCH_WARMUP_MS" \
+	    --pid "$2" --label "$1-conns"); then
+		echo "bench: $1, connections run: loadgen failed (see above)" >&2
+		peak_stop >/dev/null
+		BROKEN=1
+		return 1
+	fi
+	echo "  $out (p50 not kept: sampled)" >&2
+	cp=$(peak_stop)
+	c1=$($CONN_COUNT "$c0")
+	echo "  label=$1 clients=64 storage_conns_opened=$c1" \
+	    "storage_conns_open_at_once=$cp" >&2
+	echo "$1 $c1 $cp" >>"$CONNS"
+}
+
 # run_target NAME PID PORT [PID...]: the loadgen runs; each output line is
 # stored in RESULTS.  For the 1-client runs the server PID, the other PIDs
 # (the fake of a gs target) and the loadgen are pinned to BENCH_CPU.
@@ -298,17 +312,10 @@ run_target() {
 			echo "bench: $name: 1 client: server${1:+, fake_gcs}" \
 			    "and loadgen pinned to CPU $BENCH_CPU" >&2
 		fi
-		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
-			c0=$($CONN_COUNT)
-			peak_start "$spid" "$STORAGE_PORT"
-		fi
+		[ "$c" = 64 ] && [ -n "$CONN_COUNT" ] && c0=$($CONN_COUNT)
 		run_series "$name" "$spid" "$sport" "$c" || return 1
 		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
-			c1=$($CONN_COUNT "$c0")
-			cp=$(peak_stop)
-			echo "  label=$name clients=64 storage_conns_opened=$c1" \
-			    "storage_conns_open_at_once=$cp" >&2
-			echo "$name $c1 $cp" >>"$CONNS"
+			count_conns "$name" "$spid" "$sport" || return 1
 		fi
 	done
 	# Informational: the same serial runs with the loadgen on another CPU
@@ -713,9 +720,9 @@ END {
 				printf "%-40s %10d %10s  %s\n", "  " t " - " t "floor p50 us, " c " client" (c > 1 ? "s" : ""), m_p50[kl] - m_p50[kf], "", ""
 		}
 	}
-	# Connections to the storage during the 64-client runs (one count
-	# for the whole series): the most open at once (sampled every 0.1 s)
-	# against the target, and every one opened (a connection closed and
+	# Connections to the storage at 64 clients (count_conns): the most
+	# open at once (sampled every 0.1 s in a run of its own) against the
+	# target, and every one opened over the 64-client runs (a connection closed and
 	# replaced counts twice: the HTTP/2 front ends a connection after
 	# about 1,000 releases, README "HTTP/2 and proxies").
 	while ((getline line < conns) > 0) {

@@ -65,6 +65,24 @@ out=$(timeout 60 "$LOADGEN" --port "$port" --clients 8 --seconds 1 \
     --warmup 200 --pid "$LG_PID" --label lg) || lg_fail "loadgen failed"
 check_line "$out" lg
 
+# bench/conns.py counts the connections lockgate keeps to the fake as ss
+# does (lockgate's are kept alive after the run; the fake's ends of them
+# go the other way and are not counted for the fake's PID).
+conns() { # PID: conns.py's count for PID to the fake's port, after 0.3 s
+	python3 bench/conns.py "$1" "$fake_port" "$LG_TMP/peak" &
+	cpid=$!
+	sleep 0.3
+	kill -TERM "$cpid"
+	wait "$cpid"
+	cat "$LG_TMP/peak"
+}
+held=$(ss -Htnp state established "( dport = :$fake_port )" |
+    grep -c "pid=$LG_PID,")
+[ "$held" -gt 0 ] || lg_fail "ss sees no lockgate connection to the fake"
+lg_eq "$(conns "$LG_PID")" "$held" "conns.py: lockgate's connections"
+echo "bench tools: conns.py and ss: lockgate holds $held connections to the fake"
+lg_eq "$(conns "$LG_FAKE_GCS_PID")" 0 "conns.py: the fake's (to itself)"
+
 # Pointed at the wrong server, each instrument fails: lockgate answers
 # the storage requests 404, the fake answers loadgen's requests 404.
 for raw in 0 1; do
