@@ -205,22 +205,6 @@ CONN_COUNT=""
 # counted).
 STORAGE_PORT=""
 
-# peak_start PID PORT: sample in the background the TCP connections PID
-# has established to PORT, keeping the highest count in $TMP/peak; sets
-# speak (the sampler's PID).  peak_stop stops it and prints the count.
-# The sampler is one python3 process reading /proc (bench/conns.py): a
-# shell loop of ss -p cost lockgate 0.6-1.4 ms of p50 (docs/bench.md).
-peak_start() {
-	echo 0 >"$TMP/peak"
-	python3 bench/conns.py "$1" "$2" "$TMP/peak" &
-	speak=$!
-	PIDS="$PIDS $speak"
-}
-peak_stop() {
-	stop_pid "$speak"
-	cat "$TMP/peak"
-}
-
 # pin_all PID...: every thread of each PID (threads they start later
 # inherit it) onto BENCH_CPU.
 pin_all() {
@@ -270,25 +254,31 @@ run_series() {
 	done
 }
 
-# count_conns NAME PID PORT: one more 64-client run, not counted in
-# RESULTS, with the connections PID holds to STORAGE_PORT sampled (open at
-# once); then the connections opened since the mark c0.  The sampler walks
-# the kernel's TCP table, which costs the programs beside it p50 (0.4 ms
-# sampling once a second, 1.4 ms ten times a second: docs/bench.md), so it
-# never runs beside a run whose p50 is kept.
+# count_conns NAME PID PORT MARK: one more 64-client run, not counted in
+# RESULTS, with bench/conns.py sampling the connections PID holds to
+# STORAGE_PORT (the most open at once); then the connections opened since
+# MARK.  Each sample walks the kernel's TCP table, which costs the programs
+# beside it p50 (0.4 ms sampling once a second, 1.4 ms for a shell loop of
+# ss -p ten times a second: docs/bench.md), so no sampler runs beside a
+# run whose p50 is kept.
 count_conns() {
-	peak_start "$2" "$STORAGE_PORT"
-	if ! out=$(loadgen 64 --port "$3" --clients 64 \
+	echo 0 >"$TMP/peak"
+	python3 bench/conns.py "$2" "$STORAGE_PORT" "$TMP/peak" &
+	speak=$!
+	PIDS="$PIDS $speak"
+	out=$(loadgen 64 --port "$3" --clients 64 \
 	    --seconds "$BENCH_SECONDS" --warmup "$BENCH_WARMUP_MS" \
-	    --pid "$2" --label "$1-conns"); then
+	    --pid "$2" --label "$1-conns")
+	rc=$?
+	stop_pid "$speak"
+	if [ $rc != 0 ]; then
 		echo "bench: $1, connections run: loadgen failed (see above)" >&2
-		peak_stop >/dev/null
 		BROKEN=1
 		return 1
 	fi
 	echo "  $out (p50 not kept: sampled)" >&2
-	cp=$(peak_stop)
-	c1=$($CONN_COUNT "$c0")
+	cp=$(cat "$TMP/peak")
+	c1=$($CONN_COUNT "$4")
 	echo "  label=$1 clients=64 storage_conns_opened=$c1" \
 	    "storage_conns_open_at_once=$cp" >&2
 	echo "$1 $c1 $cp" >>"$CONNS"
@@ -315,7 +305,7 @@ run_target() {
 		[ "$c" = 64 ] && [ -n "$CONN_COUNT" ] && c0=$($CONN_COUNT)
 		run_series "$name" "$spid" "$sport" "$c" || return 1
 		if [ "$c" = 64 ] && [ -n "$CONN_COUNT" ]; then
-			count_conns "$name" "$spid" "$sport" || return 1
+			count_conns "$name" "$spid" "$sport" "$c0" || return 1
 		fi
 	done
 	# Informational: the same serial runs with the loadgen on another CPU
@@ -722,9 +712,10 @@ END {
 	}
 	# Connections to the storage at 64 clients (count_conns): the most
 	# open at once (sampled every 0.1 s in a run of its own) against the
-	# target, and every one opened over the 64-client runs (a connection closed and
-	# replaced counts twice: the HTTP/2 front ends a connection after
-	# about 1,000 releases, README "HTTP/2 and proxies").
+	# target, and every one opened over the 64-client runs (a
+	# connection closed and replaced counts twice: the HTTP/2 front ends
+	# a connection after about 1,000 releases, README "HTTP/2 and
+	# proxies").
 	while ((getline line < conns) > 0) {
 		split(line, cw, " ")
 		lim = cw[1] == "gs20h2" ? th2 : th1

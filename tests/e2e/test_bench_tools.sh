@@ -68,10 +68,15 @@ check_line "$out" lg
 # bench/conns.py counts the connections lockgate keeps to the fake as ss
 # does (lockgate's are kept alive after the run; the fake's ends of them
 # go the other way and are not counted for the fake's PID).
-conns() { # PID: conns.py's count for PID to the fake's port, after 0.3 s
+conns() { # PID: conns.py's count for PID to the fake's port, its first
+	rm -f "$LG_TMP/peak"
 	python3 bench/conns.py "$1" "$fake_port" "$LG_TMP/peak" &
 	cpid=$!
-	sleep 0.3
+	i=0
+	while [ ! -s "$LG_TMP/peak" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	kill -TERM "$cpid"
 	wait "$cpid"
 	cat "$LG_TMP/peak"
