@@ -68,18 +68,13 @@ check_line "$out" lg
 # bench/conns.py counts the connections lockgate keeps to the fake as ss
 # does (lockgate's are kept alive after the run; the fake's ends of them
 # go the other way and are not counted for the fake's PID).
-conns() { # PID: conns.py's count for PID to the fake's port, its first
-	rm -f "$LG_TMP/peak"
+conns() { # PID: conns.py's first count for PID to the fake's port
+	: >"$LG_TMP/peak"
 	python3 bench/conns.py "$1" "$fake_port" "$LG_TMP/peak" &
 	cpid=$!
-	i=0
-	while [ ! -s "$LG_TMP/peak" ] && [ $i -lt 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	lg_wait_port "$LG_TMP/peak" "$cpid"
 	kill -TERM "$cpid"
 	wait "$cpid"
-	cat "$LG_TMP/peak"
 }
 held=$(ss -Htnp state established "( dport = :$fake_port )" |
     grep -c "pid=$LG_PID,")
