@@ -2,7 +2,8 @@
  * fake_gcs.c: a fake Google Cloud Storage JSON API for tests, plus a fake
  * metadata server and a fake OAuth token endpoint, in one process.
  *
- *   fake_gcs [--port N] [--dialect gcs|emulator] [--clock-offset-ms MS]
+ *   fake_gcs [--port N] [--dialect gcs|emulator|firebase]
+ *            [--clock-offset-ms MS]
  *            [--rate-limit] [--token-expires S] [--require-auth]
  *            [--oauth-pubkey PEM]
  *
@@ -36,6 +37,13 @@
  * "acl" and "owner" whatever "fields" selects; and a bucket exists only
  * once made with POST /storage/v1/b?project=P {"name":"B"} (409 when it
  * exists; the buckets made outlive config?dialect= and reset).
+ * "firebase" is "gcs" but for one thing: it reads no precondition, as
+ * the Cloud Storage emulator of firebase-tools does (15.34.2, read from
+ * its source, lib/emulator/storage/apis/gcloud.js; not run here: it needs
+ * Java 21 and a download): every insert, patch and delete is applied
+ * whatever ifGenerationMatch and ifMetagenerationMatch say.  A store that
+ * cannot referee locks, for lockgate's check of its storage
+ * (gcs/referee.c).
  *
  * The control endpoint (GET or POST, parameters in the query string):
  *   /_fake/fault?op=OP&kind=KIND[&count=N][&ms=MS][&delay=MS]   queue a fault
@@ -46,7 +54,8 @@
  *           reset (close the connection before applying); drop (apply,
  *           then close without an answer); latency (hold MS, then serve);
  *           noflavor (metadata: served without Metadata-Flavor: Google,
- *           the mark its answers carry).
+ *           the mark its answers carry); noprecond (served with its
+ *           preconditions unread, as the firebase dialect serves all).
  *           COUNT requests (default 1; -1 = until cleared).  MS and DELAY
  *           are at most 60000.
  *   /_fake/clear-faults
@@ -55,7 +64,7 @@
  *                &require_auth=0|1
  *                &date=0|1 (0: answers carry no Date header, as some
  *                proxies' do not; 1 by default)
- *                &dialect=gcs|emulator
+ *                &dialect=gcs|emulator|firebase
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
  *   /_fake/revoke     every token issued so far stops working (401 with
@@ -119,7 +128,7 @@
 #define BUCKETS_MAX    64 /* buckets made in the emulator dialect */
 #define BUCKET_MAX     222
 
-enum dialect { DIALECT_GCS, DIALECT_EMULATOR };
+enum dialect { DIALECT_GCS, DIALECT_EMULATOR, DIALECT_FIREBASE };
 
 enum op {
 	OP_INSERT,
@@ -690,14 +699,20 @@ obj_json(const obj *o)
 	return j;
 }
 
-/* 0 when the preconditions in URI hold for O (NULL: no live object),
- * else the HTTP status (412, 304, or 400 for a malformed parameter). */
+/* 0 when the preconditions in RQ's URI hold for O (NULL: no live
+ * object), else the HTTP status (412, 304, or 400 for a malformed
+ * parameter).  Always 0 where they are not read: the firebase dialect, a
+ * noprecond fault. */
 static int
-preconditions(const char *uri, const obj *o)
+preconditions(const req *rq, const obj *o)
 {
+	const char *uri = rq->uri;
 	int64_t v;
 	int r;
 
+	if (G.dialect == DIALECT_FIREBASE ||
+	    (rq->faulted && strcmp(rq->flt.kind, "noprecond") == 0))
+		return 0;
 	if ((r = qint(uri, "ifGenerationMatch", &v)) < 0)
 		return 400;
 	if (r > 0 && (o ? o->gen : 0) != v)
@@ -1218,7 +1233,7 @@ do_insert(struct MHD_Connection *c, const req *rq, const char *bucket,
 		    "your request rate.");
 		goto out;
 	}
-	pc = preconditions(rq->uri, at >= 0 ? &G.objs[at] : NULL);
+	pc = preconditions(rq, at >= 0 ? &G.objs[at] : NULL);
 	if (pc != 0) {
 		pthread_mutex_unlock(&G.mu);
 		*status = pc;
@@ -1339,7 +1354,7 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 		    "your request rate.");
 	}
 	o = &G.objs[at];
-	pc = preconditions(rq->uri, o);
+	pc = preconditions(rq, o);
 	if (pc != 0) {
 		pthread_mutex_unlock(&G.mu);
 		json_decref(patch);
@@ -1419,7 +1434,7 @@ do_list(struct MHD_Connection *c, const req *rq, const char *bucket,
 		    "Invalid maxResults.");
 		goto out;
 	}
-	if (max > PAGE_MAX && G.dialect == DIALECT_GCS)
+	if (max > PAGE_MAX && G.dialect != DIALECT_EMULATOR)
 		max = PAGE_MAX;
 	if (tok != NULL) {
 		/* The token is "t" + hex of the last key of the last page. */
@@ -1507,8 +1522,8 @@ out:
 
 /* ---- buckets ---- */
 
-/* 1 when BUCKET exists: in the GCS dialect every name but "missing-*",
- * in the emulator's only those made (G.mu held). */
+/* 1 when BUCKET exists: in the emulator's dialect only those made,
+ * in the others every name but "missing-*" (G.mu held). */
 static int
 bucket_exists(const char *bucket)
 {
@@ -1516,7 +1531,7 @@ bucket_exists(const char *bucket)
 
 	if (strncmp(bucket, "missing-", 8) == 0)
 		return 0;
-	if (G.dialect == DIALECT_GCS)
+	if (G.dialect != DIALECT_EMULATOR)
 		return 1;
 	for (i = 0; i < G.nbuckets; i++)
 		if (strcmp(G.buckets[i], bucket) == 0)
@@ -1680,7 +1695,7 @@ out:
 
 /* ---- control ---- */
 
-/* "gcs" or "emulator" into *D; -1 for anything else. */
+/* "gcs", "emulator" or "firebase" into *D; -1 for anything else. */
 static int
 dialect_of(const char *v, enum dialect *d)
 {
@@ -1688,6 +1703,8 @@ dialect_of(const char *v, enum dialect *d)
 		*d = DIALECT_GCS;
 	else if (v != NULL && strcmp(v, "emulator") == 0)
 		*d = DIALECT_EMULATOR;
+	else if (v != NULL && strcmp(v, "firebase") == 0)
+		*d = DIALECT_FIREBASE;
 	else
 		return -1;
 	return 0;
@@ -1971,6 +1988,8 @@ serve(struct MHD_Connection *c, const char *method, req *rq)
 		drop_answer = 1;
 	} else if (strcmp(f->kind, "noflavor") == 0) {
 		noflavor = 1; /* served, without the metadata server's mark */
+	} else if (strcmp(f->kind, "noprecond") == 0) {
+		/* served, its preconditions unread (preconditions()) */
 	} else {
 		status = (int)strtol(f->kind, NULL, 10);
 		if (status < 300 || status > 599)
@@ -2179,7 +2198,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: fake_gcs [--port N] [--dialect gcs|emulator] "
+	    "usage: fake_gcs [--port N] [--dialect gcs|emulator|firebase] "
 	    "[--clock-offset-ms MS] "
 	    "[--rate-limit] [--token-expires S] [--require-auth] "
 	    "[--oauth-pubkey PEM]\n");
