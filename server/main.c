@@ -42,6 +42,60 @@ die(const char *what, const char *why)
 	exit(2);
 }
 
+/*
+ * Whether a gs:// store (as gcs_open made it: gcs_gs_endpoint reads it)
+ * at an endpoint other than Cloud Storage's (an emulator,
+ * LOCKGATE_GCS_ENDPOINT) refuses the writes its preconditions
+ * forbid (gcs/referee.c): one that applies them would let two callers
+ * hold one lock, so lockgate will not run on it.  0 when it refuses them
+ * or could not be asked (a warning says why: lockgate goes on, as it
+ * does when the store does not answer at start); 2, the refusal said,
+ * when it applies them.  Cloud Storage itself is not asked.  With
+ * --check, plain lines for a person instead of log lines.
+ */
+static int
+referee(const srv_config *cfg, gcs_store *store)
+{
+	gcs_err ge;
+	const char *ep;
+
+	if (strncmp(cfg->store, "gs://", 5) != 0)
+		return 0;
+	ep = gcs_gs_endpoint(store);
+	if (strcmp(ep, GCS_DEFAULT_ENDPOINT) == 0)
+		return 0;
+	switch (gcs_referee_check(store, &ge)) {
+	case GCS_REFEREE_OK:
+		if (cfg->check_only)
+			printf("lockgate: the storage at %s refuses writes "
+			       "whose preconditions fail\n",
+			    ep);
+		else
+			srv_log("INFO",
+			    "the storage refuses writes whose preconditions "
+			    "fail, as Cloud Storage does",
+			    json_pack("{s:s}", "endpoint", ep));
+		return 0;
+	case GCS_REFEREE_IGNORES:
+		refuse("the storage cannot referee locks", ge.msg);
+		return 2;
+	default:
+		if (cfg->check_only)
+			fprintf(stderr,
+			    "lockgate: warning: could not check that the "
+			    "storage at %s refuses writes whose "
+			    "preconditions fail: %s\n",
+			    ep, ge.msg);
+		else
+			srv_log("WARNING",
+			    "could not check that the storage refuses writes "
+			    "whose preconditions fail; going on unchecked",
+			    json_pack("{s:s, s:s}", "endpoint", ep, "error",
+			        ge.msg));
+		return 0;
+	}
+}
+
 static int
 check(srv_config *cfg, gcs_store *store)
 {
@@ -61,6 +115,10 @@ check(srv_config *cfg, gcs_store *store)
 	if (gcs_check(store, &ge) != GCS_OK) {
 		fprintf(stderr, "lockgate: the store %s does not answer: %s\n",
 		    cfg->store, ge.msg);
+		auth_free(auth);
+		return 1;
+	}
+	if (referee(cfg, store) != 0) {
 		auth_free(auth);
 		return 1;
 	}
@@ -208,11 +266,13 @@ start(proc *p, int argc, char **argv)
 		    ge.msg);
 		return 2;
 	}
-	/* Every store call counted and timed for /metrics. */
-	if ((p->store = srv_store_instrument(p->store)) == NULL)
-		die("start-up", "out of memory");
 	if (p->cfg.check_only)
 		return check(&p->cfg, p->store);
+	if ((rc = referee(&p->cfg, p->store)) != 0)
+		return rc;
+	/* Every store call from now on counted and timed for /metrics. */
+	if ((p->store = srv_store_instrument(p->store)) == NULL)
+		die("start-up", "out of memory");
 	rc = serve(p);
 	return rc == 0 ? -1 : rc;
 }

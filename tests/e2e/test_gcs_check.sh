@@ -1,7 +1,8 @@
 #!/bin/sh
 # --check and /readyz on gs://: the bucket must answer with the configured
 # credentials; a missing bucket, a bad bucket name or a dead token source
-# fail with a message that says which.  Always runs against fake_gcs.
+# fail with a message that says which; a storage that does not refuse
+# what its preconditions forbid is refused.  Always runs against fake_gcs.
 LG_STORE=gs
 . tests/e2e/lib.sh
 out=$LG_TMP/out
@@ -72,4 +73,26 @@ done
 why_logged ||
     lg_fail "the acquire's log line does not say why: $(grep '"route":"acquire"' "$LG_LOG")"
 lg_stop
+
+# A storage that applies the writes whose preconditions fail (the fake's
+# firebase dialect: firebase-tools' emulator) cannot referee locks:
+# --check fails and lockgate will not serve on it, each saying why, and
+# the object it asked with is gone.  On the same fake as Cloud Storage,
+# both go on (above).
+lg_fake "config?dialect=firebase" >/dev/null
+check gs://lockgate-e2e/locks/
+[ "$rc" -ne 0 ] || lg_fail "--check passed on a storage that ignores preconditions"
+grep -q "the storage cannot referee locks: the storage applied a second insert" \
+    "$out" || lg_fail "--check message: $(cat "$out")"
+set +e
+env LOCKGATE_JWT_SECRET="$LG_SECRET" timeout 30 "$LG_BIN" \
+    --listen 127.0.0.1:0 --store gs://lockgate-e2e/locks/ >"$out" 2>&1
+rc=$?
+set -e
+lg_eq "$rc" 2 "exit status on a storage that ignores preconditions"
+grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: .*two callers could hold one lock' \
+    "$out" || lg_fail "refusal: $(cat "$out")"
+! grep -q '"message":"listening"' "$out" || lg_fail "it listened: $(cat "$out")"
+lg_eq "$(lg_fake_count objects)" 0 "objects left behind by the question"
+lg_fake "config?dialect=gcs" >/dev/null
 echo ok

@@ -11,6 +11,9 @@
 LG_STORE=gs
 . tests/e2e/lib.sh
 lg_start
+# The fake counts from here, not lockgate's start-up question about its
+# preconditions (gcs/referee.c: two inserts, a patch, two deletes).
+lg_fake reset >/dev/null
 A="Authorization: Bearer $(lg_token alice)"
 B="Authorization: Bearer $(lg_token bob)"
 out=$LG_TMP/out

@@ -13,6 +13,9 @@ LG_STORE=gs
 N=100          # clients, each on its own connection (> the old 64 workers)
 HOLD_MS=4000   # each insert held by the fake; the clients start well within
 lg_start
+# The fake counts from here, not lockgate's start-up question about its
+# preconditions (gcs/referee.c: two inserts, a patch, two deletes).
+lg_fake reset >/dev/null
 AUTH="Authorization: Bearer $(lg_token worker)"
 
 lg_fake "fault?op=insert&kind=latency&count=-1&ms=$HOLD_MS" >/dev/null
