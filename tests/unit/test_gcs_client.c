@@ -1,7 +1,8 @@
 /*
  * test_gcs_client.c: the gs:// client against build/tools/fake_gcs: the
  * exact requests it sends, how it reads the answers, retries and the
- * ambiguities they leave, connection reuse.  Token sources are in
+ * ambiguities they leave, connection reuse, and gcs_referee_check's
+ * question to the store.  Token sources are in
  * test_gcs_token.c; the store contract over gs:// in test_gcs_contract.c.
  */
 #include <arpa/inet.h>
@@ -1656,6 +1657,144 @@ test_unexpected_statuses(void **state)
 	assert_int_equal(gcs_remove(s, "st", 1, 1, &err), GCS_PRECONDITION);
 }
 
+/* ---- gcs_referee_check: does the store refuse what its preconditions
+ * forbid (gcs/referee.c)?  Cloud Storage and Google's emulator do; the
+ * firebase dialect (firebase-tools' emulator) and a noprecond fault on
+ * one write apply it; a store that fails otherwise cannot be judged.
+ * Whatever the verdict, nothing is left behind. ---- */
+
+/* Every write the check makes, each answered as it must be. */
+static void
+assert_refuses(gcs_store *s)
+{
+	gcs_err err;
+
+	assert_int_equal(gcs_referee_check(s, &err), GCS_REFEREE_OK);
+	assert_string_equal(err.msg, "");
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 1);
+	assert_int_equal(fake_gcs_count(&fake, "delete"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+}
+
+static void
+test_referee_cloud_storage_refuses(void **state)
+{
+	assert_refuses(*state);
+}
+
+/* Deletes answered 200, 13-digit generations, errors as JSON text. */
+static void
+test_referee_google_emulator_refuses(void **state)
+{
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?dialect=emulator",
+	                     NULL),
+	    200);
+	fake_gcs_http(&fake, "POST", "/storage/v1/b?project=test", NULL,
+	    "{\"name\":\"" BUCKET "\"}", NULL, NULL); /* 409 when made */
+	assert_refuses(*state);
+}
+
+/* Applies everything: the second create is the one that says so. */
+static void
+test_referee_firebase_applies(void **state)
+{
+	gcs_err err;
+
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?dialect=firebase",
+	                     NULL),
+	    200);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_IGNORES);
+	assert_non_null(strstr(err.msg,
+	    "applied a second insert with ifGenerationMatch=0"));
+	assert_non_null(strstr(err.msg, "two callers could hold one lock"));
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 0);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+}
+
+/* One write that applies what it should refuse is enough: N calls of OP
+ * with their preconditions unread, and the words the verdict names it
+ * by. */
+static void
+assert_applies_one(gcs_store *s, const char *op, int n, const char *words)
+{
+	gcs_err err;
+
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	fault(op, "noprecond", n);
+	assert_int_equal(gcs_referee_check(s, &err), GCS_REFEREE_IGNORES);
+	if (strstr(err.msg, words) == NULL)
+		fail_msg("%s: verdict '%s'", op, err.msg);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+}
+
+static void
+test_referee_asks_each_write(void **state)
+{
+	/* The first create is new either way; the second is the
+	 * question. */
+	assert_applies_one(*state, "insert", 2, "a second insert");
+	assert_applies_one(*state, "patch", 1,
+	    "a patch with a wrong ifMetagenerationMatch");
+	/* The first delete is the one with the wrong generation. */
+	assert_applies_one(*state, "delete", 1,
+	    "a delete with a wrong ifGenerationMatch");
+}
+
+/* A store that fails otherwise cannot be judged: the verdict says which
+ * call failed and why, and an object written is deleted. */
+static void
+test_referee_failures_are_unknown(void **state)
+{
+	static const gcs_retry_policy p = { 1500, 5, 40, 1000 };
+	gcs_store *missing;
+	gcs_err err;
+
+	fault("insert", "503", -1);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_UNKNOWN);
+	if (strncmp(err.msg, "the first insert: ", 18) != 0 ||
+	    strstr(err.msg, "503") == NULL)
+		fail_msg("verdict '%s'", err.msg);
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	fault("patch", "500", -1);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_UNKNOWN);
+	if (strncmp(err.msg,
+	        "a patch with a wrong ifMetagenerationMatch: ", 44) != 0)
+		fail_msg("verdict '%s'", err.msg);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	/* A bucket that is not there: the first insert's 404. */
+	missing = fake_gcs_store(&fake, "missing-bkt", PREFIX, &p);
+	assert_non_null(missing);
+	assert_int_equal(gcs_referee_check(missing, &err), GCS_REFEREE_UNKNOWN);
+	assert_non_null(strstr(err.msg, "the first insert: "));
+	gcs_store_free(missing);
+}
+
+/* The object is one no lock can be: under the prefix, named with a '.'
+ * first and a '#' (a group's lease, left out of every listing). */
+static void
+test_referee_object_name(void **state)
+{
+	json_t *reqs, *e;
+	gcs_err err;
+	size_t i;
+	int seen = 0;
+
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_OK);
+	reqs = fake_gcs_json(&fake, "/_fake/requests");
+	assert_non_null(reqs);
+	json_array_foreach(reqs, i, e)
+	{
+		if (strcmp(jstr(e, "op"), "delete") != 0)
+			continue;
+		assert_non_null(
+		    strstr(jstr(e, "uri"), "/o/locks%2F.lockgate-referee%23"));
+		seen++;
+	}
+	assert_int_equal(seen, 2);
+	json_decref(reqs);
+}
+
 int
 main(void)
 {
@@ -1673,6 +1812,21 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_emulator_lease_cycle,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_emulator_list_pages,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_cloud_storage_refuses, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_google_emulator_refuses, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_referee_firebase_applies,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_referee_asks_each_write,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_failures_are_unknown, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(test_referee_object_name,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_patch_request, test_setup,
 		    test_teardown),
