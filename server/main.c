@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gcs/gcs_multi.h"
 #include "metrics.h"
 #include "srv.h"
+#include "util/clock.h"
 #include "util/wipe.h"
 
 /* How long shutdown waits for the storage thread's last transfer. */
@@ -42,57 +44,101 @@ die(const char *what, const char *why)
 	exit(2);
 }
 
+/* Seconds between two askings of a storage that has not answered the
+ * referee's question: doubling from the first, up to the last. */
+#define REFEREE_PAUSE_FIRST_S 1
+#define REFEREE_PAUSE_LAST_S  30
+
+/* Wait up to S seconds for a signal of STOP: 0 when none came, else the
+ * signal (SIGHUP is taken and waited past: there are no keys to reload
+ * yet). */
+static int
+pause_for_signal(const sigset_t *stop, int s)
+{
+	struct timespec left;
+	int64_t end = util_mono_ms() + (int64_t)s * 1000, now;
+	int sig;
+
+	while ((now = util_mono_ms()) < end) {
+		left.tv_sec = (time_t)((end - now) / 1000);
+		left.tv_nsec = (long)((end - now) % 1000) * 1000000L;
+		sig = sigtimedwait(stop, NULL, &left);
+		if (sig > 0 && sig != SIGHUP)
+			return sig;
+	}
+	return 0;
+}
+
 /*
  * Whether a gs:// store (as gcs_open made it: gcs_gs_endpoint reads it)
  * at an endpoint other than Cloud Storage's (an emulator,
- * LOCKGATE_GCS_ENDPOINT) refuses the writes its preconditions
- * forbid (gcs/referee.c): one that applies them would let two callers
- * hold one lock, so lockgate will not run on it.  0 when it refuses them
- * or could not be asked (a warning says why: lockgate goes on, as it
- * does when the store does not answer at start); 2, the refusal said,
- * when it applies them.  Cloud Storage itself is not asked.  With
- * --check, plain lines for a person instead of log lines.
+ * LOCKGATE_GCS_ENDPOINT) refuses the writes its preconditions forbid
+ * (gcs/referee.c): one that applies them would let two callers hold one
+ * lock, so lockgate will not run on it.  Cloud Storage itself is not
+ * asked.  -1 to go on; else the exit status, said: 2 when the store
+ * applies them; 0 when a signal in STOP ended the wait.
+ *
+ * Until the store answers (an emulator still starting, a bucket not yet
+ * made), lockgate asks again, 1, 2, 4 ... 30 s apart, a warning each
+ * time, and does not listen meanwhile: serving unasked would grant locks
+ * on a storage that may not referee them, and an emulator slower to
+ * start than lockgate is the usual case, not a rare one.  A signal
+ * between two askings ends the wait; one during an asking, once its
+ * calls end (the retry budget, --gcs-retry-total-ms).  With --check,
+ * one asking and plain lines for a person; not answered is 1.
  */
 static int
-referee(const srv_config *cfg, gcs_store *store)
+referee(const srv_config *cfg, gcs_store *store, const sigset_t *stop)
 {
 	gcs_err ge;
 	const char *ep;
+	int pause = REFEREE_PAUSE_FIRST_S, sig;
 
 	if (strncmp(cfg->store, "gs://", 5) != 0)
-		return 0;
+		return -1;
 	ep = gcs_gs_endpoint(store);
 	if (strcmp(ep, GCS_DEFAULT_ENDPOINT) == 0)
-		return 0;
-	switch (gcs_referee_check(store, &ge)) {
-	case GCS_REFEREE_OK:
-		if (cfg->check_only)
-			printf("lockgate: the storage at %s refuses writes "
-			       "whose preconditions fail\n",
-			    ep);
-		else
-			srv_log("INFO",
-			    "the storage refuses writes whose preconditions "
-			    "fail, as Cloud Storage does",
-			    json_pack("{s:s}", "endpoint", ep));
-		return 0;
-	case GCS_REFEREE_IGNORES:
-		refuse("the storage cannot referee locks", ge.msg);
-		return 2;
-	default:
-		if (cfg->check_only)
+		return -1;
+	for (;;) {
+		switch (gcs_referee_check(store, &ge)) {
+		case GCS_REFEREE_OK:
+			if (cfg->check_only)
+				printf("lockgate: the storage at %s refuses "
+				       "writes whose preconditions fail\n",
+				    ep);
+			else
+				srv_log("INFO",
+				    "the storage refuses writes whose "
+				    "preconditions fail, as Cloud Storage does",
+				    json_pack("{s:s}", "endpoint", ep));
+			return -1;
+		case GCS_REFEREE_IGNORES:
+			refuse("the storage cannot referee locks", ge.msg);
+			return 2;
+		default:
+			break;
+		}
+		if (cfg->check_only) {
 			fprintf(stderr,
-			    "lockgate: warning: could not check that the "
-			    "storage at %s refuses writes whose "
-			    "preconditions fail: %s\n",
+			    "lockgate: could not check that the storage at "
+			    "%s refuses writes whose preconditions fail: %s\n",
 			    ep, ge.msg);
-		else
-			srv_log("WARNING",
-			    "could not check that the storage refuses writes "
-			    "whose preconditions fail; going on unchecked",
-			    json_pack("{s:s, s:s}", "endpoint", ep, "error",
-			        ge.msg));
-		return 0;
+			return 1;
+		}
+		srv_log("WARNING",
+		    "could not check that the storage refuses writes whose "
+		    "preconditions fail; lockgate serves once it can, and "
+		    "asks again",
+		    json_pack("{s:s, s:s, s:i}", "endpoint", ep, "error",
+		        ge.msg, "retry_in_s", pause));
+		if ((sig = pause_for_signal(stop, pause)) != 0) {
+			srv_log("INFO", "stopped before serving",
+			    json_pack("{s:s}", "signal",
+			        sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+			return 0;
+		}
+		pause = pause * 2 > REFEREE_PAUSE_LAST_S ? REFEREE_PAUSE_LAST_S
+		                                         : pause * 2;
 	}
 }
 
@@ -118,7 +164,7 @@ check(srv_config *cfg, gcs_store *store)
 		auth_free(auth);
 		return 1;
 	}
-	if (referee(cfg, store) != 0) {
+	if (referee(cfg, store, NULL) >= 0) {
 		auth_free(auth);
 		return 1;
 	}
@@ -241,9 +287,10 @@ serve(proc *p)
 }
 
 /* Start-up in order: the configuration, the store, then serving (or the
- * check of --check).  -1 once the server listens, else the exit status. */
+ * check of --check).  -1 once the server listens, else the exit status;
+ * a signal in STOP ends a wait for the store. */
 static int
-start(proc *p, int argc, char **argv)
+start(proc *p, int argc, char **argv, const sigset_t *stop)
 {
 	char err[512];
 	gcs_err ge;
@@ -268,7 +315,7 @@ start(proc *p, int argc, char **argv)
 	}
 	if (p->cfg.check_only)
 		return check(&p->cfg, p->store);
-	if ((rc = referee(&p->cfg, p->store)) != 0)
+	if ((rc = referee(&p->cfg, p->store, stop)) >= 0)
 		return rc;
 	/* Every store call from now on counted and timed for /metrics. */
 	if ((p->store = srv_store_instrument(p->store)) == NULL)
@@ -320,7 +367,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	memset(&p, 0, sizeof(p));
-	rc = start(&p, argc, argv);
+	rc = start(&p, argc, argv, &set);
 	if (rc < 0)
 		run_until_stopped(&p, &set);
 	proc_free(&p);

@@ -2,7 +2,9 @@
 # --check and /readyz on gs://: the bucket must answer with the configured
 # credentials; a missing bucket, a bad bucket name or a dead token source
 # fail with a message that says which; a storage that does not refuse
-# what its preconditions forbid is refused.  Always runs against fake_gcs.
+# what its preconditions forbid is refused; one that cannot be asked yet
+# is waited for, without listening meanwhile.  Always runs against
+# fake_gcs.
 LG_STORE=gs
 . tests/e2e/lib.sh
 out=$LG_TMP/out
@@ -43,19 +45,22 @@ code=$(lg_curl -o /dev/null -w '%{http_code}' "$LG_URL/readyz")
 lg_eq "$code" 200 "readyz again"
 lg_stop
 
-# Serving on a missing bucket: a 404 to an insert or a list can only mean
-# the bucket, so acquire and list answer 503 storage_unavailable with
-# Retry-After and a message naming the bucket (never a 500, never "not
-# held"), and the request's log line says why.
-LG_STORE_URL=gs://missing-bkt/locks/
+# Serving, the bucket goes missing (a fault makes every insert and list
+# 404, as a deleted bucket would; at start lockgate waits for a bucket,
+# below): a 404 to an insert or a list can only mean the bucket, so
+# acquire and list answer 503 storage_unavailable with Retry-After and a
+# message naming the bucket (never a 500, never "not held"), and the
+# request's log line says why.
 lg_start
+lg_fake "fault?op=insert&kind=404&count=-1" >/dev/null
+lg_fake "fault?op=list&kind=404&count=-1" >/dev/null
 A="Authorization: Bearer $(lg_token alice)"
 for req in "POST /v1/locks/x:acquire?ttl=30" "GET /v1/locks"; do
 	code=$(lg_curl -D "$LG_TMP/h" -o "$LG_TMP/b" -w '%{http_code}' -X "${req% *}" \
 	    -H "$A" "$LG_URL${req#* }")
 	lg_eq "$code" 503 "$req on a missing bucket: $(cat "$LG_TMP/b")"
 	lg_eq "$(lg_json error.code <"$LG_TMP/b")" storage_unavailable "$req: error code"
-	grep -q "bucket 'missing-bkt' not found (check --store)" "$LG_TMP/b" ||
+	grep -q "bucket 'lockgate-e2e' not found (check --store)" "$LG_TMP/b" ||
 	    lg_fail "$req: message does not name the bucket: $(cat "$LG_TMP/b")"
 	grep -qi '^Retry-After: [0-9]' "$LG_TMP/h" || lg_fail "$req: 503 without Retry-After"
 done
@@ -63,7 +68,7 @@ done
 # ms, so look for up to 2 s.
 why_logged() {
 	grep '"message":"request"' "$LG_LOG" | grep '"route":"acquire"' |
-	    grep '"status":503' | grep -q "bucket 'missing-bkt' not found"
+	    grep '"status":503' | grep -q "bucket 'lockgate-e2e' not found"
 }
 i=0
 until why_logged || [ $i -ge 20 ]; do
@@ -72,6 +77,7 @@ until why_logged || [ $i -ge 20 ]; do
 done
 why_logged ||
     lg_fail "the acquire's log line does not say why: $(grep '"route":"acquire"' "$LG_LOG")"
+lg_fake clear-faults >/dev/null
 lg_stop
 
 # A storage that applies the writes whose preconditions fail (the fake's
@@ -93,6 +99,83 @@ lg_eq "$rc" 2 "exit status on a storage that ignores preconditions"
 grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: .*two callers could hold one lock' \
     "$out" || lg_fail "refusal: $(cat "$out")"
 ! grep -q '"message":"listening"' "$out" || lg_fail "it listened: $(cat "$out")"
+lg_eq "$(lg_fake_count objects)" 0 "objects left behind by the question"
+lg_fake "config?dialect=gcs" >/dev/null
+
+# A storage that cannot be asked yet (its bucket not made: Google's
+# emulator keeps none) is asked again and again, a warning each time,
+# and lockgate does not listen until it has answered.  --check asks once
+# and fails.
+lg_fake "config?dialect=emulator" >/dev/null
+check gs://late-bkt/locks/ LOCKGATE_GCS_RETRY_TOTAL_MS=300
+lg_eq "$rc" 1 "--check on a storage that has no bucket yet"
+# waiting_start NAME BUCKET: start lockgate in the background on BUCKET,
+# its log in $LG_TMP/NAME.log; sets $pid and $log.
+waiting_start() {
+	log=$LG_TMP/$1.log
+	env LOCKGATE_JWT_SECRET="$LG_SECRET" LOCKGATE_GCS_RETRY_TOTAL_MS=300 \
+	    "$LG_BIN" --listen 127.0.0.1:0 --store "gs://$2/locks/" >"$log" 2>&1 &
+	pid=$!
+	LG_PIDS="$LG_PIDS $pid"
+}
+# logged PATTERN: whether $log has a line matching PATTERN within 15 s
+# (the pauses between askings are 1, 2 and 4 s; the process may end).
+logged() {
+	i=0
+	until grep -q "$1" "$log" || [ $i -ge 300 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	grep -q "$1" "$log"
+}
+WAITING='"severity":"WARNING","message":"could not check that the storage refuses writes'
+waiting_start late late-bkt
+logged "$WAITING" || lg_fail "no warning while the bucket is missing: $(cat "$log")"
+grep "$WAITING" "$log" | grep -q "bucket 'late-bkt' not found" ||
+    lg_fail "the warning does not say why: $(cat "$log")"
+logged "$WAITING.*\"retry_in_s\":2" || lg_fail "not asked again: $(cat "$log")"
+! grep -q '"message":"listening"' "$log" || lg_fail "it listened unchecked: $(cat "$log")"
+lg_fake_bucket gs://late-bkt/
+logged '"message":"listening"' || lg_fail "not serving once the bucket was made: $(cat "$log")"
+grep -q '"message":"the storage refuses writes whose preconditions fail' "$log" ||
+    lg_fail "served without the storage's answer: $(cat "$log")"
+port=$(sed -n 's/.*"message":"listening".*"port":\([0-9]*\).*/\1/p' "$log")
+code=$(lg_curl -o "$LG_TMP/b" -w '%{http_code}' -X POST -H "$A" \
+    "http://127.0.0.1:$port/v1/locks/late:acquire?ttl=30")
+lg_eq "$code" 200 "acquire once the storage answered: $(cat "$LG_TMP/b")"
+lg_stop "$pid"
+
+# A signal while waiting ends the wait: exit 0, never listening.
+waiting_start never never-bkt
+logged "$WAITING" || lg_fail "no warning while the bucket is missing: $(cat "$log")"
+lg_stop "$pid"
+grep -q '"message":"stopped before serving".*"signal":"SIGTERM"' "$log" ||
+    lg_fail "the stop is not said: $(cat "$log")"
+! grep -q '"message":"listening"' "$log" || lg_fail "it listened unchecked: $(cat "$log")"
+
+# The storage that answers at last may be one that cannot referee locks:
+# lockgate exits 2 then, as at once, never having listened.
+lg_fake reset >/dev/null # the lease on late-bkt
+lg_fake "config?dialect=firebase" >/dev/null
+lg_fake "fault?op=insert&kind=503&count=-1" >/dev/null
+waiting_start lax lockgate-e2e
+logged "$WAITING" || lg_fail "no warning while inserts fail: $(cat "$log")"
+lg_fake clear-faults >/dev/null
+i=0
+while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+kill -0 "$pid" 2>/dev/null && lg_fail "still running on a storage that ignores preconditions"
+set +e
+wait "$pid"
+rc=$?
+set -e
+LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
+lg_eq "$rc" 2 "exit status once the storage answered that it ignores preconditions"
+grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: ' "$log" ||
+    lg_fail "refusal: $(cat "$log")"
+! grep -q '"message":"listening"' "$log" || lg_fail "it listened: $(cat "$log")"
 lg_eq "$(lg_fake_count objects)" 0 "objects left behind by the question"
 lg_fake "config?dialect=gcs" >/dev/null
 echo ok
