@@ -3,25 +3,37 @@
 # against the fake behind a TLS front (tests/tools/tls_proxy.py) with a
 # certificate made here: acquire, refresh, inspect, list and release work,
 # several requests share one TLS connection, and a certificate lockgate
-# was not told to trust is refused (503, never a lock taken over an
-# unverified peer).
+# was not told to trust is refused: at start lockgate does not serve (it
+# says why and waits), and one that appears under a running lockgate
+# gets 503 (never a lock taken over an unverified peer).
 LG_STORE=gs
 . tests/e2e/lib.sh
 out=$LG_TMP/out
 AUTH="Authorization: Bearer $(lg_token alice)"
 
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$LG_TMP/key.pem" \
-    -out "$LG_TMP/cert.pem" >/dev/null 2>&1 || lg_fail "openssl req"
+# cert NAME: a self-signed certificate for 127.0.0.1, $LG_TMP/NAME.pem
+# and its key.
+cert() {
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+	    -addext subjectAltName=IP:127.0.0.1 -keyout "$LG_TMP/$1.key" \
+	    -out "$LG_TMP/$1.pem" >/dev/null 2>&1 || lg_fail "openssl req"
+}
+cert cert
+cert other
 fake=${LG_FAKE_GCS_URL#http://}
-: >"$LG_TMP/tls.port" # exists before the child opens it
-python3 tests/tools/tls_proxy.py --cert "$LG_TMP/cert.pem" \
-    --key "$LG_TMP/key.pem" --target "$fake" >"$LG_TMP/tls.port" \
-    2>"$LG_TMP/tls.err" &
-TLS_PID=$!
-LG_PIDS="$LG_PIDS $TLS_PID"
-tport=$(lg_wait_port "$LG_TMP/tls.port" "$TLS_PID")
-[ -n "$tport" ] || { cat "$LG_TMP/tls.err" >&2; lg_fail "tls_proxy did not start"; }
+# front NAME [PORT]: the TLS front with certificate NAME (on PORT, else
+# one the kernel picks); sets TLS_PID and tport.
+front() {
+	: >"$LG_TMP/tls.port" # exists before the child opens it
+	python3 tests/tools/tls_proxy.py --cert "$LG_TMP/$1.pem" \
+	    --key "$LG_TMP/$1.key" --target "$fake" --port "${2:-0}" \
+	    >"$LG_TMP/tls.port" 2>"$LG_TMP/tls.err" &
+	TLS_PID=$!
+	LG_PIDS="$LG_PIDS $TLS_PID"
+	tport=$(lg_wait_port "$LG_TMP/tls.port" "$TLS_PID")
+	[ -n "$tport" ] || { cat "$LG_TMP/tls.err" >&2; lg_fail "tls_proxy did not start"; }
+}
+front cert
 
 # Storage over https; the token from the fake's metadata server (plain
 # http, as the real one is).
@@ -56,9 +68,34 @@ c1=$(lg_fake_count connections)
 [ $((c1 - c0)) -le 4 ] || lg_fail "$((c1 - c0)) connections for 7 requests"
 lg_stop
 
-# A certificate nobody said to trust: refused, before any lock.
-LG_ENV="$base LOCKGATE_GCS_RETRY_TOTAL_MS=1500"
+# A certificate nobody said to trust, at start: lockgate cannot ask the
+# storage whether it referees locks, so it does not serve; its warning
+# names the certificate, and a signal ends the wait.
+log=$LG_TMP/untrusted.log
+# shellcheck disable=SC2086
+env LOCKGATE_JWT_SECRET="$LG_SECRET" $base LOCKGATE_GCS_RETRY_TOTAL_MS=300 \
+    "$LG_BIN" --listen 127.0.0.1:0 --store "$LG_STORE_URL" >"$log" 2>&1 &
+pid=$!
+LG_PIDS="$LG_PIDS $pid"
+i=0
+until grep -q '"message":"could not check that the storage referees locks' "$log" ||
+    [ $i -ge 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+grep '"message":"could not check' "$log" | grep -qi certificate ||
+    lg_fail "the warning does not name the certificate: $(cat "$log")"
+lg_stop "$pid"
+! grep -q '"message":"listening"' "$log" || lg_fail "it listened: $(cat "$log")"
+
+# A certificate nobody said to trust, under a running lockgate (the front
+# comes back on its port with another): refused, before any lock.
+LG_ENV="$base LOCKGATE_GCS_CA_FILE=$LG_TMP/cert.pem LOCKGATE_GCS_RETRY_TOTAL_MS=1500"
 lg_start
+kill "$TLS_PID"
+wait "$TLS_PID" 2>/dev/null || true
+LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $TLS_PID\b//")
+front other "$tport"
 lg_eq "$(post "tls/untrusted:acquire")" 503 "an untrusted certificate"
 lg_eq "$(lg_json error.code <"$out")" storage_unavailable "its code"
 lg_json error.message <"$out" | grep -qi 'certificate' ||

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """tls_proxy.py: a TLS front for a plain-HTTP test server, for tests only.
 
-Listens on 127.0.0.1 (a port the kernel picks, printed on the first line
-of stdout), terminates TLS with the given certificate and key, and pipes
+Listens on 127.0.0.1 (PORT, else a port the kernel picks; printed on the
+first line of stdout either way), terminates TLS with the given certificate and key, and pipes
 the bytes of each connection to and from TARGET (host:port) unchanged,
 so that a client speaks HTTPS to the fake GCS.  Each connection is served
 by a thread; a connection ends when either side closes it or is idle for
 IDLE seconds.  Python's standard library only.
 
-usage: tls_proxy.py --cert CERT --key KEY --target HOST:PORT
+usage: tls_proxy.py --cert CERT --key KEY --target HOST:PORT [--port PORT]
 """
 import argparse
 import select
@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--target", required=True)
+    ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     host, port = a.target.rsplit(":", 1)
     target = (host, int(port))
@@ -60,7 +61,7 @@ def main():
     ctx.set_alpn_protocols(["http/1.1"])
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
+    ls.bind(("127.0.0.1", a.port))
     ls.listen(128)
     print(ls.getsockname()[1], flush=True)
     while True:
