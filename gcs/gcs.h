@@ -169,13 +169,15 @@ int gcs_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 int gcs_list_after(gcs_store *s, const char *prefix, int max, const char *after,
     gcs_page *out, gcs_err *err);
 int gcs_check(gcs_store *s, gcs_err *err);
-/* Whether S refuses the writes whose preconditions fail, asked on an
- * object of its own (referee.c): GCS_REFEREE_OK; GCS_REFEREE_IGNORES, *err
- * saying which write it applied; GCS_REFEREE_UNKNOWN when a call failed
- * otherwise, *err saying which and why. */
+/* Whether S referees locks as Cloud Storage does (refuses the writes
+ * whose preconditions fail, keeps a patched object's generation and moves
+ * its metageneration by one), asked on an object of its own (referee.c):
+ * GCS_REFEREE_OK; GCS_REFEREE_CANNOT, *err saying which write went
+ * wrong and how; GCS_REFEREE_UNKNOWN when a call failed otherwise, *err
+ * saying which and why. */
 typedef enum gcs_referee {
 	GCS_REFEREE_OK,
-	GCS_REFEREE_IGNORES,
+	GCS_REFEREE_CANNOT,
 	GCS_REFEREE_UNKNOWN,
 } gcs_referee;
 gcs_referee gcs_referee_check(gcs_store *s, gcs_err *err);

@@ -1,27 +1,38 @@
 /*
- * referee.c: does a store refuse the writes whose preconditions fail?
+ * referee.c: does a store referee locks as Cloud Storage does?
  *
- * The lock algorithm rests on it (gcs.h: every write carries a
- * precondition, and a store answers 412 when it does not hold).  Cloud
- * Storage does, and so does Google's JSON API emulator; an endpoint that
+ * The lock algorithm rests on two things (gcs.h): every write carries a
+ * precondition, and a store answers 412 when it does not hold; and a
+ * patch that is applied keeps the object's generation and moves its
+ * metageneration on by one (a lease's refresh is such a patch, and the
+ * next one is conditioned on the metageneration it left).  Cloud Storage
+ * does both, and so does Google's JSON API emulator; an endpoint that
  * only looks like Cloud Storage may not.  The Cloud Storage emulator of
- * firebase-tools reads no precondition at all (15.34.2, from its source):
- * there a second acquire of a held lock creates the object again, and
- * two callers hold one lock.  Nothing in a single answer tells, so the
- * store is asked, on an object of its own:
+ * firebase-tools reads no precondition at all (15.34.2, from its
+ * source): there a second acquire of a held lock creates the object
+ * again, and two callers hold one lock.  fsouza/fake-gcs-server reads
+ * them (since its pull request 2343 of 2026-08-25; before, patch and
+ * delete did not), but keeps every object at metageneration 1 and moves
+ * neither it nor "updated" on a patch (its memory backend; its
+ * filesystem backend mints a new generation instead): there a patch
+ * conditioned on what a read saw still applies after another patch (the
+ * refreshes of a lease and the changes of a group's head rest on it not
+ * doing so), and a refresh does not move a lease's expiry.  Nothing in a
+ * single answer tells, so the store is asked, on an object of its own:
  *
  *   insert (ifGenerationMatch=0)                         applied: G, M
  *   insert again, other metadata (ifGenerationMatch=0)   must be 412
  *   patch  ifGenerationMatch=G&ifMetagenerationMatch=M+1 must be 412
- *   delete ifGenerationMatch=G+1&ifMetagenerationMatch=M must be 412
- *   delete ifGenerationMatch=G&ifMetagenerationMatch=M   applied
+ *   patch  ifGenerationMatch=G&ifMetagenerationMatch=M   must give G, M+1
+ *   delete ifGenerationMatch=G+1&ifMetagenerationMatch=M+1  must be 412
+ *   delete ifGenerationMatch=G&ifMetagenerationMatch=M+1    applied
  *
- * The second insert's metadata differs from the first's so that a 412 to
- * a resend of it is not read back as its own write (gs_insert).  The
- * object's name, ".lockgate-referee#" and 32 random hex digits under the
- * store's prefix, is no lock's: '.' starts no lock name, and a name with
- * '#' is a group's lease, which no listing shows on its own.  Whatever
- * the outcome, the object is deleted when its generation is known.
+ * The writes' metadata all differ, so that a 412 to a resend of one is
+ * not read back as its own write (gs_insert, gs_patch).  The object's
+ * name, ".lockgate-referee#" and 32 random hex digits under the store's
+ * prefix, is no lock's: '.' starts no lock name, and a name with '#' is a
+ * group's lease, which no listing shows on its own.  Whatever the
+ * outcome, the object is deleted as it is then read.
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,14 +42,17 @@
 
 #define REFEREE_PREFIX ".lockgate-referee#"
 
-/* Delete NAME as O saw it (best effort). */
+/* Delete NAME as it is now, if it is there (best effort). */
 static void
-remove_seen(gcs_store *s, const char *name, const gcs_object *o)
+remove_live(gcs_store *s, const char *name)
 {
+	gcs_object o;
 	gcs_err e;
 
-	if (o->generation > 0)
-		(void)gcs_remove(s, name, o->generation, o->metageneration, &e);
+	if (gcs_get(s, name, &o, &e) != GCS_OK)
+		return;
+	(void)gcs_remove(s, name, o.generation, o.metageneration, &e);
+	gcs_object_clear(&o);
 }
 
 /* A call that had to be applied failed: ERR, its message prefixed with
@@ -54,7 +68,7 @@ unknown(const char *what, gcs_err *err)
 }
 
 /* RC of WHAT, a write that had to be refused: GCS_REFEREE_OK when it was
- * (412), GCS_REFEREE_IGNORES when it was applied, else
+ * (412), GCS_REFEREE_CANNOT when it was applied, else
  * GCS_REFEREE_UNKNOWN; ERR says which. */
 static gcs_referee
 refused(int rc, const char *what, gcs_err *err)
@@ -70,7 +84,38 @@ refused(int rc, const char *what, gcs_err *err)
 	    "answers 412): it ignores preconditions, so two callers could "
 	    "hold one lock",
 	    what);
-	return GCS_REFEREE_IGNORES;
+	return GCS_REFEREE_CANNOT;
+}
+
+/* RC of a patch whose preconditions held, of O (generation and
+ * metageneration as they were), into X: GCS_REFEREE_OK when it was
+ * applied as Cloud Storage applies it, else as refused() says. */
+static gcs_referee
+patched(int rc, const gcs_object *o, const gcs_object *x, gcs_err *err)
+{
+	if (rc == GCS_PRECONDITION) {
+		/* A 412, or a read-back that found another generation
+		 * (gs_patch). */
+		gcs_fail(err, GCS_INVALID,
+		    "the storage refused a patch whose preconditions held, or "
+		    "moved the object to another generation (Cloud Storage "
+		    "keeps it): a lease could not be refreshed");
+		return GCS_REFEREE_CANNOT;
+	}
+	if (rc != GCS_OK)
+		return unknown("a patch with the right preconditions", err);
+	if (x->generation == o->generation &&
+	    x->metageneration == o->metageneration + 1) {
+		memset(err, 0, sizeof(*err));
+		return GCS_REFEREE_OK;
+	}
+	gcs_fail(err, GCS_INVALID,
+	    "a patch whose preconditions held gave metageneration %lld, not "
+	    "%lld, %s generation: a second patch made from the same read "
+	    "would be applied too, so two callers could hold one lock",
+	    (long long)x->metageneration, (long long)o->metageneration + 1,
+	    x->generation == o->generation ? "and kept the" : "and another");
+	return GCS_REFEREE_CANNOT;
 }
 
 gcs_referee
@@ -80,7 +125,7 @@ gcs_referee_check(gcs_store *s, gcs_err *err)
 	char name[sizeof(REFEREE_PREFIX) + 2 * sizeof(rnd)];
 	gcs_object o, x;
 	gcs_referee v;
-	json_t *m1, *m2;
+	json_t *m1, *m2, *m3;
 	size_t i;
 	int rc;
 
@@ -97,8 +142,9 @@ gcs_referee_check(gcs_store *s, gcs_err *err)
 		    rnd[i]);
 	m1 = json_pack("{s:s}", "referee", "1");
 	m2 = json_pack("{s:s}", "referee", "2");
+	m3 = json_pack("{s:s}", "referee", "3");
 	v = GCS_REFEREE_UNKNOWN;
-	if (m1 == NULL || m2 == NULL) {
+	if (m1 == NULL || m2 == NULL || m3 == NULL) {
 		gcs_fail(err, GCS_NOMEM, "out of memory");
 		goto out;
 	}
@@ -107,29 +153,34 @@ gcs_referee_check(gcs_store *s, gcs_err *err)
 		goto out;
 	}
 	rc = gcs_insert(s, name, m2, &x, err);
+	gcs_object_clear(&x);
 	v = refused(rc, "a second insert with ifGenerationMatch=0", err);
 	if (v != GCS_REFEREE_OK)
 		goto tidy;
 	rc =
 	    gcs_patch(s, name, o.generation, o.metageneration + 1, m2, &x, err);
+	gcs_object_clear(&x);
 	v = refused(rc, "a patch with a wrong ifMetagenerationMatch", err);
 	if (v != GCS_REFEREE_OK)
 		goto tidy;
-	rc = gcs_remove(s, name, o.generation + 1, o.metageneration, err);
+	rc = gcs_patch(s, name, o.generation, o.metageneration, m3, &x, err);
+	v = patched(rc, &o, &x, err);
+	if (v != GCS_REFEREE_OK)
+		goto tidy;
+	rc = gcs_remove(s, name, x.generation + 1, x.metageneration, err);
 	v = refused(rc, "a delete with a wrong ifGenerationMatch", err);
 	if (v != GCS_REFEREE_OK)
 		goto tidy;
-	if (gcs_remove(s, name, o.generation, o.metageneration, err) != GCS_OK)
+	if (gcs_remove(s, name, x.generation, x.metageneration, err) != GCS_OK)
 		v = unknown("the last delete", err);
 	goto out;
 tidy:
-	/* The object as the last write left it: X when that write was
-	 * applied (after a delete, X is empty: nothing is left), else O. */
-	remove_seen(s, name, rc == GCS_OK ? &x : &o);
+	remove_live(s, name);
 out:
 	gcs_object_clear(&o);
 	gcs_object_clear(&x);
 	json_decref(m1);
 	json_decref(m2);
+	json_decref(m3);
 	return v;
 }

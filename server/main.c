@@ -72,11 +72,12 @@ pause_for_signal(const sigset_t *stop, int s)
 /*
  * Whether a gs:// store (as gcs_open made it: gcs_gs_endpoint reads it)
  * at an endpoint other than Cloud Storage's (an emulator,
- * LOCKGATE_GCS_ENDPOINT) refuses the writes its preconditions forbid
- * (gcs/referee.c): one that applies them would let two callers hold one
- * lock, so lockgate will not run on it.  Cloud Storage itself is not
- * asked.  -1 to go on; else the exit status, said: 2 when the store
- * applies them; 0 when a signal in STOP ended the wait.
+ * LOCKGATE_GCS_ENDPOINT) referees locks as Cloud Storage does
+ * (gcs/referee.c: refuses the writes its preconditions forbid, moves a
+ * patched object's metageneration): on one that does not, two callers
+ * could hold one lock, so lockgate will not run on it.  Cloud Storage
+ * itself is not asked.  -1 to go on; else the exit status, said: 2 when
+ * the store cannot referee; 0 when a signal in STOP ended the wait.
  *
  * Until the store answers (an emulator still starting, a bucket not yet
  * made), lockgate asks again, 1, 2, 4 ... 30 s apart, a warning each
@@ -103,16 +104,16 @@ referee(const srv_config *cfg, gcs_store *store, const sigset_t *stop)
 		switch (gcs_referee_check(store, &ge)) {
 		case GCS_REFEREE_OK:
 			if (cfg->check_only)
-				printf("lockgate: the storage at %s refuses "
-				       "writes whose preconditions fail\n",
+				printf("lockgate: the storage at %s referees "
+				       "locks as Cloud Storage does\n",
 				    ep);
 			else
 				srv_log("INFO",
-				    "the storage refuses writes whose "
-				    "preconditions fail, as Cloud Storage does",
+				    "the storage referees locks as Cloud "
+				    "Storage does",
 				    json_pack("{s:s}", "endpoint", ep));
 			return -1;
-		case GCS_REFEREE_IGNORES:
+		case GCS_REFEREE_CANNOT:
 			refuse("the storage cannot referee locks", ge.msg);
 			return 2;
 		default:
@@ -121,14 +122,13 @@ referee(const srv_config *cfg, gcs_store *store, const sigset_t *stop)
 		if (cfg->check_only) {
 			fprintf(stderr,
 			    "lockgate: could not check that the storage at "
-			    "%s refuses writes whose preconditions fail: %s\n",
+			    "%s referees locks: %s\n",
 			    ep, ge.msg);
 			return 1;
 		}
 		srv_log("WARNING",
-		    "could not check that the storage refuses writes whose "
-		    "preconditions fail; lockgate serves once it can, and "
-		    "asks again",
+		    "could not check that the storage referees locks; "
+		    "lockgate serves once it can, and asks again",
 		    json_pack("{s:s, s:s, s:i}", "endpoint", ep, "error",
 		        ge.msg, "retry_in_s", pause));
 		if ((sig = pause_for_signal(stop, pause)) != 0) {

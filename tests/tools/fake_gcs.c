@@ -2,7 +2,7 @@
  * fake_gcs.c: a fake Google Cloud Storage JSON API for tests, plus a fake
  * metadata server and a fake OAuth token endpoint, in one process.
  *
- *   fake_gcs [--port N] [--dialect gcs|emulator|firebase]
+ *   fake_gcs [--port N] [--dialect gcs|emulator|firebase|fake-gcs-server]
  *            [--clock-offset-ms MS]
  *            [--rate-limit] [--token-expires S] [--require-auth]
  *            [--oauth-pubkey PEM]
@@ -43,7 +43,18 @@
  * Java 21 and a download): every insert, patch and delete is applied
  * whatever ifGenerationMatch and ifMetagenerationMatch say.  A store that
  * cannot referee locks, for lockgate's check of its storage
- * (gcs/referee.c).
+ * (gcs/referee.c).  "fake-gcs-server" answers as fsouza/fake-gcs-server
+ * does with its memory backend (read from its source, at and after its
+ * pull request 2343 of 2026-08-25, which made patch and delete read
+ * their preconditions; not run here: it is Go, and there is no network):
+ * preconditions are read, but an object's metageneration stays 1 and a
+ * patch moves neither it, nor the generation, nor "updated" (the
+ * filesystem backend, its default, mints a new generation instead); a
+ * patch answer has no metageneration, timeCreated or kind; a metadata key
+ * patched to null is kept, as ""; a delete is 200 with the body null;
+ * "fields" is ignored; and a bucket exists only once made, as in the
+ * emulator dialect.  Another store that cannot referee locks: its
+ * refreshes would not move a lease's expiry.
  *
  * The control endpoint (GET or POST, parameters in the query string):
  *   /_fake/fault?op=OP&kind=KIND[&count=N][&ms=MS][&delay=MS]   queue a fault
@@ -64,7 +75,7 @@
  *                &require_auth=0|1
  *                &date=0|1 (0: answers carry no Date header, as some
  *                proxies' do not; 1 by default)
- *                &dialect=gcs|emulator|firebase
+ *                &dialect=gcs|emulator|firebase|fake-gcs-server
  *   /_fake/reset      objects, faults, counters, issued tokens and the
  *                     request log
  *   /_fake/revoke     every token issued so far stops working (401 with
@@ -128,7 +139,12 @@
 #define BUCKETS_MAX    64 /* buckets made in the emulator dialect */
 #define BUCKET_MAX     222
 
-enum dialect { DIALECT_GCS, DIALECT_EMULATOR, DIALECT_FIREBASE };
+enum dialect {
+	DIALECT_GCS,
+	DIALECT_EMULATOR,
+	DIALECT_FIREBASE,
+	DIALECT_FAKE_GCS_SERVER
+};
 
 enum op {
 	OP_INSERT,
@@ -605,7 +621,7 @@ send_selected(struct MHD_Connection *c, const req *rq, json_t *j)
 {
 	json_t *out;
 
-	if (rq->sel == NULL)
+	if (rq->sel == NULL || G.dialect == DIALECT_FAKE_GCS_SERVER)
 		return send_json(c, 200, j);
 	out = sel_apply(j, rq->sel);
 	json_decref(j);
@@ -1373,28 +1389,43 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 		    (G.n - (size_t)at - 1) * sizeof(obj));
 		G.n--;
 		pthread_mutex_unlock(&G.mu);
-		/* GCS: 204; the emulator: 200 with an empty body */
+		/* GCS: 204; the emulator: 200 with an empty body;
+		 * fake-gcs-server: 200 with the JSON null */
+		if (G.dialect == DIALECT_FAKE_GCS_SERVER) {
+			*status = 200;
+			return send_raw(c, 200, "application/json", "null");
+		}
 		*status = G.dialect == DIALECT_EMULATOR ? 200 : 204;
 		return send_raw(c, *status, NULL, NULL);
 	}
 	if (op == OP_PATCH) {
 		json_object_foreach(json_object_get(patch, "metadata"), k, v)
 		{
-			if (json_is_null(v))
-				json_object_del(o->metadata, k);
-			else
+			if (!json_is_null(v))
 				json_object_set(o->metadata, k, v);
+			else if (G.dialect == DIALECT_FAKE_GCS_SERVER)
+				json_object_set_new(o->metadata, k,
+				    json_string(""));
+			else
+				json_object_del(o->metadata, k);
 		}
 		if (json_is_string(json_object_get(patch, "cacheControl"))) {
 			free(o->cache_control);
 			o->cache_control = strdup(json_string_value(
 			    json_object_get(patch, "cacheControl")));
 		}
-		o->metagen++;
-		o->updated_ms = fake_now_ms();
+		if (G.dialect != DIALECT_FAKE_GCS_SERVER) {
+			o->metagen++;
+			o->updated_ms = fake_now_ms();
+		}
 		rate_note(key, real_ms());
 	}
 	out = obj_json(o);
+	if (op == OP_PATCH && G.dialect == DIALECT_FAKE_GCS_SERVER) {
+		json_object_del(out, "metageneration");
+		json_object_del(out, "timeCreated");
+		json_object_del(out, "kind");
+	}
 	pthread_mutex_unlock(&G.mu);
 	json_decref(patch);
 	*status = 200;
@@ -1522,8 +1553,9 @@ out:
 
 /* ---- buckets ---- */
 
-/* 1 when BUCKET exists: in the emulator's dialect only those made,
- * in the others every name but "missing-*" (G.mu held). */
+/* 1 when BUCKET exists: in the emulator's and fake-gcs-server's
+ * dialects only those made, in the others every name but "missing-*"
+ * (G.mu held). */
 static int
 bucket_exists(const char *bucket)
 {
@@ -1531,7 +1563,8 @@ bucket_exists(const char *bucket)
 
 	if (strncmp(bucket, "missing-", 8) == 0)
 		return 0;
-	if (G.dialect != DIALECT_EMULATOR)
+	if (G.dialect != DIALECT_EMULATOR &&
+	    G.dialect != DIALECT_FAKE_GCS_SERVER)
 		return 1;
 	for (i = 0; i < G.nbuckets; i++)
 		if (strcmp(G.buckets[i], bucket) == 0)
@@ -1695,7 +1728,8 @@ out:
 
 /* ---- control ---- */
 
-/* "gcs", "emulator" or "firebase" into *D; -1 for anything else. */
+/* "gcs", "emulator", "firebase" or "fake-gcs-server" into *D; -1 for
+ * anything else. */
 static int
 dialect_of(const char *v, enum dialect *d)
 {
@@ -1705,6 +1739,8 @@ dialect_of(const char *v, enum dialect *d)
 		*d = DIALECT_EMULATOR;
 	else if (v != NULL && strcmp(v, "firebase") == 0)
 		*d = DIALECT_FIREBASE;
+	else if (v != NULL && strcmp(v, "fake-gcs-server") == 0)
+		*d = DIALECT_FAKE_GCS_SERVER;
 	else
 		return -1;
 	return 0;
@@ -2198,7 +2234,8 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: fake_gcs [--port N] [--dialect gcs|emulator|firebase] "
+	    "usage: fake_gcs [--port N] "
+	    "[--dialect gcs|emulator|firebase|fake-gcs-server] "
 	    "[--clock-offset-ms MS] "
 	    "[--rate-limit] [--token-expires S] [--require-auth] "
 	    "[--oauth-pubkey PEM]\n");

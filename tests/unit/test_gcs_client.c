@@ -1657,11 +1657,14 @@ test_unexpected_statuses(void **state)
 	assert_int_equal(gcs_remove(s, "st", 1, 1, &err), GCS_PRECONDITION);
 }
 
-/* ---- gcs_referee_check: does the store refuse what its preconditions
- * forbid (gcs/referee.c)?  Cloud Storage and Google's emulator do; the
- * firebase dialect (firebase-tools' emulator) and a noprecond fault on
- * one write apply it; a store that fails otherwise cannot be judged.
- * Whatever the verdict, nothing is left behind. ---- */
+/* ---- gcs_referee_check: does the store referee locks as Cloud Storage
+ * does (gcs/referee.c): refuse what its preconditions forbid, and move a
+ * patched object's metageneration by one?  Cloud Storage and Google's
+ * emulator do; the firebase dialect (firebase-tools' emulator) and a
+ * noprecond fault on one write apply what they should refuse; the
+ * fake-gcs-server dialect keeps metageneration 1; a store that fails
+ * otherwise cannot be judged.  Whatever the verdict, nothing is left
+ * behind. ---- */
 
 /* Every write the check makes, each answered as it must be. */
 static void
@@ -1672,7 +1675,7 @@ assert_refuses(gcs_store *s)
 	assert_int_equal(gcs_referee_check(s, &err), GCS_REFEREE_OK);
 	assert_string_equal(err.msg, "");
 	assert_int_equal(fake_gcs_count(&fake, "insert"), 2);
-	assert_int_equal(fake_gcs_count(&fake, "patch"), 1);
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 2);
 	assert_int_equal(fake_gcs_count(&fake, "delete"), 2);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 }
@@ -1704,11 +1707,35 @@ test_referee_firebase_applies(void **state)
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/config?dialect=firebase",
 	                     NULL),
 	    200);
-	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_IGNORES);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_CANNOT);
 	assert_non_null(strstr(err.msg,
 	    "applied a second insert with ifGenerationMatch=0"));
 	assert_non_null(strstr(err.msg, "two callers could hold one lock"));
 	assert_int_equal(fake_gcs_count(&fake, "patch"), 0);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+}
+
+/* fsouza/fake-gcs-server reads preconditions, but a patch leaves the
+ * metageneration at 1 (and "updated" where it was): the patch that had to
+ * be applied is the one that says so. */
+static void
+test_referee_fake_gcs_server_keeps_metageneration(void **state)
+{
+	gcs_err err;
+
+	assert_int_equal(fake_gcs_ctl(&fake,
+	                     "/_fake/config?dialect=fake-gcs-server", NULL),
+	    200);
+	fake_gcs_http(&fake, "POST", "/storage/v1/b?project=test", NULL,
+	    "{\"name\":\"" BUCKET "\"}", NULL, NULL); /* 409 when made */
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_CANNOT);
+	if (strstr(err.msg,
+	        "gave metageneration 1, not 2, and kept the "
+	        "generation") == NULL)
+		fail_msg("verdict '%s'", err.msg);
+	/* Both preconditions of the wrong patch were read: it was
+	 * refused, and the right one applied. */
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 2);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 }
 
@@ -1722,7 +1749,7 @@ assert_applies_one(gcs_store *s, const char *op, int n, const char *words)
 
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
 	fault(op, "noprecond", n);
-	assert_int_equal(gcs_referee_check(s, &err), GCS_REFEREE_IGNORES);
+	assert_int_equal(gcs_referee_check(s, &err), GCS_REFEREE_CANNOT);
 	if (strstr(err.msg, words) == NULL)
 		fail_msg("%s: verdict '%s'", op, err.msg);
 	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
@@ -1739,6 +1766,21 @@ test_referee_asks_each_write(void **state)
 	/* The first delete is the one with the wrong generation. */
 	assert_applies_one(*state, "delete", 1,
 	    "a delete with a wrong ifGenerationMatch");
+}
+
+/* A store that refuses the patch whose preconditions hold could not
+ * refresh a lease: a 412 to both patches. */
+static void
+test_referee_right_patch_refused(void **state)
+{
+	gcs_err err;
+
+	fault("patch", "412", 2);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_CANNOT);
+	if (strstr(err.msg, "refused a patch whose preconditions held") == NULL)
+		fail_msg("verdict '%s'", err.msg);
+	assert_int_equal(fake_gcs_count(&fake, "patch"), 2);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 }
 
 /* A store that fails otherwise cannot be judged: the verdict says which
@@ -1823,6 +1865,12 @@ main(void)
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_referee_asks_each_write,
 		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_fake_gcs_server_keeps_metageneration,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_right_patch_refused, test_setup,
+		    test_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_referee_failures_are_unknown, test_setup,
 		    test_teardown),
