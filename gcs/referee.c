@@ -32,7 +32,9 @@
  * name, ".lockgate-referee#" and 32 random hex digits under the store's
  * prefix, is no lock's: '.' starts no lock name, and a name with '#' is a
  * group's lease, which no listing shows on its own.  Whatever the
- * outcome, the object is deleted as it is then read.
+ * outcome, the object is deleted as it is then read (after a first
+ * insert that was sent and never answered too: it may have been
+ * applied).
  */
 #include <stdio.h>
 #include <string.h>
@@ -150,6 +152,9 @@ gcs_referee_check(gcs_store *s, gcs_err *err)
 	}
 	if (gcs_insert(s, name, m1, &o, err) != GCS_OK) {
 		v = unknown("the first insert", err);
+		/* Sent and never answered: it may have been applied. */
+		if (err->http_status == 0 && err->attempts > 0)
+			goto tidy;
 		goto out;
 	}
 	rc = gcs_insert(s, name, m2, &x, err);

@@ -1797,6 +1797,14 @@ test_referee_failures_are_unknown(void **state)
 	if (strncmp(err.msg, "the first insert: ", 18) != 0 ||
 	    strstr(err.msg, "503") == NULL)
 		fail_msg("verdict '%s'", err.msg);
+	/* Applied, never answered: the object it may have made is gone. */
+	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
+	fault("insert", "drop", -1);
+	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_UNKNOWN);
+	if (strncmp(err.msg, "the first insert: ", 18) != 0)
+		fail_msg("verdict '%s'", err.msg);
+	assert_int_equal(fake_gcs_count(&fake, "delete"), 1);
+	assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
 	assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL), 200);
 	fault("patch", "500", -1);
 	assert_int_equal(gcs_referee_check(*state, &err), GCS_REFEREE_UNKNOWN);
