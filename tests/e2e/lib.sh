@@ -50,6 +50,18 @@ lg_wait_port() {
 	echo "$_lgw_port"
 }
 
+# lg_wait_line FILE PATTERN [SECONDS]: whether FILE has a line matching
+# PATTERN (grep) within SECONDS (default 10), looking every 0.05 s.
+lg_wait_line() {
+	_lgw_i=0
+	_lgw_n=$((${3:-10} * 20))
+	until grep -q "$2" "$1" 2>/dev/null || [ $_lgw_i -ge $_lgw_n ]; do
+		sleep 0.05
+		_lgw_i=$((_lgw_i + 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
+
 lg_cleanup() {
 	for p in $LG_PIDS; do
 		kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null

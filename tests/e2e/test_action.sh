@@ -181,12 +181,8 @@ job_run H INPUT_NAME=ci/cancel INPUT_TTL=30 || lg_fail "main H: $(log_of H main)
 th=$(output H fencing-token)
 job_main C INPUT_NAME=ci/cancel INPUT_TTL=30 INPUT_WAIT=60
 pc=$JOB_PID
-i=0
-until grep -q "is held by" "$LG_TMP/job.C/main.log" || [ $i -ge 200 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-grep -q "is held by" "$LG_TMP/job.C/main.log" || lg_fail "job C never waited: $(log_of C main)"
+lg_wait_line "$LG_TMP/job.C/main.log" "is held by" ||
+    lg_fail "job C never waited: $(log_of C main)"
 sleep 1 # into the long poll
 kill -INT "$pc"
 t0=$(date +%s)

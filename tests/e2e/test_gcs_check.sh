@@ -124,15 +124,8 @@ waiting_start() {
 	LG_PIDS="$LG_PIDS $pid"
 }
 # logged PATTERN: whether $log has a line matching PATTERN within 15 s
-# (the pauses between askings are 1, 2 and 4 s; the process may end).
-logged() {
-	i=0
-	until grep -q "$1" "$log" || [ $i -ge 300 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	grep -q "$1" "$log"
-}
+# (the pauses between askings are 1, 2 and 4 s).
+logged() { lg_wait_line "$log" "$1" 15; }
 WAITING='"severity":"WARNING","message":"could not check that the storage referees locks'
 waiting_start late late-bkt
 logged "$WAITING" || lg_fail "no warning while the bucket is missing: $(cat "$log")"

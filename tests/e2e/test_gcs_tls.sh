@@ -77,12 +77,8 @@ env LOCKGATE_JWT_SECRET="$LG_SECRET" $base LOCKGATE_GCS_RETRY_TOTAL_MS=300 \
     "$LG_BIN" --listen 127.0.0.1:0 --store "$LG_STORE_URL" >"$log" 2>&1 &
 pid=$!
 LG_PIDS="$LG_PIDS $pid"
-i=0
-until grep -q '"message":"could not check that the storage referees locks' "$log" ||
-    [ $i -ge 200 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
+lg_wait_line "$log" '"message":"could not check that the storage referees locks' ||
+    lg_fail "no warning: $(cat "$log")"
 grep '"message":"could not check' "$log" | grep -qi certificate ||
     lg_fail "the warning does not name the certificate: $(cat "$log")"
 lg_stop "$pid"
