@@ -49,7 +49,7 @@ FUZZ_LIB := build/fuzz/obj/tests/unit/auth_testutil.o
 FUZZ_WRAP := -Wl,--wrap=gcs_http_perform -Wl,--wrap=rt_sleep
 .SECONDARY: $(FOBJ) $(FUZZ_LIB)
 
-.PHONY: all deps-build deps-lint deps-test run test unit unit-asan e2e browser lint bench \
+.PHONY: all deps-build deps-lint deps-test run test unit unit-asan e2e browser lint interop bench \
         docker clean check-tools soak fuzz fuzz-build bench-shutdown
 .DEFAULT_GOAL := all
 
@@ -166,6 +166,15 @@ SOAK_BIN ?= build/asan/lockgate
 soak: deps-test build/lockgate build/asan/lockgate build/tools/fake_gcs
 	python3 tests/soak/soak.py --seconds $(SOAK_S) --bin $(SOAK_BIN) \
 	    --min-grants $${SOAK_MIN_GRANTS:-$$(( $(SOAK_S) * 190 ))}
+
+# Interop (not part of `make test`): Cloud Storage emulators others wrote,
+# run against lockgate and against the fake that stands for them.  Today
+# firebase-tools' (tests/interop/test_firebase.sh): it needs node 20 or
+# newer and, the first time, the npm registry (about 300 MB into
+# build/interop); it is skipped, and says so, without them.
+interop: deps-test build/asan/lockgate build/tools/fake_gcs
+	@sh tests/interop/test_firebase.sh; rc=$$?; \
+	    [ $$rc = 77 ] && echo "interop: skipped, not run" && exit 1; exit $$rc
 
 docker:
 	docker build -f docker/Dockerfile -t lockgate .

@@ -37,13 +37,14 @@
  * "acl" and "owner" whatever "fields" selects; and a bucket exists only
  * once made with POST /storage/v1/b?project=P {"name":"B"} (409 when it
  * exists; the buckets made outlive config?dialect= and reset).
- * "firebase" is "gcs" but for one thing: it reads no precondition, as
- * the Cloud Storage emulator of firebase-tools does (15.34.2, read from
- * its source, lib/emulator/storage/apis/gcloud.js; not run here: it needs
- * Java 21 and a download): every insert, patch and delete is applied
- * whatever ifGenerationMatch and ifMetagenerationMatch say.  A store that
- * cannot referee locks, for lockgate's check of its storage
- * (gcs/referee.c).  "fake-gcs-server" answers as fsouza/fake-gcs-server
+ * "firebase" answers as the Cloud Storage emulator of firebase-tools
+ * 15.34.2 does (run against this fake by tests/interop/run.sh): it reads
+ * no precondition, so every insert and delete is applied whatever
+ * ifGenerationMatch and ifMetagenerationMatch say; a patch under
+ * /storage/v1/ is 501 with the text "Not Implemented" (the emulator
+ * routes patch only at /b/...); "fields" is ignored; generations count
+ * milliseconds (13 digits).  A store that cannot referee locks, for
+ * lockgate's check of its storage (gcs/referee.c).  "fake-gcs-server" answers as fsouza/fake-gcs-server
  * does with its memory backend (read from its source, at and after its
  * pull request 2343 of 2026-08-25, which made patch and delete read
  * their preconditions; not run here: it is Go, and there is no network):
@@ -199,7 +200,7 @@ static struct {
 	rate_ent *rates;
 	size_t nrates, caprates;
 	int64_t last_gen;     /* gcs: microseconds */
-	int64_t last_gen_ms;  /* emulator: milliseconds */
+	int64_t last_gen_ms;  /* emulator, firebase: milliseconds */
 	enum dialect dialect; /* read by the libmicrohttpd thread only */
 	char buckets[BUCKETS_MAX][BUCKET_MAX + 1]; /* made (emulator) */
 	int nbuckets;
@@ -621,7 +622,8 @@ send_selected(struct MHD_Connection *c, const req *rq, json_t *j)
 {
 	json_t *out;
 
-	if (rq->sel == NULL || G.dialect == DIALECT_FAKE_GCS_SERVER)
+	if (rq->sel == NULL || G.dialect == DIALECT_FAKE_GCS_SERVER ||
+	    G.dialect == DIALECT_FIREBASE)
 		return send_json(c, 200, j);
 	out = sel_apply(j, rq->sel);
 	json_decref(j);
@@ -759,7 +761,7 @@ new_generation(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	us = ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000) +
 	    G.clock_offset_ms * 1000;
-	if (G.dialect == DIALECT_EMULATOR) {
+	if (G.dialect == DIALECT_EMULATOR || G.dialect == DIALECT_FIREBASE) {
 		G.last_gen_ms =
 		    us / 1000 > G.last_gen_ms ? us / 1000 : G.last_gen_ms + 1;
 		return G.last_gen_ms;
@@ -1340,6 +1342,11 @@ do_object(struct MHD_Connection *c, const req *rq, int op, const char *key,
 	int pc;
 	enum MHD_Result ret;
 
+	if (op == OP_PATCH && G.dialect == DIALECT_FIREBASE) {
+		*status = 501;
+		return send_raw(c, 501, "text/plain; charset=utf-8",
+		    "Not Implemented");
+	}
 	if (op == OP_PATCH) {
 		patch =
 		    rq->body ? json_loadb(rq->body, rq->len, 0, NULL) : NULL;

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Interop: the Cloud Storage emulator of firebase-tools, run, not read.
+#  1. The fake's firebase dialect answers lockgate's requests as the
+#     emulator does, request by request (compare.py).
+#  2. lockgate --check refuses the emulator, naming the write that went
+#     wrong.
+#  3. lockgate started on it exits 2 without listening, and its check
+#     leaves no object behind.
+# firebase-tools is installed into build/interop by npm the first time
+# (node 20 or newer, which it requires, and the npm registry); without
+# them the test is skipped (77), never passed.  `make interop`.
+set -e
+LG_STORE=gs
+LG_GCS_DIALECT=firebase
+. tests/e2e/lib.sh
+
+FIREBASE_TOOLS_VERSION=15.34.2
+MODS=build/interop/node_modules
+BUCKET=lockgate-interop
+
+command -v node >/dev/null 2>&1 || lg_skip "no node (firebase-tools needs node 20 or newer)"
+major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$major" -ge 20 ] || lg_skip "node $(node -v): firebase-tools $FIREBASE_TOOLS_VERSION needs 20 or newer"
+have=$(node -p "require('./$MODS/firebase-tools/package.json').version" 2>/dev/null || true)
+if [ "$have" != "$FIREBASE_TOOLS_VERSION" ]; then
+	echo "interop: installing firebase-tools $FIREBASE_TOOLS_VERSION into build/interop (npm)"
+	mkdir -p build/interop
+	npm install --prefix build/interop --no-save --no-audit --no-fund \
+	    --loglevel=error "firebase-tools@$FIREBASE_TOOLS_VERSION" >"$LG_TMP/npm.log" 2>&1 ||
+	    { cat "$LG_TMP/npm.log" >&2; lg_skip "cannot install firebase-tools from the npm registry"; }
+fi
+
+# The emulator, on a port the kernel had free a moment ago.
+port=$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+TMPDIR=$LG_TMP NODE_PATH=$MODS node tests/interop/firebase_storage.js "$port" \
+    >"$LG_TMP/firebase.log" 2>&1 &
+FB_PID=$!
+LG_PIDS="$LG_PIDS $FB_PID"
+lg_wait_line "$LG_TMP/firebase.log" "^listening $port" 30 ||
+    lg_fail "the emulator did not start: $(cat "$LG_TMP/firebase.log")"
+FB=127.0.0.1:$port
+
+# 1. The fake against the emulator.
+python3 tests/interop/compare.py "$BUCKET" "firebase=$FB" \
+    "fake=${LG_FAKE_GCS_URL#http://}" >"$LG_TMP/compare.out" ||
+    { cat "$LG_TMP/compare.out" >&2; lg_fail "the fake's firebase dialect is not the emulator"; }
+tail -n 1 "$LG_TMP/compare.out"
+
+# 2. --check.
+set +e
+STORAGE_EMULATOR_HOST=$FB LOCKGATE_JWT_SECRET="$LG_SECRET" timeout 60 "$LG_BIN" \
+    --check --store "gs://$BUCKET/locks/" >"$LG_TMP/check.out" 2>&1
+rc=$?
+set -e
+lg_eq "$rc" 1 "--check on firebase-tools' emulator: $(cat "$LG_TMP/check.out")"
+grep -q 'the storage cannot referee locks: .*applied a second insert with ifGenerationMatch=0' \
+    "$LG_TMP/check.out" || lg_fail "--check message: $(cat "$LG_TMP/check.out")"
+
+# 3. Serving on it: refused at once, never listening.
+log=$LG_TMP/serve.log
+STORAGE_EMULATOR_HOST=$FB LOCKGATE_JWT_SECRET="$LG_SECRET" "$LG_BIN" \
+    --listen 127.0.0.1:0 --store "gs://$BUCKET/locks/" >"$log" 2>&1 &
+pid=$!
+LG_PIDS="$LG_PIDS $pid"
+i=0
+while kill -0 "$pid" 2>/dev/null && [ $i -lt 600 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+kill -0 "$pid" 2>/dev/null && lg_fail "still running on firebase-tools' emulator: $(cat "$log")"
+set +e
+wait "$pid"
+rc=$?
+set -e
+LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
+lg_eq "$rc" 2 "exit status on firebase-tools' emulator"
+grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: ' "$log" ||
+    lg_fail "refusal: $(cat "$log")"
+! grep -q '"message":"listening"' "$log" || lg_fail "it listened: $(cat "$log")"
+lg_sanitizer_clean "$log"
+left=$(curl -sS --max-time 5 "http://$FB/storage/v1/b/$BUCKET/o?prefix=locks/" |
+    python3 -c 'import json, sys; print(len(json.load(sys.stdin).get("items", [])))')
+lg_eq "$left" 0 "objects the checks left on the emulator"
+echo "interop: firebase-tools $FIREBASE_TOOLS_VERSION: the fake's dialect matches; lockgate refuses it"
