@@ -8,9 +8,9 @@
  * next one is conditioned on the metageneration it left).  Cloud Storage
  * does both, and so does Google's JSON API emulator; an endpoint that
  * only looks like Cloud Storage may not.  The Cloud Storage emulator of
- * firebase-tools reads no precondition at all (15.34.2, from its
- * source): there a second acquire of a held lock creates the object
- * again, and two callers hold one lock.  fsouza/fake-gcs-server reads
+ * firebase-tools reads no precondition at all (15.34.2, run by
+ * tests/interop): there a second acquire of a held lock creates the
+ * object again, and two callers hold one lock.  fsouza/fake-gcs-server reads
  * them (since its pull request 2343 of 2026-08-25; before, patch and
  * delete did not), but keeps every object at metageneration 1 and moves
  * neither it nor "updated" on a patch (its memory backend; its
@@ -57,14 +57,24 @@ remove_live(gcs_store *s, const char *name)
 	gcs_object_clear(&o);
 }
 
-/* A call that had to be applied failed: ERR, its message prefixed with
- * WHAT. */
+/* A call that had to be answered failed: GCS_REFEREE_CANNOT when the
+ * storage says it does not do such a call at all (405, 501: the Cloud
+ * Storage emulator of firebase-tools answers a patch under /storage/v1/
+ * 501), else GCS_REFEREE_UNKNOWN, to be asked again; ERR, its message
+ * prefixed with WHAT. */
 static gcs_referee
 unknown(const char *what, gcs_err *err)
 {
 	char m[GCS_ERRMSG_MAX];
 
 	memcpy(m, err->msg, sizeof(m));
+	if (err->http_status == 405 || err->http_status == 501) {
+		gcs_fail(err, GCS_INVALID,
+		    "the storage does not implement %s (HTTP %d), which "
+		    "lockgate needs to take, refresh and release leases: %s",
+		    what, err->http_status, m);
+		return GCS_REFEREE_CANNOT;
+	}
 	gcs_fail(err, err->status, "%s: %s", what, m);
 	return GCS_REFEREE_UNKNOWN;
 }

@@ -1820,6 +1820,33 @@ test_referee_failures_are_unknown(void **state)
 	gcs_store_free(missing);
 }
 
+/* A storage that says it does not do a call lockgate needs (501, as
+ * firebase-tools' emulator answers a patch under /storage/v1/; 405) is
+ * judged, not asked again: it cannot referee locks.  The object made is
+ * deleted. */
+static void
+test_referee_unimplemented_is_cannot(void **state)
+{
+	static const char *const kinds[] = { "501", "405" };
+	gcs_err err;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(fake_gcs_ctl(&fake, "/_fake/reset", NULL),
+		    200);
+		fault("patch", kinds[i], -1);
+		assert_int_equal(gcs_referee_check(*state, &err),
+		    GCS_REFEREE_CANNOT);
+		if (strncmp(err.msg,
+		        "the storage does not implement a patch "
+		        "with a wrong ifMetagenerationMatch (HTTP ",
+		        80) != 0 ||
+		    strstr(err.msg, kinds[i]) == NULL)
+			fail_msg("verdict '%s'", err.msg);
+		assert_int_equal(fake_gcs_count(&fake, "objects"), 0);
+	}
+}
+
 /* The object is one no lock can be: under the prefix, named with a '.'
  * first and a '#' (a group's lease, left out of every listing). */
 static void
@@ -1881,6 +1908,9 @@ main(void)
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_referee_failures_are_unknown, test_setup,
+		    test_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_referee_unimplemented_is_cannot, test_setup,
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_referee_object_name,
 		    test_setup, test_teardown),
