@@ -6,29 +6,17 @@
 #     wrong.
 #  3. lockgate started on it exits 2 without listening, and its check
 #     leaves no object behind.
-# firebase-tools is installed into build/interop by npm the first time
-# (node 20 or newer, which it requires, and the npm registry); without
-# them the test is skipped (77), never passed.  `make interop`.
+# tests/interop/run.sh (`make interop`) installs firebase-tools into
+# build/interop first.
 set -e
 LG_STORE=gs
 LG_GCS_DIALECT=firebase
 . tests/e2e/lib.sh
 
-FIREBASE_TOOLS_VERSION=15.34.2
 MODS=build/interop/node_modules
 BUCKET=lockgate-interop
-
-command -v node >/dev/null 2>&1 || lg_skip "no node (firebase-tools needs node 20 or newer)"
-major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$major" -ge 20 ] || lg_skip "node $(node -v): firebase-tools $FIREBASE_TOOLS_VERSION needs 20 or newer"
-have=$(node -p "require('./$MODS/firebase-tools/package.json').version" 2>/dev/null || true)
-if [ "$have" != "$FIREBASE_TOOLS_VERSION" ]; then
-	echo "interop: installing firebase-tools $FIREBASE_TOOLS_VERSION into build/interop (npm)"
-	mkdir -p build/interop
-	npm install --prefix build/interop --no-save --no-audit --no-fund \
-	    --loglevel=error "firebase-tools@$FIREBASE_TOOLS_VERSION" >"$LG_TMP/npm.log" 2>&1 ||
-	    { cat "$LG_TMP/npm.log" >&2; lg_skip "cannot install firebase-tools from the npm registry"; }
-fi
+version=$(node -p "require('./$MODS/firebase-tools/package.json').version") ||
+    lg_fail "no firebase-tools in $MODS: run make interop"
 
 # The emulator, on a port the kernel had free a moment ago.
 port=$(python3 -c 'import socket
@@ -84,4 +72,4 @@ lg_sanitizer_clean "$log"
 left=$(curl -sS --max-time 5 "http://$FB/storage/v1/b/$BUCKET/o?prefix=locks/" |
     python3 -c 'import json, sys; print(len(json.load(sys.stdin).get("items", [])))')
 lg_eq "$left" 0 "objects the checks left on the emulator"
-echo "interop: firebase-tools $FIREBASE_TOOLS_VERSION: the fake's dialect matches; lockgate refuses it"
+echo "firebase-tools $version: the fake's dialect answers as it does; lockgate refuses it"

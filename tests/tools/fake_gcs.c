@@ -38,7 +38,7 @@
  * once made with POST /storage/v1/b?project=P {"name":"B"} (409 when it
  * exists; the buckets made outlive config?dialect= and reset).
  * "firebase" answers as the Cloud Storage emulator of firebase-tools
- * 15.34.2 does (run against this fake by tests/interop/run.sh): it reads
+ * 15.34.2 does (run beside this fake by tests/interop/test_firebase.sh): it reads
  * no precondition, so every insert and delete is applied whatever
  * ifGenerationMatch and ifMetagenerationMatch say; a patch under
  * /storage/v1/ is 501 with the text "Not Implemented" (the emulator
