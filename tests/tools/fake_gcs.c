@@ -38,16 +38,17 @@
  * once made with POST /storage/v1/b?project=P {"name":"B"} (409 when it
  * exists; the buckets made outlive config?dialect= and reset).
  * "firebase" answers as the Cloud Storage emulator of firebase-tools
- * 15.34.2 does (run beside this fake by tests/interop/test_firebase.sh): it reads
- * no precondition, so every insert and delete is applied whatever
- * ifGenerationMatch and ifMetagenerationMatch say; a patch under
+ * 15.34.2 does (run beside this fake by tests/interop/test_firebase.sh):
+ * it reads no precondition, so every insert and delete is applied
+ * whatever ifGenerationMatch and ifMetagenerationMatch say; a patch under
  * /storage/v1/ is 501 with the text "Not Implemented" (the emulator
  * routes patch only at /b/...); "fields" is ignored; generations count
  * milliseconds (13 digits).  A store that cannot referee locks, for
- * lockgate's check of its storage (gcs/referee.c).  "fake-gcs-server" answers as fsouza/fake-gcs-server
- * does with its memory backend (read from its source, at and after its
- * pull request 2343 of 2026-08-25, which made patch and delete read
- * their preconditions; not run here: it is Go, and there is no network):
+ * lockgate's check of its storage (gcs/referee.c).
+ * "fake-gcs-server" answers as fsouza/fake-gcs-server does with its
+ * memory backend (read from its source, at and after its pull request
+ * 2343 of 2026-08-25, which made patch and delete read their
+ * preconditions; not run here: it is Go, and there is no network):
  * preconditions are read, but an object's metageneration stays 1 and a
  * patch moves neither it, nor the generation, nor "updated" (the
  * filesystem backend, its default, mints a new generation instead); a
