@@ -120,26 +120,34 @@ lg_sanitizer_clean() {
 	fi
 }
 
+# lg_wait_exit PID SECONDS WHAT: wait at most SECONDS for PID (a child)
+# to exit, looking every 0.05 s; reap it, drop it from LG_PIDS (whose
+# EXIT trap signals every PID on it: a reused PID must not be hit) and
+# set LG_RC to its exit status.  Still running then: SIGKILL, and the
+# test fails with "WHAT: still running after SECONDS s".
+lg_wait_exit() {
+	_lgx_i=0
+	while kill -0 "$1" 2>/dev/null && [ $_lgx_i -lt $(($2 * 20)) ]; do
+		sleep 0.05
+		_lgx_i=$((_lgx_i + 1))
+	done
+	_lgx_alive=0
+	kill -0 "$1" 2>/dev/null && _lgx_alive=1 && kill -KILL "$1"
+	LG_RC=0
+	wait "$1" || LG_RC=$?
+	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $1\b//")
+	[ $_lgx_alive = 0 ] || lg_fail "$3: still running after $2 s"
+}
+
 # lg_stop [PID [SIGNAL]]: stop an instance (default: the latest) and check
 # that it exits 0 within 10 s with a clean sanitizer log.
 lg_stop() {
 	pid=${1:-$LG_PID}
 	sig=${2:-TERM}
 	kill -"$sig" "$pid" 2>/dev/null || lg_fail "instance $pid is not running"
-	i=0
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid"
-		lg_fail "instance $pid did not exit within 10 s of SIG$sig"
-	fi
-	wait "$pid"
-	st=$?
-	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
+	lg_wait_exit "$pid" 10 "instance $pid, 10 s after SIG$sig"
 	for f in "$LG_TMP"/*.log; do [ -f "$f" ] && lg_sanitizer_clean "$f"; done
-	[ "$st" -eq 0 ] || lg_fail "instance $pid exited $st"
+	[ "$LG_RC" -eq 0 ] || lg_fail "instance $pid exited $LG_RC"
 }
 
 # lg_kill9 [PID]: crash an instance (no cleanup, no leak check).

@@ -159,18 +159,8 @@ lg_fake "fault?op=insert&kind=503&count=-1" >/dev/null
 waiting_start lax lockgate-e2e
 logged "$WAITING" || lg_fail "no warning while inserts fail: $(cat "$log")"
 lg_fake clear-faults >/dev/null
-i=0
-while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-kill -0 "$pid" 2>/dev/null && lg_fail "still running on a storage that ignores preconditions"
-set +e
-wait "$pid"
-rc=$?
-set -e
-LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
-lg_eq "$rc" 2 "exit status once the storage answered that it ignores preconditions"
+lg_wait_exit "$pid" 15 "lockgate on a storage that ignores preconditions"
+lg_eq "$LG_RC" 2 "exit status once the storage answered that it ignores preconditions"
 grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: ' "$log" ||
     lg_fail "refusal: $(cat "$log")"
 ! grep -q '"message":"listening"' "$log" || lg_fail "it listened: $(cat "$log")"

@@ -63,19 +63,8 @@ one_signal() { # TERM|INT
 	    lg_fail "waiters on SIG$sig"
 
 	# lockgate must exit by itself, 0, within EXIT_LIMIT_S.
-	i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		[ "$i" -le $((EXIT_LIMIT_S * 10)) ] ||
-		    lg_fail "lockgate still running ${EXIT_LIMIT_S} s after SIG$sig"
-		sleep 0.1
-	done
-	rc=0
-	wait "$pid" || rc=$?
-	# Reaped: drop it from the harness's list, whose EXIT trap signals
-	# every PID on it (a reused PID must not be hit).
-	LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
-	lg_eq "$rc" 0 "exit status after SIG$sig"
+	lg_wait_exit "$pid" "$EXIT_LIMIT_S" "lockgate after SIG$sig"
+	lg_eq "$LG_RC" 0 "exit status after SIG$sig"
 	if grep -q 'Sanitizer' "$log"; then
 		sed 's/^/    /' "$log" | tail -n 40
 		lg_fail "sanitizer report after SIG$sig"

@@ -6,7 +6,7 @@
 # which firebase-tools requires, or no npm registry): a check that did not
 # run has not passed.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
     { echo "interop: not run: no node and npm" >&2; exit 1; }
 major=$(node -p 'process.versions.node.split(".")[0]')

@@ -53,18 +53,8 @@ STORAGE_EMULATOR_HOST=$FB LOCKGATE_JWT_SECRET="$LG_SECRET" "$LG_BIN" \
     --listen 127.0.0.1:0 --store "gs://$BUCKET/locks/" >"$log" 2>&1 &
 pid=$!
 LG_PIDS="$LG_PIDS $pid"
-i=0
-while kill -0 "$pid" 2>/dev/null && [ $i -lt 600 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
-kill -0 "$pid" 2>/dev/null && lg_fail "still running on firebase-tools' emulator: $(cat "$log")"
-set +e
-wait "$pid"
-rc=$?
-set -e
-LG_PIDS=$(echo "$LG_PIDS" | sed "s/ $pid\b//")
-lg_eq "$rc" 2 "exit status on firebase-tools' emulator"
+lg_wait_exit "$pid" 30 "lockgate on firebase-tools' emulator"
+lg_eq "$LG_RC" 2 "exit status on firebase-tools' emulator: $(cat "$log")"
 grep -q '"severity":"CRITICAL","message":"the storage cannot referee locks: ' "$log" ||
     lg_fail "refusal: $(cat "$log")"
 ! grep -q '"message":"listening"' "$log" || lg_fail "it listened: $(cat "$log")"
