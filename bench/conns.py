@@ -2,7 +2,8 @@
 """bench/conns.py PID PORT OUT: the most TCP connections PID holds at once,
 established to 127.0.0.1:PORT, sampled every 0.1 s until SIGTERM; the
 first count and then the highest is written to OUT each time it grows (so
-OUT, once there, is always current).  The bench's storage is on 127.0.0.1, so only IPv4 is read.
+OUT, once there, is always current).  The bench's storage is on 127.0.0.1,
+so only IPv4 is read.
 
 A sample costs: reading /proc/net/tcp walks every bucket of the kernel's
 TCP table (262,144 on this VM, 4 ms), on one of the two CPUs the measured

@@ -2,9 +2,10 @@
 """tls_proxy.py: a TLS front for a plain-HTTP test server, for tests only.
 
 Listens on 127.0.0.1 (PORT, else a port the kernel picks; printed on the
-first line of stdout either way), terminates TLS with the given certificate and key, and pipes
-the bytes of each connection to and from TARGET (host:port) unchanged,
-so that a client speaks HTTPS to the fake GCS.  Each connection is served
+first line of stdout either way), terminates TLS with the given
+certificate and key, and pipes the bytes of each connection to and from
+TARGET (host:port) unchanged, so that a client speaks HTTPS to the fake
+GCS.  Each connection is served
 by a thread; a connection ends when either side closes it or is idle for
 IDLE seconds.  Python's standard library only.
 
