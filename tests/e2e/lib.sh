@@ -62,6 +62,15 @@ lg_wait_line() {
 	grep -q "$2" "$1" 2>/dev/null
 }
 
+# lg_free_port: a loopback port the kernel had free a moment ago (for a
+# helper that cannot take port 0 and say which it got).
+lg_free_port() {
+	python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
 lg_cleanup() {
 	for p in $LG_PIDS; do
 		kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null

@@ -16,7 +16,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
 LG_FRONT_FAKE=${LG_FAKE_GCS_URL#http://}
 # A port for the front, kept across its restarts (nghttpx binds with
 # SO_REUSEADDR).
-LG_FRONT_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') ||
+LG_FRONT_PORT=$(lg_free_port) ||
     lg_fail "no free port"
 LG_FRONT_PID=""
 # lockgate on the front: storage over https, the token from the fake's

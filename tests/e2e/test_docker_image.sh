@@ -73,7 +73,7 @@ fi
 lg_eq "$(cat "$LG_TMP/id")" "uid=10001(lockgate) gid=10001(lockgate) groups=10001(lockgate)" "id in the image"
 echo "ok 2 - $(cat "$LG_TMP/id")"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(lg_free_port) || lg_fail "no free port"
 if [ -z "$R" ]; then
 	"$E" run --rm --network host -e PORT="$port" -e LOCKGATE_JWT_SECRET="$SECRET" \
 	    --name "lockgate-e2e-$$" "$IMG" >"$LG_TMP/run" 2>&1 &

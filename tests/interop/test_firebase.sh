@@ -18,11 +18,8 @@ BUCKET=lockgate-interop
 version=$(node -p "require('./$MODS/firebase-tools/package.json').version") ||
     lg_fail "no firebase-tools in $MODS: run make interop"
 
-# The emulator, on a port the kernel had free a moment ago.
-port=$(python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
+# The emulator (it is told its port: it cannot take 0 and say which).
+port=$(lg_free_port) || lg_fail "no free port"
 TMPDIR=$LG_TMP NODE_PATH=$MODS node tests/interop/firebase_storage.js "$port" \
     >"$LG_TMP/firebase.log" 2>&1 &
 FB_PID=$!
