@@ -546,23 +546,53 @@ url_heads(gs_store *g, gcs_err *err)
 	return GCS_OK;
 }
 
+/* Drops the '/'s that end E, of length *LEN. */
+static void
+trim_slashes(char *e, size_t *len)
+{
+	while (*len > 0 && e[*len - 1] == '/')
+		e[--*len] = '\0';
+}
+
+/* G's endpoint from V: "host:port" (http:// assumed) or a URL, with or
+ * without the JSON API's root, "/storage/v1", at the end of its path.
+ * Google's clients differ there (Go's WithEndpoint takes the root,
+ * Python's api_endpoint and STORAGE_EMULATOR_HOST do not), so both are
+ * taken: lockgate adds the root itself, and "/upload" before it. */
 static int
 set_endpoint(gs_store *g, const char *v, gcs_err *err)
 {
+	static const char root[] = "/storage/v1";
+	const size_t rlen = sizeof(root) - 1;
+	char *e = g->endpoint, *path;
 	int n;
 	size_t len;
 
-	n = snprintf(g->endpoint, sizeof(g->endpoint), "%s%s",
+	n = snprintf(e, sizeof(g->endpoint), "%s%s",
 	    strstr(v, "://") ? "" : "http://", v);
-	if (n < 0 || (size_t)n >= sizeof(g->endpoint) ||
-	    (strncmp(g->endpoint, "http://", 7) != 0 &&
-	        strncmp(g->endpoint, "https://", 8) != 0))
-		return gcs_fail(err, GCS_INVALID,
-		    "Cloud Storage endpoint '%.64s' is not an http(s) URL", v);
-	len = strlen(g->endpoint);
-	while (len > 0 && g->endpoint[len - 1] == '/')
-		g->endpoint[--len] = '\0';
+	if (n < 0 || (size_t)n >= sizeof(g->endpoint))
+		goto bad;
+	if (strncmp(e, "http://", 7) == 0)
+		path = e + 7;
+	else if (strncmp(e, "https://", 8) == 0)
+		path = e + 8;
+	else
+		goto bad;
+	if (path[0] == '\0' || path[0] == '/')
+		goto bad; /* no host */
+	len = strlen(e);
+	trim_slashes(e, &len);
+	path = strchr(path, '/');
+	if (path != NULL && (size_t)(e + len - path) >= rlen &&
+	    strcmp(e + len - rlen, root) == 0) {
+		len -= rlen;
+		e[len] = '\0';
+		trim_slashes(e, &len);
+	}
 	return url_heads(g, err);
+bad:
+	return gcs_fail(err, GCS_INVALID,
+	    "Cloud Storage endpoint '%.64s' is not an http(s) URL", v);
 }
 
 static gcs_settings settings; /* gcs_configure's */

@@ -703,6 +703,70 @@ test_bad_bucket_and_prefix(void **state)
 	}
 }
 
+/* The endpoint, from STORAGE_EMULATOR_HOST, with or without a scheme,
+ * '/'s at the end, and the JSON API's root ("/storage/v1", as Go's
+ * WithEndpoint takes it): lockgate adds the root itself, once. */
+static void
+test_endpoint_forms(void **state)
+{
+	static const struct {
+		const char *fmt;  /* %s: "127.0.0.1:PORT" */
+		const char *want; /* %s as well; NULL: refused */
+	} cases[] = {
+		{ "%s", "http://%s" },
+		{ "http://%s/", "http://%s" },
+		{ "http://%s/storage/v1", "http://%s" },
+		{ "%s/storage/v1/", "http://%s" },
+		{ "http://%s/gcs/storage/v1//", "http://%s/gcs" },
+		{ "http://%s/storage/v10", "http://%s/storage/v10" },
+		{ "http://%s/my/storage/v1x", "http://%s/my/storage/v1x" },
+		{ "https://storage/v1", "https://storage/v1" }, /* a host */
+		{ "http://", NULL },
+		{ "http:///storage/v1", NULL },
+		{ "ftp://%s", NULL },
+	};
+	char v[128], want[128];
+	gcs_object a, b;
+	gcs_store *s;
+	gcs_err err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(v, sizeof(v), cases[i].fmt, fake.hostport);
+		setenv("STORAGE_EMULATOR_HOST", v, 1);
+		s = gcs_gs_new(BUCKET, PREFIX, &err);
+		if (cases[i].want == NULL) {
+			assert_null(s);
+			assert_int_equal(err.status, GCS_INVALID);
+			assert_non_null(strstr(err.msg, "not an http(s) URL"));
+			continue;
+		}
+		assert_non_null(s);
+		snprintf(want, sizeof(want), cases[i].want, fake.hostport);
+		assert_string_equal(gcs_gs_endpoint(s), want);
+		gcs_store_free(s);
+	}
+	/* A lease's round trip through the root given twice. */
+	snprintf(v, sizeof(v), "http://%s/storage/v1/", fake.hostport);
+	setenv("STORAGE_EMULATOR_HOST", v, 1);
+	s = gcs_gs_new(BUCKET, PREFIX, &err);
+	assert_non_null(s);
+	insert_ok(s, "root", &a);
+	assert_int_equal(gcs_get(s, "root", &b, &err), GCS_OK);
+	assert_int_equal(b.generation, a.generation);
+	assert_int_equal(gcs_remove(s, "root", a.generation, a.metageneration,
+	                     &err),
+	    GCS_OK);
+	assert_int_equal(fake_gcs_count(&fake, "insert"), 1);
+	assert_int_equal(fake_gcs_count(&fake, "get"), 1);
+	assert_int_equal(fake_gcs_count(&fake, "delete"), 1);
+	gcs_object_clear(&a);
+	gcs_object_clear(&b);
+	gcs_store_free(s);
+	setenv("STORAGE_EMULATOR_HOST", fake.hostport, 1);
+}
+
 /* ---- retries ---- */
 
 static void
@@ -1928,6 +1992,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_missing_bucket, test_setup,
 		    test_teardown),
 		cmocka_unit_test(test_bad_bucket_and_prefix),
+		cmocka_unit_test_setup_teardown(test_endpoint_forms, test_setup,
+		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_retry_503_then_ok,
 		    test_setup, test_teardown),
 		cmocka_unit_test_setup_teardown(test_not_retried, test_setup,
