@@ -121,17 +121,6 @@ head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
 	    : svc_store_fail(err, &ge);
 }
 
-/* 1 when O (object NAME) is REQ's own live lease: its lease_id, or its
- * client key, and its owner. */
-static int
-is_ours(const gcs_object *o, const api_acquire_req *req)
-{
-	const char *key = req->key[0] != '\0' ? req->key : req->lease_id;
-
-	return strcmp(lease_key_of(o), key) == 0 &&
-	    strcmp(lease_owner_of(o), req->owner) == 0 && !lease_expired(o);
-}
-
 /* Where this instance remembers lease O of NAME, object ONAME: under
  * ONAME, but the lease a head carries under NAME#LEASE_ID, as the group
  * leases are (an exclusive lease over a group stays under NAME). */
@@ -278,7 +267,7 @@ renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return 2;
 	}
 	for (i = 0; i < v.n; i++)
-		if (is_ours(&v.leases[i].obj, req))
+		if (lease_is_ours(&v.leases[i].obj, req))
 			break;
 	if (i == v.n) {
 		group_view_clear(&v);
@@ -983,7 +972,7 @@ group_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return API_OK;
 	}
 	for (i = 0; i < v.n; i++)
-		if (is_ours(&v.leases[i].obj, req))
+		if (lease_is_ours(&v.leases[i].obj, req))
 			break; /* an attempt renews it */
 	if (i == v.n && group_judge(&v, req, NULL, &held, &mismatch) != 0)
 		rc = group_refuse_view(req, &v, held, NULL, mismatch, out, err);

@@ -69,6 +69,10 @@ const char *lease_id_of(const gcs_object *o);
  * client keys were stored apart, whose lease_id was the client's key). */
 const char *lease_key_of(const gcs_object *o);
 const char *lease_owner_of(const gcs_object *o);
+/* 1 when O is REQ's own live lease: its key (lease_key_of) is REQ's
+ * client key, or without one the lease_id REQ writes; its owner is REQ's
+ * owner; and it has not expired. */
+int lease_is_ours(const gcs_object *o, const api_acquire_req *req);
 /* 1 when O is a group head (no lease in it). */
 int lease_is_head(const gcs_object *o);
 /* 1 when O is an exclusive lease that replaced a group head. */

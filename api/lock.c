@@ -375,6 +375,15 @@ lease_owner_of(const gcs_object *o)
 	return meta_str(o, LEASE_KEY_OWNER);
 }
 
+int
+lease_is_ours(const gcs_object *o, const api_acquire_req *req)
+{
+	const char *key = req->key[0] != '\0' ? req->key : req->lease_id;
+
+	return strcmp(lease_key_of(o), key) == 0 &&
+	    strcmp(lease_owner_of(o), req->owner) == 0 && !lease_expired(o);
+}
+
 long
 lease_meta_long(const gcs_object *o, const char *key, long min, long max,
     long def)

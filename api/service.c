@@ -270,17 +270,6 @@ api_acquire_prepare(api_acquire_req *req)
 		new_lease_id(req->lease_id, sizeof(req->lease_id));
 }
 
-/* 1 when CUR is the live lease of REQ: its owner, and its client key
- * (or, without one, the lease_id REQ writes). */
-static int
-is_ours(const gcs_object *cur, const api_acquire_req *req)
-{
-	const char *key = req->key[0] != '\0' ? req->key : req->lease_id;
-
-	return strcmp(lease_key_of(cur), key) == 0 &&
-	    strcmp(lease_owner_of(cur), req->owner) == 0 && !lease_expired(cur);
-}
-
 /* Fill OUT and ERR with CUR as the holder that refuses REQ. */
 static int
 held_by(const api_acquire_req *req, const gcs_object *cur, api_lock *out,
@@ -312,7 +301,7 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return svc_store_fail(err, &ge);
 	if (lease_is_head(&cur))
 		rc = group_peek(svc, req, out, err);
-	else if (is_ours(&cur, req) || lease_expired(&cur))
+	else if (lease_is_ours(&cur, req) || lease_expired(&cur))
 		rc = API_OK; /* an attempt renews it, or takes over */
 	else if (api_acquire_is_group(req))
 		rc = group_refuse(req, &cur, req->mode != API_MODE_SHARED, out,
@@ -391,7 +380,7 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			json_decref(meta);
 			return rc;
 		}
-		if (is_ours(&cur, req)) {
+		if (lease_is_ours(&cur, req)) {
 			/* Ours: a retried insert that had succeeded, an
 			 * earlier attempt of this request whose answer was
 			 * lost, or a client re-acquiring with its own key.
