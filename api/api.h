@@ -294,11 +294,6 @@ void api_lock_clear(api_lock *lock);
  * refresh_interval.  New reference, NULL on allocation failure. */
 json_t *api_lock_json(const api_lock *lock, bool with_lease);
 
-/* The same as compact JSON text plus a newline, written directly (the hot
- * path of every acquire and refresh).  New string (free()), *LEN set; NULL
- * on allocation failure. */
-char *api_lock_text(const api_lock *lock, bool with_lease, size_t *len);
-
 /* Milliseconds since the epoch as RFC 3339 UTC with milliseconds, into
  * BUF of at least 25 bytes; clamped to 1970 .. API_TIME_MAX_MS. */
 #define API_TIME_MAX_MS INT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */

@@ -1,55 +1,31 @@
 /* jsonw.c: see jsonw.h. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "jsonw.h"
 
-#define JW_INITIAL 512 /* a lease answer fits; past 1 KiB, malloc gets slower */
-
 void
-api_jw_init(api_jw *jw)
-{
-	memset(jw, 0, sizeof(*jw));
-}
-
-void
-api_jw_init_fixed(api_jw *jw, char *buf, size_t cap, size_t keep)
+api_jw_init(api_jw *jw, char *buf, size_t cap, size_t keep)
 {
 	memset(jw, 0, sizeof(*jw));
 	jw->buf = buf;
 	jw->cap = cap;
-	jw->fixed = true;
 	jw->keep = keep;
+	if (cap > 0)
+		buf[0] = '\0';
 }
 
-/*
- * Room for N more bytes (and the NUL after them): a pointer to where they
- * go, or NULL when a fixed buffer is out of room or growing failed (the
- * writer is then full and ignores everything after).
- */
+/* Room for N more bytes (and the NUL after them): where they go, or NULL
+ * when the buffer is out of room (the writer is then full and ignores
+ * everything after). */
 static char *
 jw_reserve(api_jw *jw, size_t n)
 {
-	size_t ncap;
-	char *nb;
-
 	if (jw->full)
 		return NULL;
 	if (jw->len + n + jw->keep + 1 > jw->cap) {
-		if (jw->fixed) {
-			jw->full = true;
-			return NULL;
-		}
-		ncap = jw->cap ? jw->cap : JW_INITIAL;
-		while (ncap < jw->len + n + 1)
-			ncap *= 2;
-		if ((nb = realloc(jw->buf, ncap)) == NULL) {
-			jw->full = true;
-			return NULL;
-		}
-		jw->buf = nb;
-		jw->cap = ncap;
+		jw->full = true;
+		return NULL;
 	}
 	return jw->buf + jw->len;
 }
@@ -136,42 +112,25 @@ str_escaped(api_jw *jw, const unsigned char *p, size_t run)
 	api_jw_raw(jw, "\"", 1);
 }
 
-/*
- * PRE, then S as a JSON string, then POST (each 0 or 1 byte).  Nearly
- * every string needs no escaping: it is then one reservation and one copy.
- */
-static void
-str_between(api_jw *jw, char pre, const char *s, char post)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = plain_run(p), w = n + 2 + (pre != 0) + (post != 0);
-	char *d;
-
-	if (p[n] != '\0') {
-		if (pre)
-			api_jw_raw(jw, &pre, 1);
-		str_escaped(jw, p, n);
-		if (post)
-			api_jw_raw(jw, &post, 1);
-		return;
-	}
-	if ((d = jw_reserve(jw, w)) == NULL)
-		return;
-	if (pre)
-		*d++ = pre;
-	*d++ = '"';
-	memcpy(d, s, n);
-	d += n;
-	*d++ = '"';
-	if (post)
-		*d = post;
-	jw_commit(jw, w);
-}
-
+/* Nearly every string needs no escaping: it is then one reservation and
+ * one copy. */
 void
 api_jw_str(api_jw *jw, const char *s)
 {
-	str_between(jw, 0, s, 0);
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = plain_run(p);
+	char *d;
+
+	if (p[n] != '\0') {
+		str_escaped(jw, p, n);
+		return;
+	}
+	if ((d = jw_reserve(jw, n + 2)) == NULL)
+		return;
+	d[0] = '"';
+	memcpy(d + 1, s, n);
+	d[n + 1] = '"';
+	jw_commit(jw, n + 2);
 }
 
 void
@@ -181,41 +140,4 @@ api_jw_int(api_jw *jw, int64_t v)
 	size_t n = api_fmt_int(buf, sizeof(buf), v);
 
 	api_jw_raw(jw, buf, n);
-}
-
-void
-api_jw_key(api_jw *jw, const char *key, bool first)
-{
-	str_between(jw, first ? 0 : ',', key, ':');
-}
-
-void
-api_jw_kstr(api_jw *jw, const char *key, const char *val, bool first)
-{
-	api_jw_key(jw, key, first);
-	api_jw_str(jw, val);
-}
-
-void
-api_jw_kint(api_jw *jw, const char *key, int64_t v)
-{
-	api_jw_key(jw, key, false);
-	api_jw_int(jw, v);
-}
-
-void
-api_jw_kbool(api_jw *jw, const char *key, bool v)
-{
-	api_jw_key(jw, key, false);
-	api_jw_lit(jw, v ? "true" : "false");
-}
-
-void
-api_jw_ktime(api_jw *jw, const char *key, int64_t ms)
-{
-	char t[40];
-
-	api_time_str(ms, t, sizeof(t));
-	api_jw_key(jw, key, false);
-	api_jw_str(jw, t);
 }

@@ -1,8 +1,8 @@
 /*
- * jsonw.h: a small JSON text writer for the hot paths (lease answers, log
- * lines), where building jansson objects cost more than the lock itself.
- * Writes into a growable buffer, or a fixed one that is cut short (and
- * reported full) instead of growing.
+ * jsonw.h: the JSON text writer of log lines (server/log.c): strings
+ * escaped as JSON, into a fixed buffer that is cut short (and reported
+ * full) rather than grown, so a line is written without allocating.
+ * Everything else builds JSON with jansson.
  */
 #ifndef LOCKGATE_JSONW_H
 #define LOCKGATE_JSONW_H
@@ -14,26 +14,17 @@
 typedef struct api_jw {
 	char *buf;
 	size_t len, cap;
-	bool fixed;  /* never grows: BUF belongs to the caller */
-	bool full;   /* fixed buffer ran out, or allocation failed */
-	size_t keep; /* bytes a fixed buffer keeps in reserve at its end */
+	bool full;   /* the buffer ran out: nothing more is written */
+	size_t keep; /* bytes kept in reserve at the buffer's end */
 } api_jw;
 
-/* A growable writer; free with free(jw->buf) or take jw->buf. */
-void api_jw_init(api_jw *jw);
-/* A writer over BUF of CAP bytes, keeping KEEP bytes in reserve. */
-void api_jw_init_fixed(api_jw *jw, char *buf, size_t cap, size_t keep);
+/* A writer over BUF (the caller's) of CAP bytes, keeping KEEP bytes in
+ * reserve; BUF always holds a NUL-terminated text of LEN bytes. */
+void api_jw_init(api_jw *jw, char *buf, size_t cap, size_t keep);
 void api_jw_raw(api_jw *jw, const char *s, size_t n);
 void api_jw_lit(api_jw *jw, const char *s);
 /* S (UTF-8) as a JSON string, quotes included. */
 void api_jw_str(api_jw *jw, const char *s);
 void api_jw_int(api_jw *jw, int64_t v);
-/* ,"KEY": then the value. */
-void api_jw_key(api_jw *jw, const char *key, bool first);
-void api_jw_kstr(api_jw *jw, const char *key, const char *val, bool first);
-void api_jw_kint(api_jw *jw, const char *key, int64_t v);
-void api_jw_kbool(api_jw *jw, const char *key, bool v);
-/* Milliseconds since the epoch as an RFC 3339 JSON string. */
-void api_jw_ktime(api_jw *jw, const char *key, int64_t ms);
 
 #endif

@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "api.h"
-#include "jsonw.h"
 #include "lease.h"
 
 /* Two digits of V at P. */
@@ -588,108 +587,6 @@ api_lock_json(const api_lock *l, bool with_lease)
 fail:
 	json_decref(j);
 	return NULL;
-}
-
-/* An object member as JSON text: "{}" when absent or empty. */
-static void
-jw_object(api_jw *jw, const char *key, const json_t *o)
-{
-	char *text;
-
-	api_jw_key(jw, key, false);
-	if (o == NULL || json_object_size(o) == 0) {
-		api_jw_lit(jw, "{}");
-		return;
-	}
-	text = json_dumps(o, JSON_COMPACT);
-	if (text == NULL) {
-		jw->full = true;
-		return;
-	}
-	api_jw_lit(jw, text);
-	free(text);
-}
-
-/* The holders member, as holders_json makes it; the one lease of an
- * exclusive lock (every acquire's answer) written directly. */
-static void
-jw_holders(api_jw *jw, const api_lock *l)
-{
-	char *text;
-
-	api_jw_key(jw, "holders", false);
-	if (l->holders == NULL) {
-		api_jw_lit(jw, "[{");
-		api_jw_kstr(jw, "owner", l->owner, true);
-		api_jw_kstr(jw, "holder", l->holder, false);
-		api_jw_kstr(jw, "purpose", l->purpose, false);
-		jw_object(jw, "labels", l->labels);
-		api_jw_key(jw, "fencing_token", false);
-		api_jw_lit(jw, "\"");
-		api_jw_int(jw, l->fencing_token);
-		api_jw_lit(jw, "\"");
-		api_jw_ktime(jw, "acquired_at", l->acquired_at_ms);
-		api_jw_ktime(jw, "refreshed_at", l->refreshed_at_ms);
-		api_jw_ktime(jw, "expires_at", l->expires_at_ms);
-		api_jw_kint(jw, "ttl", l->ttl);
-		api_jw_kint(jw, "expected_duration", l->expected_duration);
-		api_jw_kbool(jw, "overdue", l->overdue);
-		api_jw_lit(jw, "}]");
-		return;
-	}
-	text = json_dumps(l->holders, JSON_COMPACT);
-	if (text == NULL) {
-		jw->full = true;
-		return;
-	}
-	api_jw_lit(jw, text);
-	free(text);
-}
-
-char *
-api_lock_text(const api_lock *l, bool with_lease, size_t *len)
-{
-	api_jw jw;
-
-	api_jw_init(&jw);
-	api_jw_lit(&jw, "{");
-	api_jw_kstr(&jw, "name", l->name, true);
-	api_jw_kstr(&jw, "owner", l->owner, false);
-	api_jw_kstr(&jw, "holder", l->holder, false);
-	api_jw_kstr(&jw, "purpose", l->purpose, false);
-	jw_object(&jw, "labels", l->labels);
-	jw_object(&jw, "claims", l->claims);
-	api_jw_key(&jw, "fencing_token", false);
-	api_jw_lit(&jw, "\"");
-	api_jw_int(&jw, l->fencing_token);
-	api_jw_lit(&jw, "\"");
-	api_jw_ktime(&jw, "acquired_at", l->acquired_at_ms);
-	api_jw_ktime(&jw, "refreshed_at", l->refreshed_at_ms);
-	api_jw_ktime(&jw, "expires_at", l->expires_at_ms);
-	api_jw_kint(&jw, "ttl", l->ttl);
-	api_jw_kint(&jw, "expected_duration", l->expected_duration);
-	api_jw_kbool(&jw, "overdue", l->overdue);
-	api_jw_kstr(&jw, "state", l->expired ? "expired" : "held", false);
-	api_jw_kstr(&jw, "mode",
-	    l->mode == API_MODE_SHARED ? "shared" : "exclusive", false);
-	api_jw_key(&jw, "limit", false);
-	if (l->mode == API_MODE_SHARED)
-		api_jw_lit(&jw, "null");
-	else
-		api_jw_int(&jw, l->limit > 1 ? l->limit : 1);
-	jw_holders(&jw, l);
-	if (with_lease) {
-		api_jw_kstr(&jw, "lease_id", l->lease_id, false);
-		api_jw_kint(&jw, "refresh_interval", l->refresh_interval);
-		api_jw_kint(&jw, "expires_in", l->expires_in);
-	}
-	api_jw_lit(&jw, "}\n");
-	if (jw.full) {
-		free(jw.buf);
-		return NULL;
-	}
-	*len = jw.len;
-	return jw.buf;
 }
 
 int

@@ -124,7 +124,7 @@ line_start(api_jw *jw, char *buf, const char *severity, const char *message)
 	char t[32];
 
 	/* Two bytes kept for "}\n". */
-	api_jw_init_fixed(jw, buf, LOG_LINE_MAX, 2);
+	api_jw_init(jw, buf, LOG_LINE_MAX, 2);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	api_time_str((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, t,
 	    sizeof(t));
@@ -181,7 +181,7 @@ srv_log_request(const char *severity, const char *method, const char *route,
 	LIT(&jw, MEMBER("status"));
 	api_jw_int(&jw, status);
 	/* Milliseconds with three decimals, without printf. */
-	api_jw_init_fixed(&num, ms, sizeof(ms), 0);
+	api_jw_init(&num, ms, sizeof(ms), 0);
 	api_jw_int(&num, us / 1000);
 	api_jw_lit(&num,
 	    us % 1000 < 100 ? (us % 1000 < 10 ? ".00" : ".0") : ".");

@@ -90,18 +90,11 @@ routes_authenticate(srv_req *r, auth_action action, const char *name,
 static enum MHD_Result
 answer_lock(srv_req *r, int status, const api_lock *l, bool with_lease)
 {
-	json_t *j;
-	char *text;
-	size_t len;
+	json_t *j = api_lock_json(l, with_lease);
 
-	if (r->env_format) {
-		if ((j = api_lock_json(l, with_lease)) == NULL)
-			return MHD_NO;
-		return http_json(r, status, j);
-	}
-	if ((text = api_lock_text(l, with_lease, &len)) == NULL)
+	if (j == NULL)
 		return MHD_NO;
-	return http_body(r, status, "application/json", text, len);
+	return http_json(r, status, j);
 }
 
 /* Set the answer's format from F ("env" or "json"; NULL: not a string).
