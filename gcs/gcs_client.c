@@ -22,121 +22,12 @@
 
 #include "gcs_client_int.h"
 
-/* ---- the contract ---- */
-
 /* ---- the insert request and its answer ---- */
 
-/* S as a JSON string, quotes included.  S is valid UTF-8 (jansson checks
- * every string and key it holds; lock names are ASCII), which passes
- * through; '"', '\' and control characters are escaped. */
-static void
-buf_jstr(gs_buf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char c;
-	char *o;
-	size_t i;
-
-	if (gs_buf_room(b, 6 * n + 2) != 0) /* every byte a \u00XX */
-		return;
-	o = b->p + b->len;
-	*o++ = '"';
-	for (i = 0; i < n; i++) {
-		c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\') {
-			*o++ = (char)c;
-		} else if (c == '"' || c == '\\') {
-			*o++ = '\\';
-			*o++ = (char)c;
-		} else {
-			memcpy(o, "\\u00", 4);
-			o[4] = hex[c >> 4];
-			o[5] = hex[c & 15];
-			o += 6;
-		}
-	}
-	*o++ = '"';
-	*o = '\0';
-	b->len = (size_t)(o - b->p);
-}
-
-/* The object resource of a new lock, written straight as compact JSON:
- * {"name":FULL,"cacheControl":"no-store","contentType":...,"metadata":{..}}
- * with the null values of METADATA left out (a new object has no deleted
- * keys).  Metadata values are strings by contract; any other value is
- * written by jansson. */
-static void
-buf_resource(gs_buf *b, const char *full, const json_t *metadata)
-{
-	const char *k, *sep = "";
-	json_t *v;
-	char *dump;
-
-	gs_buf_str(b, "{\"name\":");
-	buf_jstr(b, full, strlen(full));
-	gs_buf_str(b,
-	    ",\"cacheControl\":\"no-store\",\"contentType\":"
-	    "\"application/octet-stream\",\"metadata\":{");
-	json_object_foreach((json_t *)metadata, k, v)
-	{
-		if (json_is_null(v))
-			continue;
-		gs_buf_str(b, sep);
-		sep = ",";
-		buf_jstr(b, k, strlen(k));
-		gs_buf_add(b, ":", 1);
-		if (json_is_string(v)) {
-			buf_jstr(b, json_string_value(v),
-			    json_string_length(v));
-			continue;
-		}
-		dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (dump == NULL) {
-			b->failed = 1;
-			return;
-		}
-		gs_buf_str(b, dump);
-		free(dump);
-	}
-	gs_buf_str(b, "}}");
-}
-
-/* NUL-terminate the N bytes at S into DST (DSTSZ bytes); -1 if too long. */
-static int
-text_copy(char *dst, size_t dstsz, const char *s, size_t n)
-{
-	if (s == NULL || n >= dstsz)
-		return -1;
-	memcpy(dst, s, n);
-	dst[n] = '\0';
-	return 0;
-}
-
-/* A generation picked out of an answer, as gs_parse_gen reads one. */
-static int
-pick_gen(const gcs_jpick *p, int64_t *out)
-{
-	char buf[32];
-
-	if (p->val == NULL || text_copy(buf, sizeof(buf), p->val, p->len) != 0)
-		return -1;
-	return gs_gen_of_text(buf, out);
-}
-
-static int64_t
-pick_time(const gcs_jpick *p)
-{
-	char buf[64];
-
-	if (!p->is_str || text_copy(buf, sizeof(buf), p->val, p->len) != 0)
-		return -1;
-	return gcs_parse_rfc3339(buf);
-}
-
-/* A new object's metadata: METADATA without its nulls, in a map of our
- * own whose values are shared with METADATA (jansson values are only
- * replaced in lockgate, never changed in place).  New reference, NULL on
- * allocation failure. */
+/* A new object's metadata: METADATA without its nulls (a new object has
+ * no deleted keys), in a map of our own whose values are shared with
+ * METADATA (jansson values are only replaced in lockgate, never changed
+ * in place).  New reference, NULL on allocation failure. */
 static json_t *
 meta_sent(const json_t *metadata)
 {
@@ -155,39 +46,45 @@ meta_sent(const json_t *metadata)
 	return m;
 }
 
-/* The answer to an insert.  The new object's metadata is the one we sent
- * (minus its nulls): GCS stores it as given, and a 2xx with
- * ifGenerationMatch=0 is our own create, so only the generations and times
- * are read, by gcs_json_pick, without building the answer.  An answer the
- * pick cannot judge goes through jansson. */
+/* The object resource of a new lock FULL with METADATA, as compact JSON
+ * text: {"name":..,"cacheControl":"no-store","contentType":..,"metadata":
+ * {..}}.  New string (free()), NULL on allocation failure. */
+static char *
+resource_text(const char *full, const json_t *metadata)
+{
+	json_t *m = meta_sent(metadata), *r;
+	char *text;
+
+	if (m == NULL)
+		return NULL;
+	r = json_pack("{sssssssO}", "name", full, "cacheControl", "no-store",
+	    "contentType", "application/octet-stream", "metadata", m);
+	text = r ? json_dumps(r, JSON_COMPACT) : NULL;
+	json_decref(r);
+	json_decref(m);
+	return text;
+}
+
+/* The answer to an insert, read as any object is.  The new object's
+ * metadata is the one we sent: GCS stores it as given, and a 2xx with
+ * ifGenerationMatch=0 is our own create.  The answer has none (fields=
+ * leaves it out), or from an emulator that ignores fields, keys of its
+ * own besides. */
 static int
 answer_inserted(const gcs_resp *r, const json_t *metadata, gcs_object *out,
     gcs_err *err)
 {
-	gcs_jpick f[4] = { { .key = "generation" }, { .key = "metageneration" },
-		{ .key = "timeCreated" }, { .key = "updated" } };
-	int rc = gcs_json_pick(r->body, r->len, f, 4);
+	int rc = gs_answer_object(r, "insert", out, err);
 
-	if (rc == 1)
-		return gs_answer_object(r, "insert", out, err);
-	if (rc != 0 || pick_gen(&f[0], &out->generation) != 0 ||
-	    pick_gen(&f[1], &out->metageneration) != 0 ||
-	    (out->updated_ms = pick_time(&f[3])) < 0)
-		goto bad;
-	out->created_ms = pick_time(&f[2]);
-	if (out->created_ms < 0)
-		out->created_ms = out->updated_ms;
-	out->now_ms = gs_now_of(r);
+	if (rc != GCS_OK)
+		return rc;
+	json_decref(out->metadata);
 	out->metadata = meta_sent(metadata);
 	if (out->metadata == NULL) {
 		memset(out, 0, sizeof(*out));
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	}
 	return GCS_OK;
-bad:
-	memset(out, 0, sizeof(*out));
-	return gcs_fail(err, GCS_UNAVAILABLE,
-	    "Cloud Storage insert: malformed object in the answer");
 }
 
 static int
@@ -258,7 +155,7 @@ insert_body(gs_buf *b, const char *full, const json_t *metadata, char *ctype,
     size_t ctypesz, size_t *meta_len)
 {
 	static const char hex[] = "0123456789abcdef";
-	char boundary[2 * BOUNDARY_HEX + 1];
+	char boundary[2 * BOUNDARY_HEX + 1], *res;
 	uint64_t x = 0;
 	int i;
 
@@ -276,9 +173,13 @@ insert_body(gs_buf *b, const char *full, const json_t *metadata, char *ctype,
 	gs_buf_str(b, boundary);
 	gs_buf_str(b,
 	    "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n");
-	*meta_len = b->len;
-	buf_resource(b, full, metadata);
-	*meta_len = b->len - *meta_len;
+	if ((res = resource_text(full, metadata)) == NULL) {
+		b->failed = 1;
+		return;
+	}
+	*meta_len = strlen(res);
+	gs_buf_str(b, res);
+	free(res);
 	gs_buf_str(b, "\r\n--");
 	gs_buf_str(b, boundary);
 	gs_buf_str(b,

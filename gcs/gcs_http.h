@@ -88,26 +88,4 @@ int64_t gcs_parse_imf_fixdate(const char *s, size_t n);
  * GCS_DATE_LAST_S. */
 int64_t gcs_parse_http_date(const char *s, size_t n);
 
-/* Picking a few top-level members out of a JSON object without building
- * it.  KEY is set by the caller (plain ASCII); VAL/LEN are filled: the
- * text of a string without its quotes (IS_STR 1) or of a number, borrowed
- * from the scanned buffer and not NUL-terminated; VAL is NULL when the
- * member is absent or of another type. */
-typedef struct gcs_jpick {
-	const char *key;
-	const char *val;
-	size_t len;
-	int is_str;
-} gcs_jpick;
-
-#define GCS_JSON_DEPTH 32 /* nesting gcs_json_pick walks itself */
-
-/* Check that the LEN bytes at BUF are exactly one JSON object (RFC 8259:
- * grammar, escapes, UTF-8; whitespace around it allowed) and fill the N
- * members of PICK from its top-level members (the last of duplicates
- * wins).  Returns 0 on success, -1 when BUF is not such a text, and 1 when
- * the scan cannot tell cheaply (a member name or a picked string holds an
- * escape, or nesting passes GCS_JSON_DEPTH): parse it with jansson then. */
-int gcs_json_pick(const char *buf, size_t len, gcs_jpick *pick, size_t n);
-
 #endif

@@ -1,9 +1,9 @@
 /*
  * gs_object.c: every gs:// answer that carries one object: get, patch
- * and insert (whose answer is read by gcs_json_pick, or by jansson when
- * the pick cannot tell).  See gs_common.h for the input.  What must hold:
- * an object accepted has generations in range and metadata the service
- * turns into a lock it can show; anything else is an error with a
+ * and insert.  See gs_common.h for the input.  What must hold: an object
+ * accepted has generations in range and metadata the service turns into
+ * a lock it can show, and an insert's holds every key it wrote (the lease
+ * granted is the one asked for); anything else is an error with a
  * message, never a crash.
  */
 #include "gs_common.h"
@@ -36,6 +36,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Not sent at all only when its few ms ran out first (a loaded
 	 * machine): then it must say unavailable. */
 	FUZZ_CHECK(gs_answer.calls >= 1 || rc == GCS_UNAVAILABLE);
+	if (rc == GCS_OK && op % 3 == 2) {
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(meta, k, v)
+		{
+			FUZZ_CHECK(
+			    json_equal(json_object_get(o.metadata, k), v));
+		}
+	}
 	if (rc == GCS_OK)
 		gs_object_ok("a/b", &o);
 	else

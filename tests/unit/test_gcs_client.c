@@ -1547,6 +1547,52 @@ test_insert_200_or_201(void **state)
 	json_decref(m);
 }
 
+/* However the answer to an insert is written, the new lease is what was
+ * sent: escapes where a plain character would do, the emulator's own
+ * metadata keys (it ignores fields=), members twice (the last counts,
+ * as jansson reads it).  Its generation is the answer's. */
+static void
+test_insert_answer_forms(void **state)
+{
+	static const char *answers[] = {
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+		"{\"generation\":\"17\",\"metageneration\":\"1\","
+		"\"updated\":\"2026-11-25T00:00:00.000\\u005a\"}",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+		"{\"gener\\u0061tion\":\"17\",\"metageneration\":\"1\","
+		"\"updated\":\"2026-11-25T00:00:00.000Z\"}",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+		"{\"name\":\"locks/x\",\"generation\":\"17\","
+		"\"metageneration\":\"1\",\"updated\":"
+		"\"2026-11-25T00:00:00.000Z\",\"metadata\":{\"lease_id\":"
+		"\"L1\",\"x_emulator_upload\":\"a\\\"b\"}}",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+		"{\"generation\":\"3\",\"generation\":\"17\","
+		"\"metageneration\":\"1\",\"updated\":"
+		"\"2026-11-25T00:00:00.000Z\"}",
+		NULL
+	};
+	json_t *m = meta2("lease_id", "L1", "owner", "alice");
+	canned c;
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	int i;
+
+	(void)state;
+	for (i = 0; answers[i] != NULL; i++) {
+		canned_start(&c, answers[i], &s);
+		if (gcs_insert(s, "x", m, &o, &err) != GCS_OK)
+			fail_msg("insert answer %d refused: %s", i, err.msg);
+		assert_int_equal(o.generation, 17);
+		assert_int_equal(o.updated_ms, 1795564800000LL);
+		assert_true(json_equal(o.metadata, m));
+		gcs_object_clear(&o);
+		canned_stop(&c, s);
+	}
+	json_decref(m);
+}
+
 #define READ_BACK(lease) \
 	"HTTP/1.1 200 OK\r\nConnection: close\r\n" \
 	"Date: Wed, 25 Nov 2026 00:00:01 GMT\r\n\r\n" \
@@ -2022,6 +2068,7 @@ main(void)
 		cmocka_unit_test(test_answer_framings),
 		cmocka_unit_test(test_any_2xx_is_success),
 		cmocka_unit_test(test_insert_200_or_201),
+		cmocka_unit_test(test_insert_answer_forms),
 		cmocka_unit_test(test_insert_2xx_without_generation),
 		cmocka_unit_test(test_patch_2xx_without_object),
 		cmocka_unit_test(test_error_shapes),
