@@ -39,15 +39,17 @@ struct auth_jwks {
 	pthread_cond_t cv; /* CLOCK_MONOTONIC */
 	/* guarded by mu */
 	auth_keyset *keys;
-	unsigned long fetches;
-	time_t next_refresh; /* monotonic s */
-	time_t last_asked;   /* monotonic s of the last re-fetch an unknown
+	unsigned long fetches; /* fetches ended */
+	unsigned long begun;   /* fetches begun: the one in flight, if any,
+				  is number fetches + 1 */
+	time_t next_refresh;   /* monotonic s */
+	time_t last_asked;     /* monotonic s of the last re-fetch an unknown
 				kid caused; 0 = never */
-	char last_err[200];  /* why there is no key: the last failed fetch,
+	char last_err[200];    /* why there is no key: the last failed fetch,
 				or a document with none */
-	char logged[200];    /* the last problem logged; "" = none */
-	unsigned long waits; /* requests that waited for a fetch */
-	int thread_waiters;  /* threads waiting for one now */
+	char logged[200];      /* the last problem logged; "" = none */
+	unsigned long waits;   /* requests that waited for a fetch */
+	int thread_waiters;    /* threads waiting for one now */
 	int thread_waiters_max;
 	/* tasks waiting for one now */
 	rt_waiter *task_waiters;
@@ -271,6 +273,7 @@ run(void *arg)
 
 		if (j->want || now >= j->next_refresh) {
 			j->want = false;
+			j->begun++;
 			pthread_mutex_unlock(&j->mu);
 			refresh(j);
 			pthread_mutex_lock(&j->mu);
@@ -352,6 +355,7 @@ auth_jwks_new(const char *url, int min_interval, char *err, size_t errlen)
 		    &note); /* nothing to replace yet */
 		note_log(j, &note);
 		j->fetches = 1;
+		j->begun = 1;
 	}
 	if (pthread_create(&j->thread, NULL, run, j) != 0) {
 		snprintf(err, errlen, "cannot start the JWKS thread");
@@ -393,11 +397,11 @@ auth_jwks_keys(auth_jwks *j)
 	return ks;
 }
 
-/* A request running as an event-loop task waits for the next fetch to end
- * (called with J->mu held, returns with it held), at most
- * AUTH_JWKS_WAIT_MS, without holding its thread: wake_tasks wakes it. */
+/* A request running as an event-loop task waits for a fetch to end
+ * (called with J->mu held, returns with it held), until DEADLINE (ms,
+ * monotonic) at most, without holding its thread: wake_tasks wakes it. */
 static void
-wait_in_task(auth_jwks *j)
+wait_in_task(auth_jwks *j, int64_t deadline)
 {
 	rt_waiter w, **p;
 
@@ -407,7 +411,7 @@ wait_in_task(auth_jwks *j)
 	// cppcheck-suppress autoVariables
 	j->task_waiters = &w;
 	pthread_mutex_unlock(&j->mu);
-	rt_waiter_wait(&w, util_mono_ms() + AUTH_JWKS_WAIT_MS);
+	rt_waiter_wait(&w, deadline);
 	pthread_mutex_lock(&j->mu);
 	for (p = &j->task_waiters; *p != &w; p = &(*p)->next)
 		;
@@ -419,27 +423,33 @@ auth_jwks_refetch(auth_jwks *j)
 {
 	auth_keyset *ks;
 	struct timespec until;
-	unsigned long seen;
+	unsigned long goal;
+	int64_t deadline;
 	time_t now = mono_now();
 
 	pthread_mutex_lock(&j->mu);
-	seen = j->fetches;
+	/* The fetch that answers a new kid is one that begins after it was
+	 * asked for: one in flight may hold the document from before a
+	 * rotation. */
+	goal = j->begun + 1;
 	if (j->want || j->last_asked == 0 ||
 	    now - j->last_asked >= j->min_interval) {
 		j->last_asked = now;
 		j->want = true;
 		pthread_cond_broadcast(&j->cv);
 		until = util_mono_after_us((int64_t)AUTH_JWKS_WAIT_MS * 1000);
+		deadline = util_mono_ms() + AUTH_JWKS_WAIT_MS;
 		if (rt_in_task()) {
 			j->waits++;
-			if (!j->stop)
-				wait_in_task(j);
+			while (j->fetches < goal && !j->stop &&
+			    util_mono_ms() < deadline)
+				wait_in_task(j, deadline);
 		} else if (tl_may_wait &&
 		    j->thread_waiters < AUTH_JWKS_THREAD_WAITERS) {
 			j->waits++;
 			if (++j->thread_waiters > j->thread_waiters_max)
 				j->thread_waiters_max = j->thread_waiters;
-			while (j->fetches == seen && !j->stop &&
+			while (j->fetches < goal && !j->stop &&
 			    pthread_cond_timedwait(&j->cv, &j->mu, &until) !=
 			        ETIMEDOUT)
 				;
