@@ -253,6 +253,19 @@ int srv_waits_has(srv_waits *ws, const char *name);
 int srv_waits_has_writer(srv_waits *ws, const char *name);
 /* A lease on NAME ended on this instance: poll it now. */
 void srv_waits_wake(srv_waits *ws, const char *name);
+/* The pace of one lock's polls for its head waiter. */
+typedef struct srv_poll_pace {
+	int backoff; /* ms */
+	unsigned seed;
+} srv_poll_pace;
+void srv_poll_pace_init(srv_poll_pace *p, unsigned seed);
+/* After a poll, how long until the next (ms).  While the head is REFUSED
+ * (the lock still held) the backoff doubles from SRV_POLL_MIN_MS up to
+ * SRV_POLL_MAX_MS; once the head's wait ended it starts again at the
+ * minimum.  The answer is uniform in [backoff/2, backoff], and no later
+ * than HINT_MS, the ms until the lease seen may be taken over (below 0:
+ * none). */
+int srv_poll_next(srv_poll_pace *p, bool refused, int64_t hint_ms);
 /* Answer every waiter 503 shutting_down and refuse new ones. */
 void srv_waits_shutdown(srv_waits *ws);
 size_t srv_waits_count(srv_waits *ws);

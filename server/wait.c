@@ -101,11 +101,29 @@ struct srv_waits {
 	pthread_t sweep_thread;
 };
 
-static int
-jitter(int ms, unsigned *seed)
+void
+srv_poll_pace_init(srv_poll_pace *p, unsigned seed)
 {
-	/* Uniform in [ms/2, ms]: spreads instances that poll one lock. */
-	return ms / 2 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
+	p->backoff = SRV_POLL_MIN_MS;
+	p->seed = seed;
+}
+
+int
+srv_poll_next(srv_poll_pace *p, bool refused, int64_t hint_ms)
+{
+	int ms;
+
+	if (!refused)
+		p->backoff = SRV_POLL_MIN_MS;
+	else if ((p->backoff *= 2) > SRV_POLL_MAX_MS)
+		p->backoff = SRV_POLL_MAX_MS;
+	/* Uniform in [backoff/2, backoff]: spreads instances that poll one
+	 * lock. */
+	ms = p->backoff / 2 +
+	    (int)(rand_r(&p->seed) % (unsigned)(p->backoff / 2 + 1));
+	if (hint_ms >= 0 && hint_ms < ms)
+		ms = (int)hint_ms;
+	return ms;
 }
 
 static wlock *
@@ -543,20 +561,16 @@ sweeper(void *arg)
 	return NULL;
 }
 
-/* A lock's task's pace of polling. */
-typedef struct pace {
-	int64_t next_poll; /* monotonic ms */
-	int backoff;       /* ms */
-	unsigned seed;
-} pace;
-
 /* One poll for L's head, mutex held on entry and exit; a head whose wait
- * ended goes onto *FIN. */
+ * ended goes onto *FIN.  *NEXT_POLL (monotonic ms) is when the next is
+ * due, by pace P. */
 static void
-poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
+poll_head(srv_waits *ws, wlock *l, srv_poll_pace *p, int64_t *next_poll,
+    srv_waiter **fin)
 {
 	srv_waiter *w = l->head;
 	bool woken = l->woken, group = api_acquire_is_group(w->req);
+	bool refused = false;
 	int64_t hint;
 	int rc, ms;
 
@@ -566,7 +580,6 @@ poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 	l->busy = false;
 	if (l->head_left) {
 		/* The sweeper answered it: gone, like its client. */
-		p->backoff = SRV_POLL_MIN_MS;
 	} else if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
 	    rc == POLL_LATE || ws->refusing) {
 		leave(ws, l, w);
@@ -576,21 +589,16 @@ poll_head(srv_waits *ws, wlock *l, pace *p, srv_waiter **fin)
 			w->rc = API_SHUTTING_DOWN;
 		w->next = *fin;
 		*fin = w;
-		p->backoff = SRV_POLL_MIN_MS;
 	} else {
-		p->backoff = p->backoff * 2;
-		if (p->backoff > SRV_POLL_MAX_MS)
-			p->backoff = SRV_POLL_MAX_MS;
+		refused = true;
 	}
 	l->head_left = false;
-	ms = jitter(p->backoff, &p->seed);
-	if (hint >= 0 && hint < ms)
-		ms = (int)hint;
+	ms = srv_poll_next(p, refused, hint);
 	/* A semaphore or shared lock may have more free slots: the next
 	 * waiter looks at once, and so on until one is refused. */
 	if (rc == API_OK && group)
 		ms = 0;
-	p->next_poll = util_mono_ms() + ms;
+	*next_poll = util_mono_ms() + ms;
 }
 
 /*
@@ -605,11 +613,12 @@ lock_task(void *arg)
 {
 	wlock *l = arg;
 	srv_waits *ws = l->ws;
-	pace p = { util_mono_ms() + SRV_POLL_MIN_MS, SRV_POLL_MIN_MS,
-		(unsigned)(uintptr_t)l ^ (unsigned)util_mono_ms() };
+	int64_t next_poll = util_mono_ms() + SRV_POLL_MIN_MS;
+	srv_poll_pace p;
 	srv_waiter *fin;
 	rt_waiter sleep;
 
+	srv_poll_pace_init(&p, (unsigned)(uintptr_t)l ^ (unsigned)next_poll);
 	pthread_mutex_lock(&ws->mu);
 	for (;;) {
 		fin = l->gone;
@@ -617,8 +626,8 @@ lock_task(void *arg)
 		if (ws->refusing)
 			sweep_lock(ws, l, 0, true, &fin);
 		else if (fin == NULL && l->head != NULL &&
-		    (l->woken || util_mono_ms() >= p.next_poll))
-			poll_head(ws, l, &p, &fin);
+		    (l->woken || util_mono_ms() >= next_poll))
+			poll_head(ws, l, &p, &next_poll, &fin);
 		if (fin != NULL) {
 			pthread_mutex_unlock(&ws->mu);
 			deliver(ws, fin);
@@ -627,13 +636,12 @@ lock_task(void *arg)
 		}
 		if (l->head == NULL && l->gone == NULL)
 			break;
-		if (l->gone != NULL || l->woken ||
-		    util_mono_ms() >= p.next_poll)
+		if (l->gone != NULL || l->woken || util_mono_ms() >= next_poll)
 			continue;
 		rt_waiter_init(&sleep);
 		l->sleep = &sleep;
 		pthread_mutex_unlock(&ws->mu);
-		rt_waiter_wait(&sleep, p.next_poll);
+		rt_waiter_wait(&sleep, next_poll);
 		pthread_mutex_lock(&ws->mu);
 		l->sleep = NULL;
 	}

@@ -3,7 +3,8 @@
  * to misbehave: a wait that ends without a grant, after an attempt whose
  * insert was applied though its answer was lost, leaves no lease behind.
  * The lock tasks run on a real event loop, on a thread of the test's own
- * (as on a server's loop); every wait here is bounded.
+ * (as on a server's loop); every wait here is bounded.  The pace of the
+ * polls is checked step by step, with no clock.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -22,7 +23,10 @@
 #include "util/clock.h"
 #include "wrap_store.h"
 
-#define BOUND_MS 5000 /* every wait of this test ends by then */
+#define BOUND_MS           5000 /* every wait of this test ends by then */
+/* The bound README gives on how long a waiter takes to see a release on
+ * another instance: the poll cap, 1 s. */
+#define README_POLL_CAP_MS 1000
 
 /* The event loop the waiters' lock tasks run on, and its thread. */
 static rt_loop *test_loop;
@@ -365,6 +369,58 @@ test_group_wakes_free_slots(void **state)
 		api_lock_clear(&w[i].lock);
 }
 
+/*
+ * The pace of a lock's polls, step by step (no clock): while the lock
+ * stays held the interval doubles from SRV_POLL_MIN_MS and never passes
+ * SRV_POLL_MAX_MS, so a release on another instance, which only a poll
+ * can see, is seen within the cap; each interval is jittered over
+ * [backoff/2, backoff]; a new head starts afresh; the lease's expiry
+ * hint cuts an interval short and never stretches one.
+ */
+static void
+test_poll_pace(void **state)
+{
+	int lo = SRV_POLL_MAX_MS, hi = 0, ms, want, step;
+	unsigned seed;
+	srv_poll_pace p;
+
+	(void)state;
+	for (seed = 1; seed <= 200; seed++) {
+		srv_poll_pace_init(&p, seed);
+		want = SRV_POLL_MIN_MS;
+		for (step = 0; step < 30; step++) {
+			ms = srv_poll_next(&p, true, -1);
+			want = want * 2 > SRV_POLL_MAX_MS ? SRV_POLL_MAX_MS
+			                                  : want * 2;
+			assert_in_range(ms, want / 2, want);
+			assert_true(ms <= README_POLL_CAP_MS);
+			if (want == SRV_POLL_MAX_MS) {
+				lo = ms < lo ? ms : lo;
+				hi = ms > hi ? ms : hi;
+			}
+		}
+		/* The cap is reached after 4 refusals: 200, 400, 800, 1000. */
+		assert_int_equal(p.backoff, SRV_POLL_MAX_MS);
+		/* The head's wait ended: the next head starts afresh. */
+		ms = srv_poll_next(&p, false, -1);
+		assert_in_range(ms, SRV_POLL_MIN_MS / 2, SRV_POLL_MIN_MS);
+		ms = srv_poll_next(&p, true, -1);
+		assert_in_range(ms, SRV_POLL_MIN_MS, 2 * SRV_POLL_MIN_MS);
+	}
+	/* The jitter spreads over its range (4,400 draws at the cap). */
+	assert_true(lo < SRV_POLL_MAX_MS * 6 / 10);
+	assert_true(hi > SRV_POLL_MAX_MS * 9 / 10);
+	/* The expiry hint: taken when sooner, at once when due now, never
+	 * when later than the backoff or absent. */
+	srv_poll_pace_init(&p, 7);
+	assert_int_equal(srv_poll_next(&p, true, 30), 30);
+	assert_int_equal(srv_poll_next(&p, true, 0), 0);
+	ms = srv_poll_next(&p, true, 60000);
+	assert_in_range(ms, SRV_POLL_MAX_MS / 2, SRV_POLL_MAX_MS);
+	ms = srv_poll_next(&p, true, -1);
+	assert_in_range(ms, SRV_POLL_MAX_MS / 2, SRV_POLL_MAX_MS);
+}
+
 int
 main(void)
 {
@@ -379,6 +435,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
 		    setup, teardown),
+		cmocka_unit_test(test_poll_pace),
 	};
 
 	return cmocka_run_group_tests(tests, loop_up, loop_down);
