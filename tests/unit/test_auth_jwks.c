@@ -5,7 +5,8 @@
  * document with no usable key revokes them, the re-fetch rate limit, a
  * hanging fetch never holding a request whose kid is cached, who waits for
  * a re-fetch (tasks, without their thread; threads that may, a few at
- * once), and which published
+ * once), that a rotation during a fetch in flight is waited for, and
+ * which published
  * keys are refused (e = 1, members of the wrong type, key_ops).
  *
  * The test thread says it may wait for re-fetches, as a storage worker.
@@ -65,6 +66,11 @@ answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
 	pthread_mutex_lock(&mu);
 	requests++;
 	pthread_cond_broadcast(&cv);
+	/* The answer is the document as it was when the request came, as
+	 * one already on its way: a rotation while it is held is not in it. */
+	body = strdup(doc);
+	st = status;
+	cc = cache_control;
 	if (hang) {
 		struct timespec until;
 
@@ -76,9 +82,6 @@ answer(void *cls, struct MHD_Connection *c, const char *u, const char *method,
 			;
 		hanging--;
 	}
-	body = strdup(doc);
-	st = status;
-	cc = cache_control;
 	pthread_mutex_unlock(&mu);
 	r = MHD_create_response_from_buffer(strlen(body), body,
 	    MHD_RESPMEM_MUST_FREE);
@@ -618,6 +621,87 @@ refetch_in_task(void *arg)
 	f->ks = auth_jwks_refetch(f->j);
 }
 
+/*
+ * A rotation while a fetch is in flight: that fetch holds the document
+ * from before it, so a request that asks for a re-fetch then (a thread
+ * that may wait, and a task) waits for the next fetch, the first to begin
+ * after it asked, and gets the new key.  The request that began the fetch
+ * in flight gets what it fetched.  Deterministic: the issuer holds the
+ * first fetch until both askers are seen waiting.
+ */
+static void
+test_refetch_waits_past_fetch_in_flight(void **state)
+{
+	char *k1 = authtest_jwk(rsa_priv, "k1");
+	char *k2 = authtest_jwk(ec_priv, "k2"), err[200];
+	struct timespec until;
+	auth_jwks_counters c;
+	refetcher early, late, task;
+	pthread_t t1, t2;
+	rt_loop *l = rt_loop_new();
+	int64_t end;
+	auth_jwks *j;
+	int i, base;
+
+	(void)state;
+	assert_non_null(l);
+	serve(200, k1, NULL);
+	j = auth_jwks_new(url, 0, err, sizeof(err)); /* no rate limit */
+	assert_non_null(j);
+	base = nrequests();
+	pthread_mutex_lock(&mu);
+	hang = 1;
+	pthread_mutex_unlock(&mu);
+	early.j = late.j = task.j = j;
+	early.ks = late.ks = task.ks = NULL;
+	assert_int_equal(pthread_create(&t1, NULL, refetch_may_wait, &early),
+	    0);
+	/* The early fetch is at the issuer, its answer (k1 alone) taken. */
+	pthread_mutex_lock(&mu);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_LIMIT_S;
+	while (hanging == 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+		;
+	assert_int_equal(hanging, 1);
+	pthread_mutex_unlock(&mu);
+	serve(200, k1, k2);
+	assert_int_equal(pthread_create(&t2, NULL, refetch_may_wait, &late), 0);
+	assert_int_equal(rt_loop_spawn(l, refetch_in_task, &task, NULL), 0);
+	/* Both late askers wait (the early one too): 3 waits. */
+	for (i = 0; i < 500; i++) {
+		auth_jwks_counts(j, &c);
+		if (c.waits == 3)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(c.waits, 3);
+	pthread_mutex_lock(&mu);
+	hang = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	end = util_mono_ms() + 20000;
+	while (rt_loop_tasks(l) > 0 && util_mono_ms() < end)
+		rt_loop_run_once(l, 50);
+	assert_int_equal(rt_loop_tasks(l), 0);
+	assert_non_null(early.ks);
+	assert_int_equal(early.ks->n, 1);
+	assert_non_null(late.ks);
+	assert_int_equal(late.ks->n, 2);
+	assert_non_null(task.ks);
+	assert_int_equal(task.ks->n, 2);
+	/* One fetch after the early one served both late askers. */
+	assert_int_equal(nrequests(), base + 2);
+	auth_keyset_unref(early.ks);
+	auth_keyset_unref(late.ks);
+	auth_keyset_unref(task.ks);
+	auth_jwks_free(j);
+	rt_loop_free(l);
+	free(k1);
+	free(k2);
+}
+
 /* Tasks of one loop asking for a re-fetch all wait for it at once, none
  * holding the loop's thread (each spawn returns with its task waiting),
  * and no thread of the threads' bound is taken; the fetch's end wakes
@@ -880,6 +964,7 @@ main(void)
 		cmocka_unit_test(test_loop_thread_does_not_wait),
 		cmocka_unit_test(test_thread_waiters_bounded),
 		cmocka_unit_test(test_tasks_wait_without_their_thread),
+		cmocka_unit_test(test_refetch_waits_past_fetch_in_flight),
 		cmocka_unit_test(test_jwks_refuses_bad_keys),
 		cmocka_unit_test(test_refetch_rate_limit),
 		cmocka_unit_test(test_server_down_at_start),
