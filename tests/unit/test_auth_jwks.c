@@ -119,6 +119,23 @@ nrequests(void)
 	return n;
 }
 
+/* Wait (bounded) until the server holds one request (hang set). */
+static void
+wait_held(void)
+{
+	struct timespec until;
+	int n;
+
+	pthread_mutex_lock(&mu);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_LIMIT_S;
+	while (hanging == 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+		;
+	n = hanging;
+	pthread_mutex_unlock(&mu);
+	assert_int_equal(n, 1);
+}
+
 static int
 setup(void **state)
 {
@@ -443,7 +460,6 @@ test_hanging_fetch_does_not_stall(void **state)
 	auth_ctx *a;
 	pthread_t t;
 	asker k;
-	struct timespec until;
 	int still_hanging;
 
 	(void)state;
@@ -456,14 +472,7 @@ test_hanging_fetch_does_not_stall(void **state)
 	k.a = a;
 	k.reason = NULL;
 	assert_int_equal(pthread_create(&t, NULL, ask_unknown, &k), 0);
-	/* Wait (bounded) until the fetch is being held by the server. */
-	pthread_mutex_lock(&mu);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += HANG_LIMIT_S;
-	while (hanging == 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
-		;
-	assert_int_equal(hanging, 1);
-	pthread_mutex_unlock(&mu);
+	wait_held();
 	/* A token with a cached kid is verified while the fetch hangs. */
 	assert_string_equal(verdict(a, "RS256", "k1", JWT_ALG_RS256, rsa_priv),
 	    "ok");
@@ -634,7 +643,6 @@ test_refetch_waits_past_fetch_in_flight(void **state)
 {
 	char *k1 = authtest_jwk(rsa_priv, "k1");
 	char *k2 = authtest_jwk(ec_priv, "k2"), err[200];
-	struct timespec until;
 	auth_jwks_counters c;
 	refetcher early, late, task;
 	pthread_t t1, t2;
@@ -657,13 +665,7 @@ test_refetch_waits_past_fetch_in_flight(void **state)
 	assert_int_equal(pthread_create(&t1, NULL, refetch_may_wait, &early),
 	    0);
 	/* The early fetch is at the issuer, its answer (k1 alone) taken. */
-	pthread_mutex_lock(&mu);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += HANG_LIMIT_S;
-	while (hanging == 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
-		;
-	assert_int_equal(hanging, 1);
-	pthread_mutex_unlock(&mu);
+	wait_held();
 	serve(200, k1, k2);
 	assert_int_equal(pthread_create(&t2, NULL, refetch_may_wait, &late), 0);
 	assert_int_equal(rt_loop_spawn(l, refetch_in_task, &task, NULL), 0);

@@ -14,41 +14,26 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "capture.h"
 #include "server/metrics.h"
 #include "server/srv.h"
 #include "util/clock.h"
 
 #define BURST 4100
 
-static int saved_stdout = -1;
-static char out_path[64];
-
 /* stdout into a fresh temporary file. */
 static int
 setup(void **state)
 {
-	int fd;
-
 	(void)state;
-	snprintf(out_path, sizeof(out_path), "/tmp/lockgate-test-drops.XXXXXX");
-	if ((fd = mkstemp(out_path)) < 0)
-		return -1;
-	fflush(stdout);
-	saved_stdout = dup(STDOUT_FILENO);
-	if (saved_stdout < 0 || dup2(fd, STDOUT_FILENO) < 0)
-		return -1;
-	close(fd);
-	return 0;
+	return capture_start();
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	fflush(stdout);
-	dup2(saved_stdout, STDOUT_FILENO);
-	close(saved_stdout);
-	unlink(out_path);
+	capture_end();
 	return 0;
 }
 
@@ -63,7 +48,7 @@ lines(const char *key, long *sum)
 	int n = 0;
 
 	fflush(stdout);
-	assert_non_null(f = fopen(out_path, "r"));
+	assert_non_null(f = fopen(capture_path(), "r"));
 	*sum = 0;
 	while (fgets(buf, sizeof(buf), f) != NULL) {
 		assert_non_null(j = json_loads(buf, 0, NULL));

@@ -16,39 +16,24 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "capture.h"
 #include "server/srv.h"
 
 #define OUT_MAX 65536
-
-static int saved_stdout = -1;
-static char out_path[] = "/tmp/lockgate-test-log.XXXXXX";
 
 /* stdout into a fresh temporary file. */
 static int
 setup(void **state)
 {
-	int fd = mkstemp(out_path);
-
 	(void)state;
-	if (fd < 0)
-		return -1;
-	fflush(stdout);
-	saved_stdout = dup(STDOUT_FILENO);
-	if (saved_stdout < 0 || dup2(fd, STDOUT_FILENO) < 0)
-		return -1;
-	close(fd);
-	return 0;
+	return capture_start();
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	fflush(stdout);
-	dup2(saved_stdout, STDOUT_FILENO);
-	close(saved_stdout);
-	unlink(out_path);
-	strcpy(out_path, "/tmp/lockgate-test-log.XXXXXX");
+	capture_end();
 	return 0;
 }
 
@@ -57,7 +42,7 @@ static const char *
 written(void)
 {
 	static char buf[OUT_MAX];
-	FILE *f = fopen(out_path, "r");
+	FILE *f = fopen(capture_path(), "r");
 	size_t n;
 
 	assert_non_null(f);
