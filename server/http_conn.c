@@ -138,6 +138,16 @@ http_target_of(struct MHD_Connection *conn)
 	return ci != NULL ? ci->socket_context : NULL;
 }
 
+/* Whether URI holds a space, a control byte or DEL. */
+static bool
+target_has_ctl(const char *uri)
+{
+	for (; *uri != '\0'; uri++)
+		if ((unsigned char)*uri <= 0x20 || *uri == 0x7f)
+			return true;
+	return false;
+}
+
 /*
  * libmicrohttpd's URI callback: it sees the request target as received,
  * before the query is split into arguments and anything is decoded.  The
@@ -148,6 +158,11 @@ http_target_of(struct MHD_Connection *conn)
  *
  * - "%00" anywhere: the decoded path or value would end at the NUL, and
  *   what follows would never be checked.
+ * - A space or a control byte (a bare CR, a tab, DEL): a target has none
+ *   (RFC 9112, section 3.2), and libmicrohttpd 0.9.75 takes everything
+ *   between the method and the last space of the line as the target, so
+ *   "GET /healthz HTTP/1.1<CR>Host: x<CR><CR>GET /v1/whoami HTTP/1.1" was
+ *   one request for a path holding both request lines.
  * - More than SRV_QUERY_ARGS_MAX arguments.  libmicrohttpd 0.9.75 stores
  *   each one in the connection's memory (SRV_CONN_MEMORY), and from about
  *   480 it runs out, and loses even its own 431: the client waited for the
@@ -164,7 +179,7 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 	if (t == NULL)
 		return NULL;
 	t->path[0] = '\0';
-	t->encoded_nul = t->many_args = false;
+	t->encoded_nul = t->many_args = t->bad_char = false;
 	t->head_begun = true;
 	t->len = strlen(uri);
 	t->path_too_long = plen > SRV_PATH_MAX;
@@ -173,6 +188,7 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 		t->path[plen] = '\0';
 	}
 	t->encoded_nul = strstr(uri, "%00") != NULL;
+	t->bad_char = target_has_ctl(uri);
 	if (http_query_args(uri) > SRV_QUERY_ARGS_MAX) {
 		t->many_args = true;
 		http_stop_reading(conn);

@@ -25,7 +25,7 @@
 
 /* Headers that make a request ambiguous, counted by framing_seen. */
 typedef struct framing {
-	unsigned authorization, content_length, transfer_encoding;
+	unsigned authorization, content_length, transfer_encoding, host;
 	const char *te; /* the first Transfer-Encoding value */
 } framing;
 
@@ -38,6 +38,8 @@ framing_seen(void *cls, enum MHD_ValueKind kind, const char *key,
 	(void)kind;
 	if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
 		f->authorization++;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+		f->host++;
 	else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
 		f->content_length++;
 	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0 &&
@@ -49,15 +51,20 @@ framing_seen(void *cls, enum MHD_ValueKind kind, const char *key,
 /*
  * Refuse, before its body is read, a request that two parties could read
  * two ways: one smuggled behind another through a proxy that frames it
- * differently, or two tokens of which each reader picks another.  A body
- * is framed by one Content-Length or by "Transfer-Encoding: chunked"
- * alone (libmicrohttpd 0.9.75 waited for the idle timeout on any other
- * coding).  An early answer makes libmicrohttpd close the connection
- * after it, so nothing behind it is read as a request.  NULL when fine.
+ * differently, or two tokens, or two hosts, of which each reader picks
+ * another.  A body is framed by one Content-Length or by
+ * "Transfer-Encoding: chunked" alone (libmicrohttpd 0.9.75 waited for the
+ * idle timeout on any other coding), and an HTTP/1.0 request has no
+ * Transfer-Encoding (RFC 9112, section 6.1: a proxy of 1.0 does not know
+ * it).  An HTTP/1.1 request carries one Host (section 3.2).  An early
+ * answer makes libmicrohttpd close the connection after it, so nothing
+ * behind it is read as a request.  NULL when fine.
  */
 static const char *
-framing_refusal(struct MHD_Connection *conn, const char **reason)
+framing_refusal(struct MHD_Connection *conn, const char *version,
+    const char **reason)
 {
+	bool http11 = strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
 	framing f;
 
 	memset(&f, 0, sizeof(f));
@@ -71,16 +78,24 @@ framing_refusal(struct MHD_Connection *conn, const char **reason)
 		       "not both";
 	if (f.te != NULL && strcasecmp(f.te, "chunked") != 0)
 		return "the only Transfer-Encoding accepted is chunked";
+	if (f.te != NULL && !http11)
+		return "an HTTP/1.0 request carries no Transfer-Encoding";
 	*reason = "duplicate_header";
 	if (f.authorization > 1)
 		return "a request carries at most one Authorization header";
+	if (f.host > 1)
+		return "a request carries at most one Host header";
+	*reason = "bad_request";
+	if (f.host == 0 && http11)
+		return "an HTTP/1.1 request carries a Host header";
 	return NULL;
 }
 
-/* Whether NAME (LEN bytes) is a token (RFC 9110, section 5.6.2): no
- * whitespace before its colon, none inside. */
+/* Whether NAME (LEN bytes) is a token (RFC 9110, section 5.6.2), as a
+ * method and a header name are: no whitespace in it (nor, for a header,
+ * before its colon), no control byte, no separator. */
 static bool
-field_name_ok(const char *name, size_t len)
+is_token(const char *name, size_t len)
 {
 	size_t i;
 	int c;
@@ -118,7 +133,7 @@ field_seen(void *cls, enum MHD_ValueKind kind, const char *key,
 	const char **why = cls;
 
 	(void)kind;
-	if (!field_name_ok(key, strlen(key)))
+	if (!is_token(key, strlen(key)))
 		*why = "a header name is a token, with no whitespace in it or "
 		       "before its colon (RFC 9112, section 5.1)";
 	else if (!field_value_ok(value, strlen(value)))
@@ -206,8 +221,9 @@ head_cut(struct MHD_Connection *conn, const srv_target *t, const char *method,
  * front may have: a raw NUL byte anywhere (head_cut), a header name with
  * whitespace before its colon (0.9.75 keeps the space in the name, so
  * "Transfer-Encoding : chunked" was no Transfer-Encoding to
- * framing_refusal, and the body became a smuggled request), or a control
- * character in a value.  NULL when the head is fine.
+ * framing_refusal, and the body became a smuggled request), a control
+ * character in a value, or a method that is no token.  NULL when the head
+ * is fine.
  */
 static const char *
 head_refusal(struct MHD_Connection *conn, const srv_target *t,
@@ -218,6 +234,8 @@ head_refusal(struct MHD_Connection *conn, const srv_target *t,
 	if (head_cut(conn, t, method, url, version))
 		return "the request holds a NUL byte, or more than one space "
 		       "between the parts of its first line";
+	if (!is_token(method, strlen(method)))
+		return "a request method is a token (RFC 9110, section 9.1)";
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, field_seen, &why);
 	return why;
 }
@@ -273,7 +291,10 @@ http_req_begin(srv_req *r, const srv_target *t, const char *method,
 	if (t->encoded_nul)
 		return http_refuse(r, "bad_request",
 		    "the request target holds an encoded NUL (%00)");
-	if ((why = framing_refusal(r->conn, &reason)) != NULL)
+	if (t->bad_char)
+		return http_refuse(r, "bad_request",
+		    "the request target holds a space or a control character");
+	if ((why = framing_refusal(r->conn, version, &reason)) != NULL)
 		return http_refuse(r, reason, why);
 	if (body_too_large(r->conn)) {
 		/* Refuse before reading it; MHD closes the connection after

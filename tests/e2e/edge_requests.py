@@ -1,6 +1,9 @@
 """Raw HTTP/1.1 requests that a careful server reads one way only (issue 20,
 items 1-4): whitespace before a header's colon, raw NUL bytes, routes
-written with percent-encoding, too many query arguments.
+written with percent-encoding, too many query arguments; and (5) a request
+line with a bare CR, a space or tab in the target or a method that is no
+token, an HTTP/1.1 request with no Host or two, Transfer-Encoding in
+HTTP/1.0.
 
 Usage: edge_requests.py HOST:PORT TOKEN_A TOKEN_B
 Each case sends its bytes on a fresh loopback connection and reads every
@@ -184,6 +187,28 @@ def item3():
            404)
 
 
+def item5():
+    # The request line and Host read one way (RFC 9112, sections 3 and
+    # 3.2), and Transfer-Encoding only where HTTP/1.1 defines it (6.1).
+    refused("a bare CR in the request line: not a path holding two",
+            b"GET /healthz HTTP/1.1\rHost: x\r\r" + WHOAMI, "bad_request")
+    refused("a space inside the target",
+            req(b"GET /v1/locks/prod/a b HTTP/1.1", AUTH_A), "bad_request")
+    refused("a tab inside the target",
+            req(b"GET /v1/locks/prod/a\tb HTTP/1.1", AUTH_A), "bad_request")
+    refused("a method that is no token", req(b"G@T /healthz HTTP/1.1"),
+            "bad_request")
+    refused("HTTP/1.1 without Host",
+            b"GET /healthz HTTP/1.1\r\n\r\n" + WHOAMI, "bad_request")
+    refused("two Host headers",
+            req(b"GET /healthz HTTP/1.1", b"Host: y") + WHOAMI,
+            "duplicate_header")
+    refused("Transfer-Encoding in HTTP/1.0",
+            req(b"POST /v1/locks/prod/te10:acquire HTTP/1.0", AUTH_A,
+                b"Transfer-Encoding: chunked", body=b"0\r\n\r\n" + WHOAMI),
+            "bad_framing")
+
+
 @case
 def many_args(name, n):
     q = "&".join("a%d=1" % i for i in range(n)).encode()
@@ -212,7 +237,9 @@ def still_served():
     served("bare LF line ends", b"GET /healthz HTTP/1.1\nHost: x\n\n", 200)
     served("no space after a colon, and several",
            req(b"GET /healthz HTTP/1.1", b"X-A:1", b"X-B: \t 2"), 200)
-    served("HTTP/1.0 without headers", b"GET /healthz HTTP/1.0\r\n\r\n", 200)
+    served("HTTP/1.0 without headers (no Host needed)",
+           b"GET /healthz HTTP/1.0\r\n\r\n", 200)
+    served("an empty Host", b"GET /healthz HTTP/1.1\r\nHost:\r\n\r\n", 200)
     served("two requests on one connection",
            req(b"GET /healthz HTTP/1.1") + WHOAMI, 200, n=2)
     served("a request after one with a body",
@@ -231,8 +258,9 @@ def still_served():
            200)
 
 
-ITEMS = {"1": item1, "2": item2, "3": item3, "4": item4, "ok": still_served}
-for item in sys.argv[4:] or ["ok", "1", "2", "3", "4"]:
+ITEMS = {"1": item1, "2": item2, "3": item3, "4": item4, "5": item5,
+         "ok": still_served}
+for item in sys.argv[4:] or ["ok", "1", "2", "3", "4", "5"]:
     ITEMS[item]()
 if FAILED:
     print("%d cases failed" % len(FAILED))

@@ -3,7 +3,10 @@
 # whitespace before its colon, a raw NUL byte in the request line or a
 # header, and a route spelled with percent-encoding are refused (400 and
 # the connection closed, or no route), so no proxy in front can read the
-# request otherwise; too many query arguments are refused at once.  The
+# request otherwise; too many query arguments are refused at once.  So are
+# a request line with a bare CR, a space or a tab in its target or a
+# method that is no token, an HTTP/1.1 request with no Host or two, and an
+# HTTP/1.0 one with a Transfer-Encoding (RFC 9112).  The
 # bytes are sent raw by tests/e2e/edge_requests.py.
 . tests/e2e/lib.sh
 lg_start
