@@ -115,7 +115,9 @@ srv_poll_next(srv_poll_pace *p, bool refused, int64_t hint_ms)
 
 	if (!refused)
 		p->backoff = SRV_POLL_MIN_MS;
-	else if ((p->backoff *= 2) > SRV_POLL_MAX_MS)
+	else if (p->backoff < SRV_POLL_MAX_MS / 2)
+		p->backoff *= 2;
+	else
 		p->backoff = SRV_POLL_MAX_MS;
 	/* Uniform in [backoff/2, backoff]: spreads instances that poll one
 	 * lock. */
