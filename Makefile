@@ -140,11 +140,12 @@ fuzz-build: deps-test $(FUZZ)
 # FUZZ_RUNS=N (optional): each also stops after N executions.
 # FUZZ_JOBS=J (default 1): J harnesses at a time, the slowest first.
 # Then FUZZ_S seconds of hostile HTTP requests against a running server
-# (tests/e2e/test_edge_fuzz.sh).
-fuzz: fuzz-build build/asan/lockgate
+# (tests/e2e/test_edge_fuzz.sh), on mem:// and on gs:// (the fake).
+fuzz: fuzz-build build/asan/lockgate $(TOOLS)
 	@FUZZ_S=$(FUZZ_S) FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) \
 	    sh tests/fuzz/run.sh fuzz $(notdir $(FUZZ))
 	@EDGE_FUZZ_S=$(FUZZ_S) sh tests/e2e/test_edge_fuzz.sh
+	@EDGE_FUZZ_S=$(FUZZ_S) LG_STORE=gs sh tests/e2e/test_edge_fuzz.sh
 
 lint: deps-lint
 	@sh scripts/lint.sh
