@@ -140,7 +140,7 @@ http_target_of(struct MHD_Connection *conn)
 
 /* Whether URI holds a space, a control byte or DEL. */
 static bool
-target_has_ctl(const char *uri)
+has_space_or_ctl(const char *uri)
 {
 	for (; *uri != '\0'; uri++)
 		if ((unsigned char)*uri <= 0x20 || *uri == 0x7f)
@@ -179,7 +179,7 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 	if (t == NULL)
 		return NULL;
 	t->path[0] = '\0';
-	t->encoded_nul = t->many_args = t->bad_char = false;
+	t->encoded_nul = t->many_args = t->space_or_ctl = false;
 	t->head_begun = true;
 	t->len = strlen(uri);
 	t->path_too_long = plen > SRV_PATH_MAX;
@@ -188,7 +188,7 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 		t->path[plen] = '\0';
 	}
 	t->encoded_nul = strstr(uri, "%00") != NULL;
-	t->bad_char = target_has_ctl(uri);
+	t->space_or_ctl = has_space_or_ctl(uri);
 	if (http_query_args(uri) > SRV_QUERY_ARGS_MAX) {
 		t->many_args = true;
 		http_stop_reading(conn);

@@ -152,7 +152,7 @@ typedef struct srv_target {
 	size_t len;                  /* of the target, up to a raw NUL */
 	bool path_too_long;          /* path is empty then */
 	bool encoded_nul;            /* "%00" in the target */
-	bool bad_char;               /* a space or control byte in it */
+	bool space_or_ctl;           /* a raw space or control byte in it */
 	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
 	bool served;                 /* a request was answered on it */
 	bool head_begun;             /* the next head's first line is in */

@@ -291,7 +291,7 @@ http_req_begin(srv_req *r, const srv_target *t, const char *method,
 	if (t->encoded_nul)
 		return http_refuse(r, "bad_request",
 		    "the request target holds an encoded NUL (%00)");
-	if (t->bad_char)
+	if (t->space_or_ctl)
 		return http_refuse(r, "bad_request",
 		    "the request target holds a space or a control character");
 	if ((why = framing_refusal(r->conn, version, &reason)) != NULL)
