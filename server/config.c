@@ -498,6 +498,19 @@ settle(srv_config *cfg, char *err, size_t errlen)
 		    "count (docs/identity.md)");
 		return -1;
 	}
+	if (cfg->auth.jwks_url != NULL &&
+	    (cfg->auth.issuer == NULL || cfg->auth.audience == NULL)) {
+		/* Every service a job asks its issuer for a token can
+		 * replay that token: only the audience tells a token meant
+		 * for lockgate from one meant for AWS, Vault or anyone. */
+		snprintf(err, errlen,
+		    "--jwks-url/LOCKGATE_JWKS_URL needs --jwt-issuer/"
+		    "LOCKGATE_JWT_ISSUER and --jwt-audience/"
+		    "LOCKGATE_JWT_AUDIENCE: without an audience, a token the "
+		    "job asked for another service would work here too "
+		    "(docs/identity.md)");
+		return -1;
+	}
 	if (cfg->auth.jwt_secret != NULL && cfg->auth.jwt_secret_file != NULL) {
 		snprintf(err, errlen,
 		    "set LOCKGATE_JWT_SECRET or LOCKGATE_JWT_SECRET_FILE, not "

@@ -135,12 +135,21 @@ refuse 'LOCKGATE_POLICY|--policy' 'no such file' \
     LOCKGATE_POLICY="$TMP/missing.json" --
 printf '%s\n' '{"rules": [{"name": "acme", "match": {"repository_owner": "acme"}, "locks": ["**"], "actions": ["read", "acquire"]}]}' >"$TMP/policy.json"
 refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'https://' LOCKGATE_JWKS_URL=notaurl \
-    LOCKGATE_POLICY="$TMP/policy.json" --
+    LOCKGATE_POLICY="$TMP/policy.json" LOCKGATE_JWT_ISSUER=https://x \
+    LOCKGATE_JWT_AUDIENCE=https://y --
 # An OIDC issuer signs for anyone: its keys without a policy are refused.
 refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'needs --policy' \
     LOCKGATE_JWKS_URL=https://token.actions.githubusercontent.com/.well-known/jwks --
 refuse '--jwks-url' 'needs --policy' -- \
     --jwks-url https://gitlab.com/oauth/discovery/keys
+# Nor without an issuer and an audience: a token the job asked for another
+# service (AWS, Vault) would be as good here.
+refuse 'LOCKGATE_JWKS_URL|--jwks-url' 'needs --jwt-issuer.*--jwt-audience' \
+    LOCKGATE_JWKS_URL=https://gitlab.com/oauth/discovery/keys \
+    LOCKGATE_POLICY="$TMP/policy.json" LOCKGATE_JWT_ISSUER=https://gitlab.com --
+refuse '--jwks-url' 'needs --jwt-issuer.*--jwt-audience' -- \
+    --jwks-url https://gitlab.com/oauth/discovery/keys \
+    --policy "$TMP/policy.json" --jwt-audience https://lock.example.com
 # Command line.
 refuse --bogus 'unknown option' -- --bogus
 refuse stray 'unexpected argument' -- stray
