@@ -49,8 +49,8 @@ head_with_lease(const json_t *meta)
  * absent name is created as a head carrying REQ's lease META: that one
  * insert is the grant (EMBEDDED), for while any group lease may be valid
  * the name exists (README).  A head carrying REQ's own lease (an earlier
- * attempt's insert, applied) is EMBEDDED too, unless that lease is past
- * its expiry (cleared: AGAIN).  An expired exclusive lease
+ * attempt's insert, applied) is EMBEDDED too, when the answer's store
+ * time shows it is not past its expiry (else cleared: AGAIN).  An expired exclusive lease
  * is taken over by patching it into a plain head (never delete and
  * insert: see README).  API_OK, EMBEDDED, AGAIN, or an answer (a live
  * exclusive lease refuses).
@@ -84,12 +84,14 @@ head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
 			*head = cur;
 			return API_OK;
 		}
-		if (!lease_past_expiry(&cur)) {
+		if (cur.now_ms > 0 && !lease_past_expiry(&cur) &&
+		    !lease_written_late(&cur)) {
 			*head = cur;
 			return EMBEDDED;
 		}
-		/* Ours, but past its expiry: others counted it free, so it
-		 * is no grant.  Cleared; a lease of our own is judged. */
+		/* Ours, but past its expiry or written late (others
+		 * counted it free), or with no store time to tell: no
+		 * grant.  Cleared; a lease of our own is judged. */
 		rc = group_clear_head(svc, req->name, cur.generation,
 		    cur.metageneration, &cleared, &ge);
 		gcs_object_clear(&cur);
@@ -177,7 +179,9 @@ grant(api_service *svc, const api_acquire_req *req, const char *oname,
 
 /* Whether NOW, a lease written at UPDATED_MS with TTL (s) and renewed,
  * was written past that lease's expiry (others may have judged it
- * expired): the refresh rule of group leases. */
+ * expired): the refresh rule of group leases.  A version read back is
+ * judged by what its refresh wrote (lease_written_late); this, by what
+ * the writer knows, needs nothing of the store's metagenerations. */
 static bool
 renewed_late(int64_t updated_ms, long ttl, const gcs_object *now)
 {
@@ -280,15 +284,19 @@ renew_keyed_once(api_service *svc, const api_acquire_req *req, api_lock *out,
 		return 2;
 	}
 	rc = svc_renew(svc, v.leases[i].name, v.leases[i].obj.generation,
-	    v.leases[i].obj.metageneration, req->ttl, &obj, &ge);
+	    v.leases[i].obj.metageneration, req->ttl,
+	    lease_ends_ms(v.leases[i].obj.updated_ms,
+	        lease_ttl_of(&v.leases[i].obj)),
+	    &obj, &ge);
 	if (rc == GCS_OK) {
-		/* Renewed late, a lister may have counted it free: as
-		 * group_refresh, it is lost.  Or judged no grant.  Either
-		 * way it ends before a new lease is acquired.  Unjudged (a
-		 * store failure), it is left: a lease only ever causes
-		 * refusals. */
-		judged = renewed_late(v.leases[i].obj.updated_ms,
-		             lease_ttl_of(&v.leases[i].obj), &obj)
+		/* Renewed late, now or by an earlier refresh, a lister may
+		 * have counted it free: as group_refresh, it is lost.  Or
+		 * judged no grant.  Either way it ends before a new lease
+		 * is acquired.  Unjudged (a store failure), it is left: a
+		 * lease only ever causes refusals. */
+		judged = lease_written_late(&v.leases[i].obj) ||
+		        renewed_late(v.leases[i].obj.updated_ms,
+		            lease_ttl_of(&v.leases[i].obj), &obj)
 		    ? 0
 		    : keyed_judged(svc, req, v.leases[i].name, &obj, err);
 		if (judged == 1) {
@@ -683,9 +691,26 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 	ref->updated_ms = cur.updated_ms;
 	ref->ttl = (int)lease_ttl_of(&cur);
 	ref->embedded = embedded;
+	ref->written_late = lease_written_late(&cur);
 	lease_cache_put(svc->cache, oname, ref);
 	gcs_object_clear(&cur);
 	return API_OK;
+}
+
+/* The lease REF of REQ (object ONAME), at TARGET in version O, was
+ * written past its expiry: deleted (cleared from the head), and lost. */
+static int
+refresh_lost(api_service *svc, const api_lease_req *req, const char *oname,
+    const char *target, const lease_ref *ref, const gcs_object *o,
+    api_err *err)
+{
+	group_drop_quietly(svc, target, o);
+	lease_cache_del(svc->cache, oname);
+	svc_emit(svc, API_EV_LOST, req->name, ref->owner, NULL, req->owner,
+	    NULL, ref->generation, 0);
+	return api_fail(err, API_LEASE_LOST,
+	    "the lease was refreshed after it expired, and others may have "
+	    "counted its slot free; stop the work it protected");
 }
 
 /*
@@ -694,7 +719,9 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
  * (and granted a slot on that count), so the refresh counts only when the
  * store time of the patch is not past the expiry of the version it
  * patched; otherwise the lease is deleted (cleared from the head) and
- * lost.
+ * lost.  So is a version found written late by an earlier refresh (its
+ * answer lost, the patch applied): the store's 412 to a retry, or a
+ * client's retry after a 503, must not take it for the lease to renew.
  */
 int
 group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
@@ -713,8 +740,16 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		    API_OK)
 			return rc;
 		target = ref.embedded ? req->name : oname;
+		if (ref.written_late) {
+			memset(&obj, 0, sizeof(obj));
+			obj.generation = ref.generation;
+			obj.metageneration = ref.metageneration;
+			return refresh_lost(svc, req, oname, target, &ref, &obj,
+			    err);
+		}
 		rc = svc_renew(svc, target, ref.generation, ref.metageneration,
-		    req->ttl, &obj, &ge);
+		    req->ttl, lease_ends_ms(ref.updated_ms, ref.ttl), &obj,
+		    &ge);
 		if (rc == GCS_PRECONDITION)
 			continue;
 		if (rc == GCS_NOT_FOUND)
@@ -722,15 +757,10 @@ group_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		if (rc != GCS_OK)
 			return svc_store_fail(err, &ge);
 		if (renewed_late(ref.updated_ms, ref.ttl, &obj)) {
-			group_drop_quietly(svc, target, &obj);
+			rc = refresh_lost(svc, req, oname, target, &ref, &obj,
+			    err);
 			gcs_object_clear(&obj);
-			lease_cache_del(svc->cache, oname);
-			svc_emit(svc, API_EV_LOST, req->name, ref.owner, NULL,
-			    req->owner, NULL, ref.generation, 0);
-			return api_fail(err, API_LEASE_LOST,
-			    "the lease was refreshed after it expired, and "
-			    "others may have counted its slot free; stop the "
-			    "work it protected");
+			return rc;
 		}
 		lease_read(req->name, &obj, true, out);
 		remember(svc, req->name, target, &obj);

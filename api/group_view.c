@@ -429,8 +429,8 @@ group_clear_head(api_service *svc, const char *name, int64_t gen,
 	static const char *const keys[] = { LEASE_KEY_ID, LEASE_KEY_CLIENT,
 		LEASE_KEY_OWNER, LEASE_KEY_HOLDER, LEASE_KEY_PURPOSE,
 		LEASE_KEY_TTL, LEASE_KEY_EXPECTED, LEASE_KEY_LABELS,
-		LEASE_KEY_CLAIMS, LEASE_KEY_REFRESH, LEASE_KEY_MODE,
-		LEASE_KEY_LIMIT };
+		LEASE_KEY_CLAIMS, LEASE_KEY_REFRESH, LEASE_KEY_PREV_END,
+		LEASE_KEY_MODE, LEASE_KEY_LIMIT };
 	json_t *p = json_pack("{s:s}", LEASE_KEY_KIND, LEASE_KIND_GROUP);
 	size_t i;
 	int rc;

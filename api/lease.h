@@ -20,6 +20,12 @@
 #define LEASE_KEY_LABELS       "labels"
 #define LEASE_KEY_CLAIMS       "claims"
 #define LEASE_KEY_REFRESH      "refresh_seq"
+/* A group lease's refresh also writes when the version it replaced ended
+ * (ms, store time): a version written past that end was written late,
+ * after others may have counted the lease free, and whoever reads it can
+ * tell (lease_written_late): the refresh whose answer was lost, retried,
+ * finds its own late write and does not take it for a live lease. */
+#define LEASE_KEY_PREV_END     "prev_end"
 /* Semaphores and shared locks (group.c).  A group's head object at NAME
  * carries LEASE_KEY_KIND = LEASE_KIND_GROUP and no lease; each of its
  * leases is an object NAME#LEASE_ID with the keys above plus its mode,
@@ -62,6 +68,11 @@ int lease_expired(const gcs_object *o);
  * from there on (their margin is the store clock's resolution); 0
  * without a store time. */
 int lease_past_expiry(const gcs_object *o);
+/* 1 when O's last write was a refresh applied past the end of the
+ * version it replaced (LEASE_KEY_PREV_END, read only while
+ * LEASE_KEY_REFRESH names O's metageneration: no other write came since):
+ * the lease was lost then, whatever its expiry says now. */
+int lease_written_late(const gcs_object *o);
 /* Borrowed strings from the object's metadata ("" when absent). */
 const char *lease_id_of(const gcs_object *o);
 /* The key an acquire recognises its own lease by: the client's key, or
@@ -108,6 +119,9 @@ typedef struct lease_ref {
 	/* A group lease carried by its head (object NAME, not
 	 * NAME#LEASE_ID): group.c. */
 	bool embedded;
+	/* A group lease read back written late (lease_written_late):
+	 * lost, never renewed. */
+	bool written_late;
 } lease_ref;
 
 typedef struct lease_cache lease_cache;
@@ -134,7 +148,7 @@ void svc_emit(api_service *svc, api_event_kind kind, const char *name,
     const char *owner, const char *holder, const char *actor,
     const char *reason, int64_t token, int64_t at);
 int svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
-    int ttl, gcs_object *out, gcs_err *ge);
+    int ttl, int64_t prev_end_ms, gcs_object *out, gcs_err *ge);
 void svc_remember(api_service *svc, const char *key, const char *lease_id,
     const char *owner, const gcs_object *o);
 int svc_meta_fits(const json_t *meta, api_err *err);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,8 +176,9 @@ stored_str_bytes(const char *s)
 }
 
 /*
- * A refresh writes LEASE_KEY_REFRESH (the next metageneration, an int64)
- * and may widen LEASE_KEY_TTL, and the stores count the metadata again
+ * A refresh writes LEASE_KEY_REFRESH (the next metageneration, an int64),
+ * a group lease's LEASE_KEY_PREV_END (an int64) and may widen
+ * LEASE_KEY_TTL, and the stores count the metadata again
  * then: both are counted here at their widest, so that a lease that was
  * granted can always be refreshed.  Lease values are all strings.
  */
@@ -193,16 +195,19 @@ lease_stored_bytes(const json_t *meta)
 	json_object_foreach((json_t *)meta, k, jv)
 	{
 		if ((v = json_string_value(jv)) == NULL ||
-		    strcmp(k, LEASE_KEY_REFRESH) == 0)
+		    strcmp(k, LEASE_KEY_REFRESH) == 0 ||
+		    strcmp(k, LEASE_KEY_PREV_END) == 0)
 			continue;
 		if (strcmp(k, LEASE_KEY_TTL) == 0 &&
 		    strlen(v) < strlen(ttl_widest))
 			v = ttl_widest;
 		n += stored_str_bytes(k) + 1 + stored_str_bytes(v) + 1;
 	}
-	/* The refresh_seq member; its comma is the one counted for the
-	 * last member above. */
+	/* The refresh_seq and prev_end members; the comma of the first is
+	 * the one counted for the last member above. */
 	return n + stored_str_bytes(LEASE_KEY_REFRESH) + 1 +
+	    stored_str_bytes(seq_widest) + 1 +
+	    stored_str_bytes(LEASE_KEY_PREV_END) + 1 +
 	    stored_str_bytes(seq_widest);
 }
 
@@ -352,6 +357,17 @@ lease_past_expiry(const gcs_object *o)
 {
 	return o->now_ms > 0 &&
 	    o->now_ms > lease_ends_ms(o->updated_ms, lease_ttl_of(o));
+}
+
+int
+lease_written_late(const gcs_object *o)
+{
+	long end = meta_long(o, LEASE_KEY_PREV_END, 1, LONG_MAX, 0);
+
+	return end > 0 &&
+	    meta_long(o, LEASE_KEY_REFRESH, 1, LONG_MAX, 0) ==
+	    o->metageneration &&
+	    o->updated_ms > end;
 }
 
 const char *

@@ -175,14 +175,15 @@ found_ours(api_service *svc, const api_acquire_req *req, const gcs_object *o)
 /*
  * Move the lease of NAME at generation GEN and metageneration METAGEN
  * forward (the store's updated time, and so its expiry), with the ttl
- * TTL when it is above 0: one conditional patch.  The store's status;
- * *OUT is the patched object on GCS_OK.
+ * TTL when it is above 0, and for a group lease the end of the version
+ * replaced, PREV_END_MS, when above 0: one conditional patch.  The
+ * store's status; *OUT is the patched object on GCS_OK.
  */
 int
 svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
-    int ttl, gcs_object *out, gcs_err *ge)
+    int ttl, int64_t prev_end_ms, gcs_object *out, gcs_err *ge)
 {
-	char seq[32], ttls[16];
+	char seq[32], ttls[16], ends[32];
 	json_t *patch;
 	int rc;
 
@@ -192,6 +193,14 @@ svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
 		api_fmt_int(ttls, sizeof(ttls), ttl);
 		if (json_object_set_new(patch, LEASE_KEY_TTL,
 		        json_string(ttls)) != 0) {
+			json_decref(patch);
+			patch = NULL;
+		}
+	}
+	if (patch != NULL && prev_end_ms > 0) {
+		api_fmt_int(ends, sizeof(ends), prev_end_ms);
+		if (json_object_set_new(patch, LEASE_KEY_PREV_END,
+		        json_string(ends)) != 0) {
 			json_decref(patch);
 			patch = NULL;
 		}
@@ -403,7 +412,7 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 				return (int)err->code;
 			}
 			rc = svc_renew(svc, req->name, cur.generation,
-			    cur.metageneration, req->ttl, &obj, &ge);
+			    cur.metageneration, req->ttl, 0, &obj, &ge);
 			gcs_object_clear(&cur);
 			if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
 				continue;
@@ -576,7 +585,7 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 		}
 		seen = true;
 		rc = svc_renew(svc, req->name, ref.generation,
-		    ref.metageneration, req->ttl, &obj, &ge);
+		    ref.metageneration, req->ttl, 0, &obj, &ge);
 		if (rc == GCS_OK) {
 			lease_read(req->name, &obj, true, out);
 			svc_remember(svc, req->name, req->lease_id, ref.owner,

@@ -390,38 +390,163 @@ test_force_per_lease(void **state)
 	api_lock_clear(&b);
 }
 
+/* Take a slot of a semaphore of LIMIT through SVC for OWNER (ttl 30 s)
+ * once a lease of API_TTL_MIN has expired on the store's clock: 3 s, and
+ * then up to 5 s more (gs:// tells its time in whole seconds, Date). */
+static void
+take_once_expired(gc_state *st, api_service *svc, const char *owner,
+    int limit, api_lock *out)
+{
+	struct timespec ts = { 3, 0 }, step = { 0, 250000000L };
+	api_acquire_req q;
+	api_err err;
+	int i, rc = API_LOCKED;
+
+	nanosleep(&ts, NULL);
+	for (i = 0; i < 20; i++) {
+		acq(&q, st, owner, API_MODE_EXCLUSIVE, limit, 30);
+		if ((rc = api_acquire(svc, &q, out, &err)) != API_LOCKED)
+			break;
+		api_lock_clear(out);
+		nanosleep(&step, NULL);
+	}
+	assert_int_equal(rc, API_OK);
+}
+
 /* A holder that stops refreshing frees its slot after its TTL (2 s, plus
  * the store-time margin), on the store's own clock. */
 static void
 test_expired_slot(void **state)
 {
 	gc_state *st = *state;
-	struct timespec ts = { 3, 0 }, step = { 0, 250000000L };
 	api_acquire_req q;
 	api_lock a, b, c;
 	api_err err;
-	int i, rc = API_LOCKED;
 
 	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, API_TTL_MIN);
 	assert_int_equal(api_acquire(st->svc, &q, &a, &err), API_OK);
 	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
 	take(st, "c", API_MODE_EXCLUSIVE, 2, API_LOCKED, NULL, &c);
-	/* gs:// tells its time in whole seconds (Date): up to one more. */
-	nanosleep(&ts, NULL);
-	for (i = 0; i < 20; i++) {
-		acq(&q, st, "c", API_MODE_EXCLUSIVE, 2, 30);
-		if ((rc = api_acquire(st->svc, &q, &c, &err)) != API_LOCKED)
-			break;
-		api_lock_clear(&c);
-		nanosleep(&step, NULL);
-	}
-	assert_int_equal(rc, API_OK);
+	take_once_expired(st, st->svc, "c", 2, &c);
 	assert_int_equal(holders_now(st), 2);
 	give_back(st, &b);
 	give_back(st, &c);
 	api_lock_clear(&a);
 	api_lock_clear(&b);
 	api_lock_clear(&c);
+}
+
+/*
+ * A refresh applied past its lease's expiry, after others took the slot,
+ * whose answer was lost: the store's 412 to the retry (UNAVAILABLE false),
+ * or a 503 and the client's retry at another instance (true).  It finds
+ * its own late write and loses the lease, rather than renewing it from
+ * there: the semaphore keeps its limit.  The lease is the one the head
+ * carries, which no acquire sweeps away once expired (a lease object of
+ * its own is swept, and the refresh finds nothing).
+ */
+static void
+late_refresh_found_again(gc_state *st, bool unavailable)
+{
+	api_service *other = api_new(&st->ws->base, NULL, NULL);
+	api_acquire_req q;
+	api_lease_req r;
+	api_lock a, b, c, x;
+	api_err err;
+
+	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, API_TTL_MIN);
+	assert_int_equal(api_acquire(st->svc, &q, &a, &err), API_OK);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	take_once_expired(st, st->svc, "c", 2, &c);
+	assert_int_equal(holders_now(st), 2);
+	lease_of(&r, &a);
+	if (unavailable) {
+		st->ws->lost_op = W_PATCH;
+		st->ws->lost_status = GCS_UNAVAILABLE;
+		assert_int_equal(api_refresh(st->svc, &r, &x, &err),
+		    API_UNAVAILABLE);
+		assert_int_equal(api_refresh(other, &r, &x, &err),
+		    API_LEASE_LOST);
+	} else {
+		st->ws->ghost_op = W_PATCH;
+		assert_int_equal(api_refresh(st->svc, &r, &x, &err),
+		    API_LEASE_LOST);
+	}
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &b);
+	give_back(st, &c);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+	api_free(other);
+}
+
+static void
+test_late_refresh_412(void **state)
+{
+	late_refresh_found_again(*state, false);
+}
+
+static void
+test_late_refresh_503_retried(void **state)
+{
+	late_refresh_found_again(*state, true);
+}
+
+typedef struct while_lost {
+	gc_state *st;
+	api_service *other;
+	api_lock b, c;
+} while_lost;
+
+/* While a's first insert is unanswered: b takes the other slot, a's
+ * lease expires and c takes its slot, and the store's answers lose their
+ * time.  Through another instance: a's is in the middle of a call. */
+static void
+slots_taken(void *ctx)
+{
+	while_lost *wl = ctx;
+	api_acquire_req q;
+	api_err err;
+
+	acq(&q, wl->st, "b", API_MODE_EXCLUSIVE, 2, 30);
+	assert_int_equal(api_acquire(wl->other, &q, &wl->b, &err), API_OK);
+	take_once_expired(wl->st, wl->other, "c", 2, &wl->c);
+	wl->st->ws->no_time = true;
+}
+
+/*
+ * An acquire whose insert of the head (carrying its lease) was applied
+ * but answered 412 finds its own lease on the head.  Past its expiry,
+ * others counted its slot free; on an answer with no store time nothing
+ * tells, so it is no grant: the lease is judged as a new one, and the
+ * semaphore keeps its limit.
+ */
+static void
+test_own_head_lease_without_time(void **state)
+{
+	gc_state *st = *state;
+	while_lost wl = { .st = st };
+	api_acquire_req q;
+	api_lock a;
+	api_err err;
+	int rc;
+
+	wl.other = api_new(&st->ws->base, NULL, NULL);
+	st->ws->ghost_op = W_INSERT;
+	st->ws->meanwhile = slots_taken;
+	st->ws->meanwhile_ctx = &wl;
+	acq(&q, st, "a", API_MODE_EXCLUSIVE, 2, API_TTL_MIN);
+	rc = api_acquire(st->svc, &q, &a, &err);
+	st->ws->no_time = false;
+	assert_int_not_equal(rc, API_OK);
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &wl.b);
+	give_back(st, &wl.c);
+	api_lock_clear(&a);
+	api_lock_clear(&wl.b);
+	api_lock_clear(&wl.c);
+	api_free(wl.other);
 }
 
 /* The longest lock name (256 bytes): its lease objects' names, with '#'
@@ -464,6 +589,12 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_expired_slot, gc_setup,
 		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_late_refresh_412,
+		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(test_late_refresh_503_retried,
+		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_own_head_lease_without_time, gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
 		    gc_teardown),
 	};

@@ -1323,6 +1323,9 @@ test_metadata_limit_exact(void **state)
 	m = json_deep_copy(o.metadata);
 	snprintf(seq, sizeof(seq), "%" PRId64, INT64_MAX);
 	json_object_set_new(m, "refresh_seq", json_string(seq));
+	/* A group lease's refresh writes when the version it replaced
+	 * ended, an int64 too. */
+	json_object_set_new(m, "prev_end", json_string(seq));
 	assert_int_equal(gcs_insert(st, "edge-copy", m, &o2, &ge), GCS_OK);
 	gcs_object_clear(&o2);
 	snprintf(more, sizeof(more), "%sx",

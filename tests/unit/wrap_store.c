@@ -4,6 +4,26 @@
 
 #include "wrap_store.h"
 
+/* What another client did while a write's answer was lost. */
+static void
+meanwhile(wrap_store *w)
+{
+	void (*fn)(void *) = w->meanwhile;
+
+	w->meanwhile = NULL;
+	if (fn != NULL)
+		fn(w->meanwhile_ctx);
+}
+
+/* The answer OUT as the store gave it, or with no store time (no_time). */
+static int
+timed(const wrap_store *w, int rc, gcs_object *out)
+{
+	if (rc == GCS_OK && w->no_time)
+		out->now_ms = GCS_NOW_UNKNOWN;
+	return rc;
+}
+
 static int
 injected(wrap_store *w, wrap_op op, gcs_err *err)
 {
@@ -27,17 +47,19 @@ w_insert(gcs_store *s, const char *name, const json_t *m, gcs_object *out,
 	rc = gcs_insert(w->inner, name, m, out, err);
 	if (rc == GCS_OK && w->lost_op == W_INSERT) {
 		w->lost_op = -1;
+		meanwhile(w);
 		gcs_object_clear(out);
 		rc = gcs_fail(err, w->lost_status, "answer lost, then failed");
 		err->attempts = 2;
 	}
 	if (rc == GCS_OK && w->ghost_op == W_INSERT) {
 		w->ghost_op = -1;
+		meanwhile(w);
 		gcs_object_clear(out);
 		rc = gcs_fail(err, GCS_PRECONDITION, "412 after a retry");
 		err->attempts = 2;
 	}
-	return rc;
+	return timed(w, rc, out);
 }
 
 static int
@@ -49,7 +71,7 @@ w_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 	w->calls[W_GET]++;
 	if ((rc = injected(w, W_GET, err)) != GCS_OK)
 		return rc;
-	return gcs_get(w->inner, name, out, err);
+	return timed(w, gcs_get(w->inner, name, out, err), out);
 }
 
 static int
@@ -63,13 +85,21 @@ w_patch(gcs_store *s, const char *name, int64_t g, int64_t m, const json_t *md,
 	if ((rc = injected(w, W_PATCH, err)) != GCS_OK)
 		return rc;
 	rc = gcs_patch(w->inner, name, g, m, md, out, err);
+	if (rc == GCS_OK && w->lost_op == W_PATCH) {
+		w->lost_op = -1;
+		meanwhile(w);
+		gcs_object_clear(out);
+		rc = gcs_fail(err, w->lost_status, "answer lost, then failed");
+		err->attempts = 2;
+	}
 	if (rc == GCS_OK && w->ghost_op == W_PATCH) {
 		w->ghost_op = -1;
+		meanwhile(w);
 		gcs_object_clear(out);
 		rc = gcs_fail(err, GCS_PRECONDITION, "412 after a retry");
 		err->attempts = 2;
 	}
-	return rc;
+	return timed(w, rc, out);
 }
 
 static int
@@ -83,16 +113,14 @@ w_remove(gcs_store *s, const char *name, int64_t g, int64_t m, gcs_err *err)
 		return rc;
 	rc = gcs_remove(w->inner, name, g, m, err);
 	if (rc == GCS_OK && w->lost_op == W_REMOVE) {
-		void (*fn)(void *) = w->meanwhile;
 		w->lost_op = -1;
-		w->meanwhile = NULL;
-		if (fn != NULL)
-			fn(w->meanwhile_ctx);
+		meanwhile(w);
 		rc = gcs_fail(err, w->lost_status, "answer lost, then failed");
 		err->attempts = 2;
 	}
 	if (rc == GCS_OK && w->ghost_op == W_REMOVE) {
 		w->ghost_op = -1;
+		meanwhile(w);
 		rc = gcs_fail(err, GCS_NOT_FOUND, "404 after a retry");
 		err->attempts = 2;
 	}
@@ -109,9 +137,17 @@ w_list(gcs_store *s, const char *prefix, int max, const char *tok,
 	w->calls[W_LIST]++;
 	if ((rc = injected(w, W_LIST, err)) != GCS_OK)
 		return rc;
-	return after != NULL
+	rc = after != NULL
 	    ? gcs_list_after(w->inner, prefix, max, after, out, err)
 	    : gcs_list(w->inner, prefix, max, tok, out, err);
+	if (rc == GCS_OK && w->no_time) {
+		size_t i;
+
+		out->now_ms = GCS_NOW_UNKNOWN;
+		for (i = 0; i < out->n; i++)
+			out->items[i].obj.now_ms = GCS_NOW_UNKNOWN;
+	}
+	return rc;
 }
 
 static int

@@ -7,6 +7,8 @@
 #ifndef LOCKGATE_WRAP_STORE_H
 #define LOCKGATE_WRAP_STORE_H
 
+#include <stdbool.h>
+
 #include "gcs/gcs.h"
 
 typedef enum wrap_op {
@@ -30,14 +32,18 @@ typedef struct wrap_store {
 	/* Next call of op `fail_op` fails with `fail_status` unapplied. */
 	int fail_op;
 	gcs_status fail_status;
-	/* Next call of op `lost_op`: apply it, then fail with `lost_status`
-	 * as if its answer was lost and every retry failed (attempts 2). */
+	/* Next call of op `lost_op` (insert, patch, remove): apply it, then
+	 * fail with `lost_status` as if its answer was lost and every retry
+	 * failed (attempts 2). */
 	int lost_op;
 	gcs_status lost_status;
-	/* Called (once) between a lost write and its failed retry: what
+	/* Called (once) between a lost or ghost write and its answer: what
 	 * another client did meanwhile (NULL: nothing). */
 	void (*meanwhile)(void *ctx);
 	void *meanwhile_ctx;
+	/* Answers carry no store time (now_ms GCS_NOW_UNKNOWN), as through
+	 * a proxy that drops Date. */
+	bool no_time;
 } wrap_store;
 
 /* Wraps INNER (taking ownership). */
