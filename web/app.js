@@ -48,6 +48,7 @@
 	const CLAMP_CHARS = 80;        /* longer holder/purpose: clamped */
 	const LONG_SEGMENT = 24;       /* a name segment or chip that may break */
 	const REASON_MAX = 256;        /* bytes, as the server's API_REASON_MAX */
+	const NAME_MAX = 256;          /* bytes, as the server's API_NAME_MAX */
 	const TOKEN_KEY = 'lockgate.token';
 	const SORTS = ['urgency', 'name', 'owner', 'holder', 'purpose', 'labels',
 	    'acquired', 'expires', 'refreshed', 'token'];
@@ -659,15 +660,23 @@
 		st.pendingDetail = hashLock();
 	}
 
+	/* Whether NAME is a lock name the server accepts.  api_name_valid in
+	 * api/validate.c is the source of truth; this follows it rule for
+	 * rule (the characters are ASCII, so a character is a byte). */
+	function nameValid(name) {
+		return name.length <= NAME_MAX &&
+		    /^[A-Za-z0-9][A-Za-z0-9._\/-]*$/.test(name) &&
+		    !name.endsWith('/') && !name.includes('//') &&
+		    !name.split('/').some((s) => s === '.' || s === '..');
+	}
+
+	/* The lock #/locks/NAME opens, or null.  A valid name needs no
+	 * percent-encoding, so it stands in the hash as is; anything else
+	 * ('..', %2F, a quote) names no lock and must never reach a URL we
+	 * fetch, where '..' would be collapsed onto another path. */
 	function hashLock() {
 		const m = /^#\/locks\/(.+)$/.exec(location.hash);
-		if (!m)
-			return null;
-		try {
-			return m[1].split('/').map(decodeURIComponent).join('/');
-		} catch (e) {
-			return null;
-		}
+		return m && nameValid(m[1]) ? m[1] : null;
 	}
 
 	function lockHash(name) {
