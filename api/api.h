@@ -268,6 +268,13 @@ int api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
  * api_lock_clear(). */
 int api_acquire_peek(api_service *svc, const api_acquire_req *req,
     api_lock *out, api_err *err);
+/* Reads and no write, for a keyed REQ about to wait behind other
+ * requests (the server's queue, or a writer it holds readers back for):
+ * 1 when a live lease of REQ's own (its client key and owner, as
+ * api_acquire recognises it) holds the lock, for api_acquire to renew
+ * and return at once; 0 when none does, when REQ has no client key, or
+ * when the store failed (the caller then goes on as without the look). */
+int api_acquire_finds_own(api_service *svc, const api_acquire_req *req);
 /* Extend a lease; req->ttl 0 keeps the ttl. */
 int api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
     api_err *err);

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "api.h"
+#include "group_int.h"
 #include "lease.h"
 #include "util/wipe.h"
 
@@ -319,6 +320,32 @@ api_acquire_peek(api_service *svc, const api_acquire_req *req, api_lock *out,
 		rc = held_by(req, &cur, out, err);
 	gcs_object_clear(&cur);
 	return rc;
+}
+
+int
+api_acquire_finds_own(api_service *svc, const api_acquire_req *req)
+{
+	gcs_object cur;
+	group_view v;
+	gcs_err ge;
+	size_t i;
+	int own;
+
+	if (req->key[0] == '\0' ||
+	    gcs_get(svc->store, req->name, &cur, &ge) != GCS_OK)
+		return 0;
+	if (!lease_is_head(&cur)) {
+		own = lease_is_ours(&cur, req);
+		gcs_object_clear(&cur);
+		return own;
+	}
+	gcs_object_clear(&cur);
+	if (group_view_scan(svc, req->name, &v, &ge) != GCS_OK)
+		return 0;
+	for (i = 0, own = 0; i < v.n && !own; i++)
+		own = lease_is_ours(&v.leases[i].obj, req);
+	group_view_clear(&v);
+	return own;
 }
 
 /* long: one retry loop (insert, read the holder, take over an expired lease)

@@ -270,20 +270,52 @@ acquire_kind(srv_req *r, api_acquire_req *q, api_err *err)
 	return 0;
 }
 
+/*
+ * Whether Q is a retry that finds its own live lease by its client key
+ * (its first attempt granted, the answer lost): it gets that lease at
+ * once, as it would without waiters here, never queued behind them nor
+ * held back behind a writer.  They wait for that very lease, which
+ * nobody else hands out (give_back in wait.c leaves a keyed grant to the
+ * client's retry), so queued it would hold the lock until its TTL.
+ */
+static bool
+retry_finds_own(srv_req *r, const api_acquire_req *q)
+{
+	return api_acquire_finds_own(r->srv->svc, q) == 1;
+}
+
 /* Writers do not starve: a reader asking without wait while a writer
- * waits here is refused (with wait it queues behind the writer).  1 when
- * refused (answered, result in *MR). */
+ * waits here is refused (with wait it queues behind the writer), unless
+ * it finds its own lease.  1 when refused (answered, result in *MR). */
 static int
 reader_held_back(srv_req *r, const api_acquire_req *q, enum MHD_Result *mr)
 {
 	if (q->mode != API_MODE_SHARED ||
-	    !srv_waits_has_writer(r->srv->waits, q->name))
+	    !srv_waits_has_writer(r->srv->waits, q->name) ||
+	    retry_finds_own(r, q))
 		return 0;
 	metrics_lock_outcome("conflict");
 	*mr = http_fail(r, API_LOCKED, NULL,
 	    "an exclusive acquire is waiting for this lock: new shared "
 	    "leases wait behind it; retry, or ask with wait");
 	return 1;
+}
+
+/* Queue R behind the waiters already queued for its lock, with no
+ * attempt.  A lease too large to store is the caller's 400 now, not a
+ * timeout later (api_acquire checks it on every attempt). */
+static enum MHD_Result
+wait_behind(srv_req *r)
+{
+	api_err err;
+
+	if (api_acquire_check(&r->acq, &err) != API_OK)
+		return http_error(r, &err, NULL);
+	err.code = API_LOCKED;
+	snprintf(err.message, sizeof(err.message),
+	    "the lock is still held: the wait ran out");
+	err.retry_after = 1;
+	return start_wait(r, r->acq.wait, NULL, API_LOCKED, &err);
 }
 
 static enum MHD_Result
@@ -294,6 +326,7 @@ do_acquire(srv_req *r, const char *name)
 	api_lock lock;
 	api_err err;
 	long ttl, wait, expected;
+	bool own = false;
 	int rc;
 
 	if (routes_authenticate(r, AUTH_ACQUIRE, name, &mr) != 0 ||
@@ -333,20 +366,12 @@ do_acquire(srv_req *r, const char *name)
 	 * every request, so that no two grants share one. */
 	api_acquire_prepare(q);
 
-	/* First come, first served: behind waiters already queued here.  A
-	 * lease too large to store is the caller's 400 now, not a timeout
-	 * later (api_acquire checks it on every attempt). */
+	/* First come, first served: behind waiters already queued here,
+	 * unless it is a retry that finds its own lease. */
 	if (wait > 0 && srv_waits_has(r->srv->waits, name) &&
-	    !srv_draining(r->srv)) {
-		if (api_acquire_check(q, &err) != API_OK)
-			return http_error(r, &err, NULL);
-		err.code = API_LOCKED;
-		snprintf(err.message, sizeof(err.message),
-		    "the lock is still held: the wait ran out");
-		err.retry_after = 1;
-		return start_wait(r, (int)wait, NULL, API_LOCKED, &err);
-	}
-	if (reader_held_back(r, q, &mr))
+	    !srv_draining(r->srv) && !(own = retry_finds_own(r, q)))
+		return wait_behind(r);
+	if (!own && reader_held_back(r, q, &mr))
 		return mr;
 	rc = api_acquire(r->srv->svc, q, &lock, &err);
 	if (rc == API_OK) {

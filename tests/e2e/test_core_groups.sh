@@ -6,7 +6,8 @@
 # a lease_id; refresh, release and forceRelease work per lease; a release
 # wakes as many waiters as there are free slots, a holder that stops
 # refreshing loses its slot to a waiter after its TTL, and a waiting
-# writer holds back new readers on this instance.
+# writer holds back new readers on this instance, but not a keyed
+# reader's retry that finds its own lease.
 . tests/e2e/lib.sh
 lg_start
 A="Authorization: Bearer $(lg_token alice)"
@@ -180,5 +181,31 @@ lg_eq "$(post "$A" "rw:refresh?lease_id=$WL")" 200 "writer refreshes"
 lg_eq "$(post "$A" "rw:release?lease_id=$WL")" 204 "writer releases"
 lg_eq "$(lg_curl -o /dev/null -w '%{http_code}' -H "$A" "$LG_URL/v1/locks/rw")" \
     404 "free after the writer"
+
+# A keyed reader's retry (its first answer lost) finds its own shared
+# lease while a writer waits, with or without wait: the writer waits for
+# that very lease.  A keyed reader that holds nothing is still held back.
+lg_eq "$(post "$B" "rk:acquire?mode=shared&ttl=60&lease_id=READKEY001")" 200 \
+    "a keyed reader"
+RL=$(lg_json lease_id <"$out")
+RT=$(lg_json fencing_token <"$out")
+curl -sS --max-time 30 -o "$LG_TMP/wr" -X POST -H "$A" \
+    "$LG_URL/v1/locks/rk:acquire?ttl=60&wait=20" &
+wr=$!
+sleep 0.5
+for q in "" "&wait=8"; do
+	lg_eq "$(post "$B" "rk:acquire?mode=shared&ttl=60&lease_id=READKEY001$q")" \
+	    200 "a keyed reader's retry ($q) behind a waiting writer"
+	lg_eq "$(lg_json lease_id <"$out")" "$RL" "the keyed reader's lease ($q)"
+	lg_eq "$(lg_json fencing_token <"$out")" "$RT" "the keyed reader's token ($q)"
+done
+lg_eq "$(post "$B" "rk:acquire?mode=shared&ttl=60&lease_id=READKEY002")" 409 \
+    "another keyed reader behind a waiting writer"
+kill -0 $wr 2>/dev/null || lg_fail "the writer was answered early"
+lg_eq "$(post "$B" "rk:release?lease_id=$RL")" 204 "the keyed reader leaves"
+wait $wr
+lg_eq "$(lg_json owner <"$LG_TMP/wr")" alice "the writer after the keyed reader"
+WL=$(lg_json lease_id <"$LG_TMP/wr")
+lg_eq "$(post "$A" "rk:release?lease_id=$WL")" 204 "the writer releases"
 lg_stop
 echo "PASS test_core_groups ($LG_STORE)"

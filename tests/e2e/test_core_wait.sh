@@ -2,7 +2,8 @@
 # Long-poll waiting: a waiter is granted within 100 ms of a release on the
 # same instance; waiters are served first come, first served; a wait that
 # runs out answers 409 with Retry-After; expiry (ttl=2) lets a waiter take
-# over; a client that hangs up stops waiting (and is not granted).
+# over; a client that hangs up stops waiting (and is not granted); a keyed
+# retry that finds its own lease is answered at once, not queued.
 . tests/e2e/lib.sh
 lg_start
 A="Authorization: Bearer $(lg_token alice)"
@@ -69,6 +70,46 @@ lg_eq "$code" 404 "the departed waiter was not granted the lock"
 n=$(lg_curl -H "$A" "$LG_URL/metrics" | sed -n 's/^lockgate_waiters_abandoned_total //p')
 lg_eq "$n" 1 "the departed waiter counted"
 grep -q '"waiters_abandoned":1,' "$LG_LOG" || lg_fail "the departed waiter not logged"
+
+# A retry with its lease_id (the idempotency key) whose first answer was
+# lost finds its own lease at once, even with wait and others waiting:
+# it is not queued behind them (they wait for that very lease).  A keyed
+# request that does not hold the lock still waits its turn.
+lg_curl -o "$out" -X POST -H "$A" \
+    "$LG_URL/v1/locks/key:acquire?ttl=60&lease_id=JOBKEY0001" >/dev/null
+KL=$(lg_json lease_id <"$out")
+KT=$(lg_json fencing_token <"$out")
+curl -sS --max-time 30 -o "$LG_TMP/bob" -X POST -H "$B" \
+    "$LG_URL/v1/locks/key:acquire?ttl=60&wait=20" &
+bobpid=$!
+sleep 0.3
+curl -sS --max-time 30 -o "$LG_TMP/carol" -X POST -H "$C" \
+    "$LG_URL/v1/locks/key:acquire?ttl=60&wait=20&lease_id=CAROLKEY01" &
+carolpid=$!
+sleep 0.3
+t0=$(date +%s%N)
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/key:acquire?ttl=60&wait=8&lease_id=JOBKEY0001")
+t1=$(date +%s%N)
+lg_eq "$code" 200 "a keyed retry behind waiters"
+lg_eq "$(lg_json lease_id <"$out")" "$KL" "the keyed retry's lease"
+lg_eq "$(lg_json fencing_token <"$out")" "$KT" "the keyed retry's token"
+[ $(( (t1 - t0) / 1000000 )) -lt 3000 ] ||
+    lg_fail "the keyed retry took $(( (t1 - t0) / 1000000 )) ms (want at once)"
+kill -0 $bobpid 2>/dev/null || lg_fail "the first waiter was answered early"
+kill -0 $carolpid 2>/dev/null || lg_fail "the keyed waiter was answered early"
+code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/key:release?lease_id=$KL")
+lg_eq "$code" 204 "the keyed holder releases"
+wait $bobpid
+lg_eq "$(lg_json owner <"$LG_TMP/bob")" bob "the first waiter before the keyed one"
+kill -0 $carolpid 2>/dev/null || lg_fail "the keyed waiter jumped the queue"
+BL=$(lg_json lease_id <"$LG_TMP/bob")
+lg_curl -o /dev/null -X POST -H "$B" "$LG_URL/v1/locks/key:release?lease_id=$BL"
+wait $carolpid
+lg_eq "$(lg_json owner <"$LG_TMP/carol")" carol "the keyed waiter in its turn"
+CL=$(lg_json lease_id <"$LG_TMP/carol")
+lg_curl -o /dev/null -X POST -H "$C" "$LG_URL/v1/locks/key:release?lease_id=$CL"
 
 # wait beyond the maximum is refused.
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \

@@ -1154,6 +1154,60 @@ test_reacquire_renews(void **state)
 	}
 }
 
+/*
+ * api_acquire_finds_own, the server's look before a keyed request waits
+ * behind others: only a live lease of the same key and owner, exclusive
+ * or one of a group's (the head's own, or an object of its own), and no
+ * write.  Anything else is 0: the request then waits its turn.
+ */
+static void
+test_finds_own(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q, mine;
+	api_lock a, r, x;
+	api_err e;
+
+	keyed_req(&mine, "own", "ci", 10, "retry-key-1");
+	assert_int_equal(api_acquire_finds_own(f->svc, &mine), 0); /* free */
+	assert_int_equal(api_acquire(f->svc, &mine, &a, &e), API_OK);
+	wrap_reset(f->ws);
+	keyed_req(&q, "own", "ci", 10, "retry-key-1"); /* the retry */
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 1);
+	assert_int_equal(wrap_writes(f->ws), 0);
+	acq_req(&q, "own", "ci", 10); /* no key */
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 0);
+	keyed_req(&q, "own", "ci", 10, "retry-key-2");
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 0);
+	keyed_req(&q, "own", "bob", 10, "retry-key-1");
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 0);
+	clock_ms += 12000; /* past ttl and margin: no longer anyone's */
+	assert_int_equal(api_acquire_finds_own(f->svc, &mine), 0);
+	api_lock_clear(&a);
+
+	/* Shared: the lease the head carries, and one of its own object. */
+	keyed_req(&mine, "own-rw", "ci", 30, "read-key-01");
+	mine.mode = API_MODE_SHARED;
+	assert_int_equal(api_acquire(f->svc, &mine, &a, &e), API_OK);
+	assert_int_equal(api_acquire_finds_own(f->svc, &mine), 1);
+	keyed_req(&q, "own-rw", "ci", 30, "read-key-02");
+	q.mode = API_MODE_SHARED;
+	assert_int_equal(api_acquire(f->svc, &q, &r, &e), API_OK);
+	wrap_reset(f->ws);
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 1);
+	assert_int_equal(wrap_writes(f->ws), 0);
+	keyed_req(&q, "own-rw", "ci", 30, "read-key-03");
+	q.mode = API_MODE_SHARED;
+	assert_int_equal(api_acquire_finds_own(f->svc, &q), 0);
+	/* The retry gets the very lease it looked for. */
+	assert_int_equal(api_acquire(f->svc, &mine, &x, &e), API_OK);
+	assert_string_equal(x.lease_id, a.lease_id);
+	assert_int_equal(x.fencing_token, a.fencing_token);
+	api_lock_clear(&x);
+	api_lock_clear(&a);
+	api_lock_clear(&r);
+}
+
 /* Issue 18, 5: a force release names the lease the admin saw; a newer
  * lease is refused (409) and left alone. */
 static void
@@ -2210,6 +2264,8 @@ main(void)
 		    test_group_head_lease_found_expired, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_group_own_object_found_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_finds_own, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
