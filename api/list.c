@@ -55,8 +55,10 @@ list_take(api_service *svc, const api_list_req *req, const gcs_entry *e,
 }
 
 /* Take the entries of the store's PAGE into OUT until it is full (*MORE
- * set when an entry follows a full page); SEEN (API_NAME_MAX + 1 bytes)
- * is the last name taken.  API_OK or a store failure. */
+ * set when a lock the caller may see follows a full page: one it may
+ * not see is no sign of more, nor a sign that it is there); SEEN
+ * (API_NAME_MAX + 1 bytes) is the last name taken.  API_OK or a store
+ * failure. */
 static int
 list_page(api_service *svc, const api_list_req *req, const gcs_page *page,
     api_list_res *out, char *seen, int *more, api_err *err)
@@ -71,10 +73,12 @@ list_page(api_service *svc, const api_list_req *req, const gcs_page *page,
 		 * head. */
 		if (strchr(e->name, '#') != NULL)
 			continue;
+		if (req->visible != NULL &&
+		    !req->visible(req->visible_ctx, e->name))
+			continue;
 		if (out->n == (size_t)req->page_size)
 			*more = 1; /* E follows a full page */
-		else if (req->visible == NULL ||
-		    req->visible(req->visible_ctx, e->name)) {
+		else {
 			api_copy(seen, API_NAME_MAX + 1, e->name);
 			rc = list_take(svc, req, e, out, err);
 		}
@@ -142,7 +146,11 @@ api_list(api_service *svc, const api_list_req *req, api_list_res *out,
 		}
 		if (more || token == NULL)
 			break;
-		if (out->n == (size_t)req->page_size) {
+		/* Full, and the store has more.  With no name hidden from
+		 * the caller, a next page is offered without reading on (it
+		 * may turn out empty); otherwise only once a lock it may see
+		 * is found, for a hidden one must leave no trace. */
+		if (out->n == (size_t)req->page_size && req->visible == NULL) {
 			more = 1;
 			break;
 		}

@@ -842,6 +842,65 @@ test_list_hides_names(void **state)
 }
 
 static bool
+not_under_h(void *ctx, const char *name)
+{
+	(void)ctx;
+	return strstr(name, "/h/") == NULL;
+}
+
+/*
+ * A full page followed only by locks the caller may not see ends the
+ * listing: no next_page_token says that more exist.  Whether the hidden
+ * lock follows in the same store page (p/), or after a store page that
+ * ended with the caller's page full (q/: its extra entry a lease of a
+ * group, which is no lock); a lock it may see after them (r/) is paged
+ * to.
+ */
+static void
+test_list_hidden_tail(void **state)
+{
+	static const char *const names[] = { "p/a1", "p/a2", "p/h/1",
+		"q/a1", "q/a2", "q/a2#lease", "q/h/1", "r/a1", "r/a2", "r/h/1",
+		"r/z" };
+	fixture *f = *state;
+	json_t *m = json_pack("{ss}", "owner", "x");
+	api_list_req lr;
+	api_list_res res;
+	gcs_object o;
+	gcs_err ge;
+	api_err e;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(gcs_insert(f->ws->inner, names[i], m, &o, &ge),
+		    GCS_OK);
+		gcs_object_clear(&o);
+	}
+	json_decref(m);
+	for (i = 0; i < 3; i++) {
+		memset(&lr, 0, sizeof(lr));
+		snprintf(lr.prefix, sizeof(lr.prefix), "%c/", "pqr"[i]);
+		lr.page_size = 2;
+		lr.visible = not_under_h;
+		assert_int_equal(api_list(f->svc, &lr, &res, &e), API_OK);
+		assert_int_equal(res.n, 2);
+		if (i < 2) {
+			assert_null(res.next_page_token);
+			api_list_res_clear(&res);
+			continue;
+		}
+		assert_string_equal(res.next_page_token, "r/a2");
+		snprintf(lr.page_token, sizeof(lr.page_token), "r/a2");
+		api_list_res_clear(&res);
+		assert_int_equal(api_list(f->svc, &lr, &res, &e), API_OK);
+		assert_int_equal(res.n, 1);
+		assert_string_equal(res.locks[0].name, "r/z");
+		assert_null(res.next_page_token);
+		api_list_res_clear(&res);
+	}
+}
+
+static bool
 only_last(void *ctx, const char *name)
 {
 	(void)ctx;
@@ -2210,6 +2269,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_list_pages_leave_expired_out, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_hides_names, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_list_hidden_tail, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_list_too_sparse, setup,
 		    teardown),
