@@ -66,11 +66,13 @@ eval_insert(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 static void
 eval_patch(file_op *op, const json_t *cur, int64_t now_ms)
 {
+	char shown[GCS_NAME_SHOWN_BUF];
 	json_t *meta;
 
 	if (op->metagen >= GCS_GEN_MAX) {
 		op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
-		    "the metageneration of %s is exhausted", op->name);
+		    "the metageneration of %s is exhausted",
+		    gcs_name_shown(op->name, shown, sizeof(shown)));
 		return;
 	}
 	meta = gcs_meta_patched(json_object_get(cur, "metadata"), op->meta);
@@ -221,6 +223,7 @@ static int
 op_current(file_store *fs, file_op **ops, size_t i, json_t **cur, json_t **disk)
 {
 	file_op *op = ops[i];
+	char shown[GCS_NAME_SHOWN_BUF];
 	json_t *c;
 	size_t j;
 	int rc;
@@ -235,14 +238,15 @@ op_current(file_store *fs, file_op **ops, size_t i, json_t **cur, json_t **disk)
 		*cur = json_is_null(c) ? NULL : c;
 		return 0;
 	}
-	rc = file_obj_read(fs, op->fname, disk, &op->err);
+	rc = file_obj_read(fs, op->name, op->fname, disk, &op->err);
 	if (rc == GCS_OK &&
 	    strcmp(json_string_value(json_object_get(*disk, "name")),
 	        op->name) != 0) {
 		json_decref(*disk);
 		*disk = NULL;
 		rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
-		    "object file %s/%s holds another name", fs->dir, op->fname);
+		    "the file of object %s holds another name",
+		    gcs_name_shown(op->name, shown, sizeof(shown)));
 	}
 	if (rc != GCS_OK && rc != GCS_NOT_FOUND) {
 		op->rc = rc;
@@ -355,12 +359,12 @@ batch_apply(file_store *fs, file_op **ops, size_t n, const file_buf *rec,
 		if (!op->final)
 			continue;
 		if (crash == GCS_FILE_CRASH_AFTER_COMMIT) {
-			(void)file_obj_write(fs, op->fname, rec->p + op->toff,
-			    op->tlen, 1, &err);
+			(void)file_obj_write(fs, op->name, op->fname,
+			    rec->p + op->toff, op->tlen, 1, &err);
 			return 1;
 		}
-		if (file_obj_write(fs, op->fname, rec->p + op->toff, op->tlen,
-		        0, &err) != GCS_OK) {
+		if (file_obj_write(fs, op->name, op->fname, rec->p + op->toff,
+		        op->tlen, 0, &err) != GCS_OK) {
 			fs->wal_end = rec_start;
 			file_cache_forget_all(fs);
 			batch_fail(ops, n, err.status, err.msg);

@@ -234,14 +234,17 @@ out:
 	return rc;
 }
 
-/* Read object file FNAME: GCS_OK with *ENTRY (new reference, a live
- * object), GCS_NOT_FOUND (no file, or a tombstone), or GCS_UNAVAILABLE.
- * Files are rewritten in place under the flock while readers take no lock,
- * so a read that overlaps a write fails its CRC and is retried. */
+/* Read object file FNAME, of the object NAME: GCS_OK with *ENTRY (new
+ * reference, a live object), GCS_NOT_FOUND (no file, or a tombstone), or
+ * GCS_UNAVAILABLE.  Files are rewritten in place under the flock while
+ * readers take no lock, so a read that overlaps a write fails its CRC and
+ * is retried.  Messages name the object, never the file: a file name holds
+ * a group lease's lease_id, and the data directory is the host's. */
 int
-file_obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err)
+file_obj_read(file_store *fs, const char *name, const char *fname,
+    json_t **entry, gcs_err *err)
 {
-	char *buf = malloc(FILE_OBJ_BYTES_MAX);
+	char *buf = malloc(FILE_OBJ_BYTES_MAX), shown[GCS_NAME_SHOWN_BUF];
 	int rc = EAGAIN, i;
 
 	*entry = NULL;
@@ -262,10 +265,13 @@ file_obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err)
 		return GCS_OK;
 	if (rc == ENOENT)
 		return gcs_fail(err, GCS_NOT_FOUND, "no such object");
+	if (name == NULL) /* a listing's read, which wants no message */
+		return gcs_fail(err, GCS_UNAVAILABLE, "an object file is bad");
+	gcs_name_shown(name, shown, sizeof(shown));
 	if (rc == EAGAIN)
 		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "object file %s/%s is corrupt", fs->dir, fname);
-	return gcs_fail(err, GCS_UNAVAILABLE, "read %s/%s: %s", fs->dir, fname,
+		    "the file of object %s is corrupt", shown);
+	return gcs_fail(err, GCS_UNAVAILABLE, "read object %s: %s", shown,
 	    strerror(rc));
 }
 
@@ -327,12 +333,13 @@ file_cache_forget_all(file_store *fs)
  * FNAME, in place: no new inode per write (ext4 makes creating files right
  * after deleting others slow) and no truncation (the header gives the
  * length; bytes after it are ignored).  Not durable by itself: the log
- * record is.  With TORN, write only the first half (the crash hook). */
+ * record is.  With TORN, write only the first half (the crash hook).
+ * NAME, the object's, is for messages (as in file_obj_read). */
 int
-file_obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
-    int torn, gcs_err *err)
+file_obj_write(file_store *fs, const char *name, const char *fname,
+    const char *text, size_t tlen, int torn, gcs_err *err)
 {
-	char hdr[FILE_OBJ_HDR + 1];
+	char hdr[FILE_OBJ_HDR + 1], shown[GCS_NAME_SHOWN_BUF];
 	struct iovec iov[2];
 	struct file_fd *slot;
 	size_t n = FILE_OBJ_HDR + tlen;
@@ -364,8 +371,10 @@ file_obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 				stat_add(&fs->n_created, 1);
 		}
 		if (fd < 0)
-			return gcs_fail(err, GCS_UNAVAILABLE, "open %s/%s: %s",
-			    fs->dir, fname, strerror(errno));
+			return gcs_fail(err, GCS_UNAVAILABLE,
+			    "open the file of object %s: %s",
+			    gcs_name_shown(name, shown, sizeof(shown)),
+			    strerror(errno));
 		if (slot->fd >= 0)
 			close(slot->fd);
 		snprintf(slot->fname, sizeof(slot->fname), "%s", fname);
@@ -376,8 +385,9 @@ file_obj_write(file_store *fs, const char *fname, const char *text, size_t tlen,
 	while (w < 0 && errno == EINTR);
 	/* A short write of a few hundred bytes is an error (disk full). */
 	if (w != (ssize_t)(iov[0].iov_len + iov[1].iov_len)) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "write %s/%s: %s", fs->dir,
-		    fname, w < 0 ? strerror(errno) : "short write");
+		rc = gcs_fail(err, GCS_UNAVAILABLE, "write object %s: %s",
+		    gcs_name_shown(name, shown, sizeof(shown)),
+		    w < 0 ? strerror(errno) : "short write");
 		file_fd_forget(fs, fname);
 	}
 	return rc;
@@ -556,7 +566,7 @@ obj_write_entry(file_store *fs, const char *fname, const json_t *entry,
 		free(b.p);
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
 	}
-	rc = file_obj_write(fs, fname, b.p, b.n, 0, err);
+	rc = file_obj_write(fs, name, fname, b.p, b.n, 0, err);
 	free(b.p);
 	return rc;
 }
@@ -567,13 +577,13 @@ int
 file_entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 {
 	const char *name = json_string_value(json_object_get(entry, "name"));
-	char fname[FILE_FNAME_BUF];
+	char fname[FILE_FNAME_BUF], shown[GCS_NAME_SHOWN_BUF];
 	json_t *cur = NULL;
 	int rc, same;
 
 	if (file_name_encode(name, fname) != 0)
 		return gcs_fail(err, GCS_UNAVAILABLE, "bad name in the log");
-	rc = file_obj_read(fs, fname, &cur, NULL);
+	rc = file_obj_read(fs, name, fname, &cur, NULL);
 	if (rc != GCS_OK)
 		cur = NULL; /* absent, a tombstone, or torn: rewrite */
 	if (cur != NULL &&
@@ -587,7 +597,8 @@ file_entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 		file_fd_forget(fs, fname);
 		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
 			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "unlink %s/%s: %s", fs->dir, fname,
+			    "unlink the file of object %s: %s",
+			    gcs_name_shown(name, shown, sizeof(shown)),
 			    strerror(errno));
 	}
 	if (!file_entry_exists(entry))

@@ -200,6 +200,14 @@ json_t *gcs_meta_patched(const json_t *base, const json_t *patch);
 /* Set err (if not NULL) and return STATUS.  printf-style message. */
 int gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The object NAME as a message may show it, in BUF (BUFSZ bytes, cut to
+ * fit; GCS_NAME_SHOWN_BUF holds any name); returns BUF.  A group lease's
+ * object "LOCK#LEASE_ID" is shown as "LOCK#…": a store's messages reach
+ * the log and the 503 answers of every caller of the lock, and a lease_id
+ * reaches no one but its holder (design §2).  Every message that names
+ * an object names it through this. */
+#define GCS_NAME_SHOWN_BUF (GCS_NAME_MAX + sizeof("…"))
+const char *gcs_name_shown(const char *name, char *buf, size_t bufsz);
 const char *gcs_status_str(gcs_status st);
 
 /* The store's clock: milliseconds since the epoch.  Tests replace it. */

@@ -332,20 +332,46 @@ error_member(const char *s, size_t n, json_t **root)
 }
 
 /*
+ * Cut every copy of the lease_id in NAME (what follows its '#') out of
+ * TEXT, in place, leaving "…", as gcs_name_shown does: Cloud Storage's
+ * own messages may quote the object they are about (its 404 and 429 ones
+ * do).  A lease_id is hex (API_LEASE_ID_NEW), so a URL-encoded copy
+ * reads the same.
+ */
+static void
+hide_lease(char *text, const char *name)
+{
+	static const char cut[] = "…";
+	const char *hash = name ? strchr(name, '#') : NULL;
+	size_t n;
+	char *p;
+
+	if (hash == NULL || (n = strlen(hash + 1)) < sizeof(cut) - 1)
+		return;
+	while ((p = strstr(text, hash + 1)) != NULL) {
+		memcpy(p, cut, sizeof(cut) - 1);
+		memmove(p + sizeof(cut) - 1, p + n, strlen(p + n) + 1);
+	}
+}
+
+/*
  * The detail of an error answer R, for the log only (classification is by
  * status): "REASON: MESSAGE", either part alone, or "" when the body says
  * neither.  Two shapes: Cloud Storage's {"error":{"code","message",
  * "errors":[{"reason",...}]}}, and Google's emulator's
  * {"error":{"code":N,"message":"<JSON text>"}}, whose message is itself
  * an error object ({"error":{"errors":[{"message"}]}}): its first
- * error's message is the one a person can act on.  Cut to BUFSZ, bytes
- * outside printable ASCII replaced.
+ * error's message is the one a person can act on.  Bytes outside
+ * printable ASCII replaced and the lease_id of object NAME (or NULL) cut
+ * out, both before the text is cut to BUFSZ (at most GCS_ERRMSG_MAX), so
+ * that no part of a lease_id is left at the cut.
  */
 static const char *
-error_detail(const gcs_resp *r, char *buf, size_t bufsz)
+error_detail(const gcs_resp *r, const char *name, char *buf, size_t bufsz)
 {
 	json_t *root, *inner_root = NULL, *e, *inner, *first;
 	const char *reason, *msg;
+	char full[GCS_ERRMSG_MAX + GCS_NAME_MAX];
 	size_t i;
 
 	e = error_member(r->body, r->len, &root);
@@ -363,11 +389,15 @@ error_detail(const gcs_resp *r, char *buf, size_t bufsz)
 			msg = json_string_value(
 			    json_object_get(inner, "message"));
 	}
-	snprintf(buf, bufsz, "%s%s%s", reason ? reason : "",
+	snprintf(full, sizeof(full), "%s%s%s", reason ? reason : "",
 	    reason && msg ? ": " : "", msg ? msg : "");
-	for (i = 0; buf[i]; i++)
-		if (buf[i] < 0x20 || buf[i] > 0x7e)
-			buf[i] = '?';
+	for (i = 0; full[i]; i++)
+		if (full[i] < 0x20 || full[i] > 0x7e)
+			full[i] = '?';
+	hide_lease(full, name);
+	i = strlen(full) < bufsz ? strlen(full) : bufsz - 1;
+	memcpy(buf, full, i);
+	buf[i] = '\0';
 	json_decref(inner_root);
 	json_decref(root);
 	return buf;
@@ -552,27 +582,29 @@ static int
 call_failed(const gs_store *g, const gs_req *req, const gs_try *t,
     gcs_resp *resp, gcs_err *err)
 {
-	char detail[160];
+	char detail[160], what[GCS_NAME_SHOWN_BUF + 4];
 	gcs_status st;
 	int rc;
 
 	st = classify(t->sent == 0 ? resp->status : 0, req);
+	what[0] = '\0';
+	if (req->name != NULL) {
+		memcpy(what, " of ", 4);
+		gcs_name_shown(req->name, what + 4, sizeof(what) - 4);
+	}
 	if (t->sent == 0 && resp->status == 404 && req->no_object)
 		rc = gcs_fail(err, st,
 		    "Cloud Storage bucket '%s' not found (check --store)",
 		    g->bucket);
 	else if (t->sent != 0)
 		rc = gcs_fail(err, st,
-		    "Cloud Storage %s%s%s unreachable after "
-		    "%d tries: %s",
-		    req->op, req->name ? " of " : "",
-		    req->name ? req->name : "", t->tries, t->ebuf);
+		    "Cloud Storage %s%s unreachable after %d tries: %s",
+		    req->op, what, t->tries, t->ebuf);
 	else {
-		error_detail(resp, detail, sizeof(detail));
-		rc = gcs_fail(err, st, "Cloud Storage %s%s%s: HTTP %ld%s%s%s",
-		    req->op, req->name ? " of " : "",
-		    req->name ? req->name : "", resp->status,
-		    detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
+		error_detail(resp, req->name, detail, sizeof(detail));
+		rc = gcs_fail(err, st, "Cloud Storage %s%s: HTTP %ld%s%s%s",
+		    req->op, what, resp->status, detail[0] ? " (" : "", detail,
+		    detail[0] ? ")" : "");
 	}
 	gcs_resp_clear(resp);
 	return rc;

@@ -130,6 +130,7 @@ static int
 read_back(gs_store *g, const char *name, const json_t *metadata, int64_t gen,
     gcs_object *out, gcs_err *err)
 {
+	char shown[GCS_NAME_SHOWN_BUF];
 	int rc = gs_get(&g->base, name, out, err);
 
 	if (rc == GCS_NOT_FOUND && gen > 0)
@@ -142,7 +143,7 @@ read_back(gs_store *g, const char *name, const json_t *metadata, int64_t gen,
 		return gcs_fail(err, GCS_PRECONDITION,
 		    "Cloud Storage: %s was written, then changed by another "
 		    "writer before it was read back",
-		    name);
+		    gcs_name_shown(name, shown, sizeof(shown)));
 	}
 	return rc;
 }

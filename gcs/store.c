@@ -26,6 +26,18 @@ gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
 }
 
 const char *
+gcs_name_shown(const char *name, char *buf, size_t bufsz)
+{
+	const char *hash = strchr(name, '#');
+
+	if (hash == NULL)
+		snprintf(buf, bufsz, "%s", name);
+	else
+		snprintf(buf, bufsz, "%.*s…", (int)(hash - name + 1), name);
+	return buf;
+}
+
+const char *
 gcs_status_str(gcs_status st)
 {
 	switch (st) {

@@ -133,7 +133,7 @@ file_get(gcs_store *s, const char *name, gcs_object *out, gcs_err *err)
 
 	if (file_name_encode(name, fname) != 0)
 		return gcs_fail(err, GCS_INVALID, "bad name");
-	rc = file_obj_read(fs, fname, &e, err);
+	rc = file_obj_read(fs, name, fname, &e, err);
 	if (rc != GCS_OK)
 		return rc;
 	if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0) {
@@ -176,7 +176,7 @@ cand_name(file_store *fs, const char *dname, char *name)
 		return -1;
 	if (kind == 1) {
 		/* Hashed long name: the file knows its name. */
-		if (file_obj_read(fs, dname, &e, NULL) != GCS_OK)
+		if (file_obj_read(fs, NULL, dname, &e, NULL) != GCS_OK)
 			return -1;
 		snprintf(name, GCS_NAME_MAX + 1, "%s",
 		    json_string_value(json_object_get(e, "name")));
@@ -240,7 +240,8 @@ page_fill(file_store *fs, file_cand *c, size_t n, int max, gcs_page *out)
 		}
 		/* Gone since readdir (or recycled): skip it, the page stays
 		 * full. */
-		if (file_obj_read(fs, c[i].fname, &e, NULL) != GCS_OK)
+		if (file_obj_read(fs, c[i].name, c[i].fname, &e, NULL) !=
+		    GCS_OK)
 			continue;
 		if (strcmp(json_string_value(json_object_get(e, "name")),
 		        c[i].name) != 0) {

@@ -141,13 +141,14 @@ void file_entry_to_object(const json_t *e, int64_t now_ms, gcs_object *out);
 uint32_t file_crc32_buf(const unsigned char *p, size_t n);
 int file_obj_read_once(file_store *fs, const char *fname, char *buf,
     json_t **entry);
-int
-file_obj_read(file_store *fs, const char *fname, json_t **entry, gcs_err *err);
+/* NAME, the object's, is only for messages (NULL: a read that wants none). */
+int file_obj_read(file_store *fs, const char *name, const char *fname,
+    json_t **entry, gcs_err *err);
 int file_pwrite_all(int fd, const void *buf, size_t n, off_t off);
 void file_fd_forget(file_store *fs, const char *fname);
 void file_cache_forget_all(file_store *fs);
-int file_obj_write(file_store *fs, const char *fname, const char *text,
-    size_t tlen, int torn, gcs_err *err);
+int file_obj_write(file_store *fs, const char *name, const char *fname,
+    const char *text, size_t tlen, int torn, gcs_err *err);
 int file_buf_add(file_buf *b, const char *s, size_t n);
 int file_put_entry(file_buf *b, const char *name, const json_t *entry,
     int64_t deleted_ms);

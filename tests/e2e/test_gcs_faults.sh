@@ -182,6 +182,37 @@ req "$A" POST "/v1/locks/f/orphan:release?lease_id=$lease"
 lg_eq "$code" 204 "the lease_id granted is the one stored"
 lg_eq "$(objects)" "$before" "released"
 
+# A group lease's lease_id stays its holder's (design §2).  A semaphore's
+# second lease is the object "NAME#LEASE_ID"; a 503 whose storage message
+# names that object says "f/sem#…", to the holder's own refresh and to an
+# admin's forceRelease alike, and neither answer nor the log line carries
+# the lease_id.
+lg_fake clear-faults >/dev/null
+ADM="Authorization: Bearer $(lg_token root admin)"
+req "$B" POST "/v1/locks/f/sem:acquire?ttl=30&limit=2"
+lg_eq "$code" 200 "a semaphore's first lease"
+blease=$(lg_jget lease_id "$out")
+req "$A" POST "/v1/locks/f/sem:acquire?ttl=30&limit=2"
+lg_eq "$code" 200 "a semaphore's second lease"
+lease=$(lg_jget lease_id "$out")
+tok=$(lg_jget fencing_token "$out")
+lg_fake "fault?op=patch&kind=503&count=-1" >/dev/null
+lg_fake "fault?op=delete&kind=503&count=-1" >/dev/null
+ctx="a semaphore through 503s"
+req "$A" POST "/v1/locks/f/sem:refresh?lease_id=$lease"
+lg_eq "$code" 503 "refresh ($ctx)"
+grep -q "$lease" "$out" && lg_fail "the lease_id in a 503: $(cat "$out")"
+grep -q 'f/sem#…' "$out" || lg_fail "the 503 names no object: $(cat "$out")"
+req "$ADM" POST "/v1/locks/f/sem:forceRelease?fencing_token=$tok"
+lg_eq "$code" 503 "forceRelease ($ctx)"
+grep -q "$lease" "$out" && lg_fail "alice's lease_id in an admin's 503: $(cat "$out")"
+lg_fake clear-faults >/dev/null
+grep -q "$lease" "$LG_LOG" && lg_fail "a lease_id in the log"
+req "$A" POST "/v1/locks/f/sem:release?lease_id=$lease"
+lg_eq "$code" 204 "release ($ctx, after)"
+req "$B" POST "/v1/locks/f/sem:release?lease_id=$blease"
+lg_eq "$code" 204 "release of the first lease ($ctx, after)"
+
 grep -q '"status":500' "$LG_LOG" && lg_fail "a 500 in the log"
 lg_stop
 echo ok

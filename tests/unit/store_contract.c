@@ -358,6 +358,53 @@ test_patch_merges_and_bumps(void **state)
 	gcs_object_clear(&got);
 }
 
+/* ---- messages ---- */
+
+/* A failing call on a group lease's object ("LOCK#LEASE_ID") says so
+ * without the lease_id: a store's message reaches the log and the answers
+ * of every caller of the lock, the lease_id only its holder. */
+#define CT_SECRET "SECRETKEY0123456789abcdef"
+
+static void
+ct_assert_hidden(const gcs_err *err, int want)
+{
+	assert_int_equal(err->status, want);
+	if (strstr(err->msg, "SECRETKEY") != NULL)
+		fail_msg("a lease_id in a store message: %s", err->msg);
+}
+
+static void
+test_failures_hide_lease_id(void **state)
+{
+	ct_state *st = *state;
+	char name[CT_NAME_BUF], absent[CT_NAME_BUF];
+	gcs_object ins, out;
+	gcs_err err;
+	json_t *m = ct_meta("lease_id", CT_SECRET, NULL, NULL);
+
+	ct_insert_ok(st->s, ct_name(st, name, "sem/x#" CT_SECRET), m, &ins);
+	ct_name(st, absent, "sem/y#" CT_SECRET);
+	assert_int_equal(gcs_insert(st->s, name, m, &out, &err),
+	    GCS_PRECONDITION);
+	ct_assert_hidden(&err, GCS_PRECONDITION);
+	assert_int_equal(gcs_patch(st->s, name, ins.generation + 1, 1, m, &out,
+	                     &err),
+	    GCS_PRECONDITION);
+	ct_assert_hidden(&err, GCS_PRECONDITION);
+	assert_int_equal(gcs_remove(st->s, name, ins.generation, 2, &err),
+	    GCS_PRECONDITION);
+	ct_assert_hidden(&err, GCS_PRECONDITION);
+	assert_int_equal(gcs_get(st->s, absent, &out, &err), GCS_NOT_FOUND);
+	ct_assert_hidden(&err, GCS_NOT_FOUND);
+	assert_int_equal(gcs_patch(st->s, absent, 1, 1, m, &out, &err),
+	    GCS_NOT_FOUND);
+	ct_assert_hidden(&err, GCS_NOT_FOUND);
+	assert_int_equal(gcs_remove(st->s, absent, 1, 1, &err), GCS_NOT_FOUND);
+	ct_assert_hidden(&err, GCS_NOT_FOUND);
+	json_decref(m);
+	gcs_object_clear(&ins);
+}
+
 /* ---- remove ---- */
 
 static void
@@ -783,6 +830,8 @@ store_contract_run(const char *suite_name, store_contract_open_fn open,
 		cmocka_unit_test_setup_teardown(test_patch_merges_and_bumps,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_remove_preconditions,
+		    ct_setup, ct_teardown),
+		cmocka_unit_test_setup_teardown(test_failures_hide_lease_id,
 		    ct_setup, ct_teardown),
 		cmocka_unit_test_setup_teardown(test_recreate_new_generation,
 		    ct_setup, ct_teardown),

@@ -867,6 +867,31 @@ test_429_outlives_retries_is_busy(void **state)
 	json_decref(m);
 }
 
+/* A group lease's object is "LOCK#LEASE_ID"; a store message reaches the
+ * log and the 503 answers of every caller of the lock, so it names the
+ * object "LOCK#…" (gcs_name_shown), never with the lease_id. */
+#define SECRET "SECRETKEY0123456789abcdef"
+
+static void
+test_messages_hide_lease_id(void **state)
+{
+	gcs_store *s = *state;
+	gcs_object o, out;
+	gcs_err err;
+	json_t *m = meta2("lease_id", SECRET, NULL, NULL);
+
+	insert_ok(s, "sem/x#" SECRET, &o);
+	fault("patch", "503", -1);
+	assert_int_equal(gcs_patch(s, "sem/x#" SECRET, o.generation, 1, m, &out,
+	                     &err),
+	    GCS_UNAVAILABLE);
+	if (strstr(err.msg, "SECRETKEY") != NULL ||
+	    strstr(err.msg, "patch of sem/x#…: HTTP 503") == NULL)
+		fail_msg("message: %s", err.msg);
+	json_decref(m);
+	gcs_object_clear(&o);
+}
+
 static void
 test_reset_before_apply_is_retried(void **state)
 {
@@ -1032,6 +1057,11 @@ test_unreachable(void **state)
 	}
 	assert_int_equal(err.attempts, 0);
 	assert_int_equal(err.http_status, 0);
+	assert_int_equal(gcs_get(s, "sem/x#" SECRET, &o, &err),
+	    GCS_UNAVAILABLE);
+	if (strstr(err.msg, "SECRETKEY") != NULL ||
+	    strstr(err.msg, "get of sem/x#… unreachable after ") == NULL)
+		fail_msg("message: %s", err.msg);
 	gcs_store_free(s);
 }
 
@@ -1692,6 +1722,16 @@ test_error_shapes(void **state)
 	static const char plain[] =
 	    "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n"
 	    "{\"error\":{\"code\":503,\"message\":\"Backend\\nError\"}}";
+	/* Cloud Storage's own message quotes the object: its lease_id is
+	 * cut out, in either spelling. */
+	static const char quoting[] =
+	    "HTTP/1.1 429 Too Many Requests\r\nConnection: close\r\n\r\n"
+	    "{\"error\":{\"code\":429,\"message\":\"The object "
+	    "bkt/locks/sem/x#" SECRET " exceeded the rate limit (locks%2Fsem"
+	    "%2Fx%23" SECRET ").\",\"errors\":[{\"reason\":"
+	    "\"rateLimitExceeded\",\"message\":\"The object bkt/locks/"
+	    "sem/x#" SECRET
+	    " exceeded the rate limit (locks%2Fsem%2Fx%23" SECRET ").\"}]}}";
 	canned c;
 	gcs_store *s;
 	gcs_err err;
@@ -1710,6 +1750,15 @@ test_error_shapes(void **state)
 	canned_start(&c, plain, &s);
 	assert_int_equal(gcs_remove(s, "x", 5, 1, &err), GCS_UNAVAILABLE);
 	assert_non_null(strstr(err.msg, "HTTP 503 (Backend?Error)"));
+	canned_stop(&c, s);
+	canned_start(&c, quoting, &s);
+	assert_int_equal(gcs_remove(s, "sem/x#" SECRET, 5, 1, &err), GCS_BUSY);
+	if (strstr(err.msg, "SECRETKEY") != NULL ||
+	    strstr(err.msg,
+	        "delete of sem/x#…: HTTP 429 (rateLimitExceeded: "
+	        "The object bkt/locks/sem/x#… exceeded the rate "
+	        "limit (locks%2Fsem%2Fx%23…).)") == NULL)
+		fail_msg("message: %s", err.msg);
 	canned_stop(&c, s);
 }
 
@@ -2039,6 +2088,8 @@ main(void)
 		    test_no_retry_without_time_for_it, test_setup,
 		    test_teardown),
 		cmocka_unit_test_setup_teardown(test_give_up_at_shutdown,
+		    test_setup, test_teardown),
+		cmocka_unit_test_setup_teardown(test_messages_hide_lease_id,
 		    test_setup, test_teardown),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_list_page_too_large,

@@ -292,6 +292,53 @@ test_foreign_files_ignored(void **state)
 	gcs_store_free(s);
 }
 
+/* A store's messages reach the log and the 503 answers of every caller of
+ * a lock: a group lease's object ("LOCK#LEASE_ID") is named "LOCK#…", and
+ * no message prints the data directory (the host's) or an object file. */
+#define T_SECRET "SECRETKEY0123456789abcdef"
+
+static void
+assert_msg_hides(const gcs_err *err, const char *dir, const char *want)
+{
+	assert_int_equal(err->status, GCS_UNAVAILABLE);
+	if (strstr(err->msg, "SECRETKEY") != NULL ||
+	    strstr(err->msg, dir) != NULL || strstr(err->msg, want) == NULL)
+		fail_msg("message: %s", err->msg);
+}
+
+static void
+test_messages_hide_lease_and_dir(void **state)
+{
+	char dir[T_PATH], p[T_PATH * 2];
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "1");
+	FILE *f;
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	snprintf(p, sizeof(p), "%s/sem%%2Fx%%23" T_SECRET, dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("{not json", f);
+	fclose(f);
+	assert_int_equal(gcs_get(s, "sem/x#" T_SECRET, &o, &err),
+	    GCS_UNAVAILABLE);
+	assert_msg_hides(&err, dir, "object sem/x#… is corrupt");
+	assert_int_equal(gcs_insert(s, "sem/x#" T_SECRET, m, &o, &err),
+	    GCS_UNAVAILABLE);
+	assert_msg_hides(&err, dir, "object sem/x#… is corrupt");
+	/* Unreadable: a directory where the object file would be. */
+	snprintf(p, sizeof(p), "%s/sem%%2Fy%%23" T_SECRET, dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	assert_int_equal(gcs_insert(s, "sem/y#" T_SECRET, m, &o, &err),
+	    GCS_UNAVAILABLE);
+	assert_msg_hides(&err, dir, "read object sem/y#…: ");
+	json_decref(m);
+	gcs_store_free(s);
+}
+
 /* ---- open ---- */
 
 static void
@@ -1339,6 +1386,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names_stay_inside),
 		cmocka_unit_test(test_foreign_files_ignored),
+		cmocka_unit_test(test_messages_hide_lease_and_dir),
 		cmocka_unit_test(test_open_errors_and_relative),
 		cmocka_unit_test(test_reopen_keeps_state),
 		cmocka_unit_test(test_generation_survives_clock_going_back),
