@@ -170,13 +170,29 @@ params_str(srv_params *p, const char *key, char *out, size_t outlen,
 	return 1;
 }
 
+/* The query value V as a whole number into *OUT: an optional '-', then
+ * decimal digits, nothing else.  0, or -1 (also past long long).  Never
+ * strtoll alone: it skips leading blanks and takes a '+', so "%0930",
+ * "%0A30" or "+30" would read as 30. */
+static int
+query_number(const char *v, long long *out)
+{
+	const char *d = v[0] == '-' ? v + 1 : v;
+	char *end;
+
+	if (*d < '0' || *d > '9')
+		return -1;
+	errno = 0;
+	*out = strtoll(v, &end, 10);
+	return *end != '\0' || errno != 0 ? -1 : 0;
+}
+
 int
 params_int(srv_params *p, const char *key, long min, long max, long def,
     long *out, api_err *err)
 {
 	json_t *j = p->body ? json_object_get(p->body, key) : NULL;
 	const char *v;
-	char *end;
 	long long n;
 
 	*out = def;
@@ -190,10 +206,7 @@ params_int(srv_params *p, const char *key, long min, long max, long def,
 		}
 		n = json_integer_value(j);
 	} else if ((v = query(p, key)) != NULL) {
-		errno = 0;
-		n = strtoll(v, &end, 10);
-		if (v[0] == '\0' || *end != '\0' || errno != 0 || v[0] == ' ' ||
-		    v[0] == '+') {
+		if (query_number(v, &n) != 0) {
 			api_fail(err, API_BAD_REQUEST,
 			    "parameter '%s' must be a whole number from %ld to "
 			    "%ld",

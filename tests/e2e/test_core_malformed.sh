@@ -68,6 +68,16 @@ case_ 400 - POST '/v1/locks/x:acquire?ttl=1' -H "$A"
 case_ 400 - POST '/v1/locks/x:acquire?ttl=86401' -H "$A"
 case_ 400 - POST '/v1/locks/x:acquire?ttl=abc' -H "$A"
 case_ 400 - POST '/v1/locks/x:acquire?ttl=-5' -H "$A"
+# A number is an optional '-' and digits, nothing else: no blank before it
+# (strtoll would skip tab, newline, VT, FF and CR), no sign but '-'.
+for c in 09 0A 0B 0C 0D 20 2B; do
+	case_ 400 bad_request POST "/v1/locks/x:acquire?ttl=%${c}30" -H "$A"
+done
+case_ 400 bad_request POST '/v1/locks/x:acquire?ttl=30%09' -H "$A"
+case_ 400 bad_request POST '/v1/locks/x:acquire?wait=%0A1' -H "$A"
+case_ 400 bad_request POST '/v1/locks/x:acquire?limit=%0D2' -H "$A"
+case_ 400 bad_request GET '/v1/locks?page_size=%0C10' -H "$A"
+case_ 400 bad_request POST '/v1/locks/x:acquire?ttl=-%0930' -H "$A"
 case_ 400 - POST '/v1/locks/x:acquire?ttl=99999999999999999999999' -H "$A"
 case_ 400 - POST '/v1/locks/x:acquire?wait=-1' -H "$A"
 case_ 400 unknown_parameter POST '/v1/locks/x:acquire?tll=60' -H "$A"

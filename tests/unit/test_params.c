@@ -154,7 +154,10 @@ static void
 test_bad_numbers_and_text_refused(void **state)
 {
 	static const char *bad_ints[] = { "", "abc", "1.5", "-5", "+5", " 5",
-		"5 ", "99999999999999999999", "0x10", "1", "86401", NULL };
+		"5 ", "99999999999999999999", "0x10", "1", "86401",
+		/* %09 %0A %0B %0C %0D: blanks strtoll would skip */
+		"\t30", "\n30", "\v30", "\f30", "\r30", "30\t", "-", "--30",
+		"- 30", "-+30", "-\t30", NULL };
 	static const char *bad_text[] = { "a\nb", "tab\there", "\x7f",
 		"\xff\xfe", "\xc0\xaf", "\xe2\x82",
 		"\xed\xa0\x80",     /* a surrogate: jansson refuses it later */
@@ -176,7 +179,30 @@ test_bad_numbers_and_text_refused(void **state)
 		assert_int_equal(prep(&p, &q, NULL, &e), 0);
 		assert_int_equal(params_int(&p, "ttl", 2, 86400, 300, &v, &e),
 		    -1);
+		assert_int_equal(e.code, API_BAD_REQUEST);
+		assert_int_equal(v, 300);
 		params_clear(&p);
+	}
+	/* An optional '-' then digits: a negative number is read as one
+	 * (the range judges it), leading zeros are digits. */
+	{
+		static const struct {
+			const char *in;
+			long want;
+		} good[] = { { "-5", -5 }, { "-0", 0 }, { "0030", 30 },
+			{ "-007", -7 } };
+		size_t k;
+
+		for (k = 0; k < sizeof(good) / sizeof(good[0]); k++) {
+			q.kv[0][0] = "ttl";
+			q.kv[0][1] = good[k].in;
+			assert_int_equal(prep(&p, &q, NULL, &e), 0);
+			assert_int_equal(params_int(&p, "ttl", -10, 100, 1, &v,
+			                     &e),
+			    0);
+			assert_int_equal(v, good[k].want);
+			params_clear(&p);
+		}
 	}
 	for (i = 0; bad_text[i]; i++) {
 		q.kv[0][0] = "holder";
