@@ -387,18 +387,21 @@ fill_identity(const auth_ctx *a, auth_source src, json_t *claims,
     auth_identity *id, auth_refusal *why)
 {
 	const char *owner_claim = owner_claim_of(a, src, claims);
+	const json_t *owner = json_object_get(claims, owner_claim);
 	char buf[AUTH_CLAIM_MAX];
 	size_t i;
 
-	if (auth_claim_string(json_object_get(claims, owner_claim), id->owner,
-	        sizeof(id->owner)) != 0 ||
+	/* Text or a number (identity.md), never a boolean: true and false
+	 * would be two owners every such token shares.  auth_claim_string
+	 * writes booleans as text for the display claims. */
+	if (json_is_boolean(owner) ||
+	    auth_claim_string(owner, id->owner, sizeof(id->owner)) != 0 ||
 	    id->owner[0] == '\0' ||
 	    !api_text_clean(id->owner, strlen(id->owner))) {
 		why->reason = "missing_claim";
 		snprintf(why->message, sizeof(why->message),
-		    "The token has no "
-		    "usable owner claim \"%.64s\" (text without control "
-		    "characters).",
+		    "The token has no usable owner claim \"%.64s\" (text "
+		    "without control characters, or a number).",
 		    owner_claim);
 		return -1;
 	}

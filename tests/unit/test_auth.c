@@ -705,6 +705,15 @@ test_owner_claim(void **state)
 	        "99999999999}",
 	        JWT_ALG_HS256, SECRET),
 	    "missing_claim");
+	/* A boolean is no owner (numbers are, as decimal text). */
+	expect(hs,
+	    authtest_bearer(HDR_HS, "{\"sub\":true,\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	expect(hs,
+	    authtest_bearer(HDR_HS, "{\"sub\":false,\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
 	/* Another claim as owner; numbers read as strings. */
 	memset(&c, 0, sizeof(c));
 	c.jwt_secret = SECRET;
@@ -765,6 +774,11 @@ test_owner_claim_per_source(void **state)
 	expect(a,
 	    authtest_bearer(HDR_HS,
 	        "{\"sub\":\"x\",\"repository\":\"\",\"exp\":99999999999}",
+	        JWT_ALG_HS256, SECRET),
+	    "missing_claim");
+	expect(a,
+	    authtest_bearer(HDR_HS,
+	        "{\"sub\":\"x\",\"repository\":true,\"exp\":99999999999}",
 	        JWT_ALG_HS256, SECRET),
 	    "missing_claim");
 	/* A PEM (or JWKS) token never falls back to sub. */
