@@ -701,8 +701,7 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
  * written past its expiry: deleted (cleared from the head), and lost. */
 static int
 refresh_lost(api_service *svc, const api_lease_req *req, const char *oname,
-    const char *target, const lease_ref *ref, const gcs_object *o,
-    api_err *err)
+    const char *target, const lease_ref *ref, const gcs_object *o, api_err *err)
 {
 	group_drop_quietly(svc, target, o);
 	lease_cache_del(svc->cache, oname);

@@ -394,8 +394,8 @@ test_force_per_lease(void **state)
  * once a lease of API_TTL_MIN has expired on the store's clock: 3 s, and
  * then up to 5 s more (gs:// tells its time in whole seconds, Date). */
 static void
-take_once_expired(gc_state *st, api_service *svc, const char *owner,
-    int limit, api_lock *out)
+take_once_expired(gc_state *st, api_service *svc, const char *owner, int limit,
+    api_lock *out)
 {
 	struct timespec ts = { 3, 0 }, step = { 0, 250000000L };
 	api_acquire_req q;
@@ -589,8 +589,8 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_expired_slot, gc_setup,
 		    gc_teardown),
-		cmocka_unit_test_setup_teardown(test_late_refresh_412,
-		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(test_late_refresh_412, gc_setup,
+		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_late_refresh_503_retried,
 		    gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(

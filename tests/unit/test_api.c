@@ -859,9 +859,8 @@ not_under_h(void *ctx, const char *name)
 static void
 test_list_hidden_tail(void **state)
 {
-	static const char *const names[] = { "p/a1", "p/a2", "p/h/1",
-		"q/a1", "q/a2", "q/a2#lease", "q/h/1", "r/a1", "r/a2", "r/h/1",
-		"r/z" };
+	static const char *const names[] = { "p/a1", "p/a2", "p/h/1", "q/a1",
+		"q/a2", "q/a2#lease", "q/h/1", "r/a1", "r/a2", "r/h/1", "r/z" };
 	fixture *f = *state;
 	json_t *m = json_pack("{ss}", "owner", "x");
 	api_list_req lr;
