@@ -461,7 +461,11 @@ group_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 }
 
 /* Insert the marker NAME#LEASE_ID whose generation is an exclusive lease
- * over a group's fencing token; 0 and *TOKEN, or the store's status. */
+ * over a group's fencing token; 0 and *TOKEN, or the store's status.  A
+ * marker already there is ours from an earlier attempt (its insert
+ * applied though answered as failed, or its removal failed): replaced,
+ * never reused, for its generation may be older than a lease granted
+ * since, and a token must be newer than every one handed out before. */
 static int
 insert_marker(api_service *svc, const char *oname, int64_t *token, gcs_err *ge)
 {
@@ -472,15 +476,17 @@ insert_marker(api_service *svc, const char *oname, int64_t *token, gcs_err *ge)
 	if (m == NULL)
 		return gcs_fail(ge, GCS_NOMEM, "out of memory");
 	rc = gcs_insert(svc->store, oname, m, &o, ge);
-	json_decref(m);
-	if (rc == GCS_PRECONDITION) {
-		/* Ours from an earlier attempt, when a marker. */
-		rc = gcs_get(svc->store, oname, &o, ge);
-		if (rc == GCS_OK && !group_is_marker(&o)) {
-			gcs_object_clear(&o);
-			rc = gcs_fail(ge, GCS_PRECONDITION, "not a marker");
-		}
+	if (rc == GCS_PRECONDITION &&
+	    (rc = gcs_get(svc->store, oname, &o, ge)) == GCS_OK) {
+		rc = group_is_marker(&o)
+		    ? gcs_remove(svc->store, oname, o.generation,
+		          o.metageneration, ge)
+		    : gcs_fail(ge, GCS_PRECONDITION, "not a marker");
+		gcs_object_clear(&o);
+		if (rc == GCS_OK)
+			rc = gcs_insert(svc->store, oname, m, &o, ge);
 	}
+	json_decref(m);
 	if (rc == GCS_OK)
 		*token = o.generation;
 	gcs_object_clear(&o);

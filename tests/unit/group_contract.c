@@ -549,6 +549,61 @@ test_own_head_lease_without_time(void **state)
 	api_free(wl.other);
 }
 
+typedef struct lease_between {
+	gc_state *st;
+	api_service *other;
+	int64_t token;
+} lease_between;
+
+/* While the writer's marker insert is unanswered: a semaphore lease is
+ * granted and released, its token handed out. */
+static void
+granted_between(void *ctx)
+{
+	lease_between *lb = ctx;
+	api_acquire_req q;
+	api_lease_req r;
+	api_lock l;
+	api_err err;
+
+	acq(&q, lb->st, "y", API_MODE_EXCLUSIVE, 2, 30);
+	assert_int_equal(api_acquire(lb->other, &q, &l, &err), API_OK);
+	lb->token = l.fencing_token;
+	lease_of(&r, &l);
+	assert_int_equal(api_release(lb->other, &r, &err), API_OK);
+	api_lock_clear(&l);
+}
+
+/*
+ * An exclusive acquire over a group head whose marker insert applied but
+ * was answered 412 finds that marker, older than a lease granted
+ * meanwhile: its token is a new marker's, distinct from every token
+ * handed out before, and newer where tokens increase.
+ */
+static void
+test_marker_not_reused(void **state)
+{
+	gc_state *st = *state;
+	lease_between lb = { .st = st };
+	api_lock a, x;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	give_back(st, &a);
+	lb.other = api_new(&st->ws->base, NULL, NULL);
+	st->ws->ghost_op = W_INSERT;
+	st->ws->meanwhile = granted_between;
+	st->ws->meanwhile_ctx = &lb;
+	take(st, "x", API_MODE_EXCLUSIVE, 1, API_OK, NULL, &x);
+	assert_int_not_equal(lb.token, 0);
+	assert_true(x.fencing_token != lb.token);
+	if (st->increasing)
+		assert_true(x.fencing_token > lb.token);
+	give_back(st, &x);
+	api_lock_clear(&a);
+	api_lock_clear(&x);
+	api_free(lb.other);
+}
+
 /* The longest lock name (256 bytes): its lease objects' names, with '#'
  * and a lease_id, are longer than any lock name, on every store. */
 static void
@@ -595,6 +650,8 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		    gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_own_head_lease_without_time, gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(test_marker_not_reused,
+		    gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
 		    gc_teardown),
 	};
