@@ -87,15 +87,13 @@ curl -sS --max-time 30 -o "$LG_TMP/carol" -X POST -H "$C" \
     "$LG_URL/v1/locks/key:acquire?ttl=60&wait=20&lease_id=CAROLKEY01" &
 carolpid=$!
 sleep 0.3
-t0=$(date +%s%N)
+# Queued, it would wait out its 8 s and get 409: a 200 is the answer at
+# once.
 code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
     "$LG_URL/v1/locks/key:acquire?ttl=60&wait=8&lease_id=JOBKEY0001")
-t1=$(date +%s%N)
 lg_eq "$code" 200 "a keyed retry behind waiters"
 lg_eq "$(lg_json lease_id <"$out")" "$KL" "the keyed retry's lease"
 lg_eq "$(lg_json fencing_token <"$out")" "$KT" "the keyed retry's token"
-[ $(( (t1 - t0) / 1000000 )) -lt 3000 ] ||
-    lg_fail "the keyed retry took $(( (t1 - t0) / 1000000 )) ms (want at once)"
 kill -0 $bobpid 2>/dev/null || lg_fail "the first waiter was answered early"
 kill -0 $carolpid 2>/dev/null || lg_fail "the keyed waiter was answered early"
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$A" \
