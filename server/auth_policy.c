@@ -634,7 +634,10 @@ auth_policy_allows(const auth_policy *p, const json_t *claims,
 	for (x = (int)action; x < ACTIONS; x++)
 		if (v[x].granted)
 			return 1;
-	if (v[action].by != NULL)
+	/* The deciding glob helps a caller the policy knows; to anyone
+	 * else (an issuer signs for every repository that asks) it would
+	 * map which names are reserved, one probe at a time. */
+	if (v[action].by != NULL && grants_somewhere(p, claims, AUTH_READ))
 		snprintf(why, whylen,
 		    "No policy rule lets \"%.100s\" %s the lock \"%.100s\" "
 		    "(the rules for \"%.60s\" decide it).",

@@ -211,9 +211,15 @@ test_policy_decisions(void **state)
 	assert_non_null(strstr(why, "acquire"));
 	assert_non_null(strstr(why, "prod/deploy"));
 	assert_non_null(strstr(why, "repo:acme/app:ref:refs/heads/feat"));
+	/* It names the glob that decided: the policy knows this caller. */
+	assert_non_null(strstr(why, "\"prod/**\""));
 	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "production", why));
 	assert_false(allowed(a, &main_, AUTH_ACQUIRE, "staging/prod/x", why));
-	/* Another org, even claiming admin, gets nothing. */
+	/* Another org, even claiming admin, gets nothing, and is not told
+	 * which glob reserves the name. */
+	assert_false(allowed(a, &other, AUTH_ACQUIRE, "prod/deploy", why));
+	assert_non_null(strstr(why, "prod/deploy"));
+	assert_null(strstr(why, "prod/**"));
 	assert_false(allowed(a, &other, AUTH_READ, "prod/deploy", why));
 	assert_false(allowed(a, &other, AUTH_READ, NULL, why));
 	assert_false(allowed(a, &other, AUTH_ADMIN, "prod/deploy", why));
