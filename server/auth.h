@@ -52,6 +52,8 @@ typedef enum auth_action {
 	AUTH_ADMIN,   /* forceRelease */
 } auth_action;
 
+#define AUTH_KEY_FP_LEN 32 /* a key's fingerprint: SHA-256 */
+
 typedef struct auth_identity {
 	char owner[API_OWNER_MAX + 1]; /* the lease owner (sub or the
 					  configured claim) */
@@ -59,6 +61,10 @@ typedef struct auth_identity {
 	json_t *display;               /* owned: display claims, or NULL */
 	json_t *claims;                /* owned: every verified claim (for
 					  the policy), or NULL */
+	/* The fingerprint of the key that verified the token: a wait
+	 * ends refused once no key of the service has it (a leaked secret
+	 * replaced, a key rotated out). */
+	unsigned char key_fp[AUTH_KEY_FP_LEN];
 } auth_identity;
 
 /* Why a token was refused: reason is a short snake_case code for the JSON

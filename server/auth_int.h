@@ -68,6 +68,9 @@ typedef struct auth_key {
 				     a cheap check before libjwt's costly
 				     one; NULL for HS256 */
 	auth_source source;
+	/* SHA-256 of MATERIAL: the same key across reloads and JWKS
+	 * fetches, which give it a new id (auth_still_allowed). */
+	unsigned char fp[AUTH_KEY_FP_LEN];
 } auth_key;
 
 /* An immutable, reference-counted set of keys.  Requests take a reference

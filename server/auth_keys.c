@@ -98,6 +98,12 @@ auth_keyset_add(auth_keyset *ks, jwt_alg_t alg, const char *kid,
 	}
 	memcpy(k->material, material, len);
 	k->material[len] = '\0';
+	if (EVP_Digest(material, len, k->fp, NULL, EVP_sha256(), NULL) != 1) {
+		free(k->material);
+		free(k->kid);
+		snprintf(err, errlen, "cannot hash a key");
+		return -1;
+	}
 	if (alg != JWT_ALG_HS256) {
 		BIO *bio = BIO_new_mem_buf(k->material, (int)len);
 

@@ -383,10 +383,10 @@ owner_claim_of(const auth_ctx *a, auth_source src, const json_t *claims)
 }
 
 static int
-fill_identity(const auth_ctx *a, auth_source src, json_t *claims,
+fill_identity(const auth_ctx *a, const auth_key *key, json_t *claims,
     auth_identity *id, auth_refusal *why)
 {
-	const char *owner_claim = owner_claim_of(a, src, claims);
+	const char *owner_claim = owner_claim_of(a, key->source, claims);
 	const json_t *owner = json_object_get(claims, owner_claim);
 	char buf[AUTH_CLAIM_MAX];
 	size_t i;
@@ -406,6 +406,7 @@ fill_identity(const auth_ctx *a, auth_source src, json_t *claims,
 		return -1;
 	}
 	id->admin = json_is_true(json_object_get(claims, "admin"));
+	memcpy(id->key_fp, key->fp, sizeof(id->key_fp));
 	if (a->ndisplay > 0) {
 		id->display = json_object();
 		if (id->display == NULL)
@@ -481,7 +482,7 @@ verify_cached(auth_ctx *a, const token_ref *t, auth_identity *id,
 	if (good != NULL)
 		*rc = check_times(a, &times, why) != 0 ||
 		        check_iss_aud(a, good->source, claims, why) != 0 ||
-		        fill_identity(a, good->source, claims, id, why) != 0
+		        fill_identity(a, good, claims, id, why) != 0
 		    ? -1
 		    : 0;
 	auth_keyset_unref(jk);
@@ -752,7 +753,7 @@ auth_verify(auth_ctx *a, const char *authorization, auth_identity *id,
 	times = times_of(p.claims);
 	if (check_times(a, &times, why) != 0 ||
 	    check_iss_aud(a, good->source, p.claims, why) != 0 ||
-	    fill_identity(a, good->source, p.claims, id, why) != 0)
+	    fill_identity(a, good, p.claims, id, why) != 0)
 		goto out;
 	rc = 0;
 out:
@@ -774,6 +775,32 @@ auth_identity_clear(auth_identity *id)
 	memset(id, 0, sizeof(*id));
 }
 
+/* Whether KS holds a key of fingerprint FP. */
+static bool
+holds_key(const auth_keyset *ks, const unsigned char *fp)
+{
+	size_t i;
+
+	for (i = 0; ks != NULL && i < ks->n; i++)
+		if (CRYPTO_memcmp(ks->keys[i].fp, fp, AUTH_KEY_FP_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* Whether the key of fingerprint FP is still one the service trusts:
+ * configured, or in the JWKS it holds (never fetched for this). */
+static bool
+key_still_trusted(auth_ctx *a, const unsigned char *fp)
+{
+	auth_state *st = auth_state_get(a);
+	auth_keyset *jk = a->jwks != NULL ? auth_jwks_keys(a->jwks) : NULL;
+	bool yes = holds_key(st->keys, fp) || holds_key(jk, fp);
+
+	auth_keyset_unref(jk);
+	auth_state_unref(st);
+	return yes;
+}
+
 int
 auth_still_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
     const char *name, api_err *err)
@@ -784,6 +811,14 @@ auth_still_allowed(auth_ctx *a, const auth_identity *id, auth_action action,
 
 	memset(&why, 0, sizeof(why));
 	memset(err, 0, sizeof(*err));
+	if (!key_still_trusted(a, id->key_fp)) {
+		api_fail(err, API_UNAUTHORIZED,
+		    "The key that signed the token is no longer one this "
+		    "service trusts (keys were reloaded or rotated during the "
+		    "wait).");
+		err->reason = "unknown_key";
+		return API_UNAUTHORIZED;
+	}
 	if (check_times(a, &t, &why) != 0) {
 		api_fail(err, API_UNAUTHORIZED, "%s", why.message);
 		err->reason = why.reason;

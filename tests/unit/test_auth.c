@@ -1024,6 +1024,46 @@ test_secret_file_and_reload(void **state)
 	free(path);
 }
 
+/*
+ * A request waiting for a lock is re-checked before each write: once the
+ * key that signed its token is gone (a leaked secret replaced, SIGHUP),
+ * it is refused, as a new request with that token would be.  A reload
+ * that keeps the key (a new key object, the same secret) refuses nothing.
+ */
+static void
+test_still_allowed_needs_the_key(void **state)
+{
+	char err[256];
+	char *path = authtest_file("secret", SECRET "\n");
+	char *b = hs_token("", 600, 0);
+	auth_identity id;
+	auth_refusal why;
+	auth_config c;
+	api_err e;
+	auth_ctx *a;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret_file = path;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	assert_int_equal(auth_verify(a, b, &id, &why), 0);
+	assert_int_equal(auth_still_allowed(a, &id, AUTH_ACQUIRE, "x", &e),
+	    API_OK);
+	assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+	assert_int_equal(auth_still_allowed(a, &id, AUTH_ACQUIRE, "x", &e),
+	    API_OK);
+	free(authtest_file("secret", OTHER_SECRET "\n"));
+	assert_int_equal(auth_reload(a, err, sizeof(err)), 0);
+	assert_int_equal(auth_still_allowed(a, &id, AUTH_ACQUIRE, "x", &e),
+	    API_UNAUTHORIZED);
+	assert_string_equal(e.reason, "unknown_key");
+	auth_identity_clear(&id);
+	auth_free(a);
+	free(path);
+	free(b);
+}
+
 static void
 test_minted_token_verifies(void **state)
 {
@@ -1144,6 +1184,7 @@ main(void)
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_describe_names_keys_never_secret),
 		cmocka_unit_test(test_secret_file_and_reload),
+		cmocka_unit_test(test_still_allowed_needs_the_key),
 		cmocka_unit_test(test_minted_token_verifies),
 		cmocka_unit_test(test_token_cli_mints_verifiable_token),
 	};
