@@ -301,6 +301,16 @@ group_refuse(const api_acquire_req *req, const gcs_object *held, bool mismatch,
 {
 	char lim[16];
 
+	if (held == NULL) {
+		/* A view cut short, no live lease in what it read: the
+		 * leases past the cut may be live. */
+		memset(out, 0, sizeof(*out));
+		api_copy(out->name, sizeof(out->name), req->name);
+		err->retry_after = 1;
+		return api_fail(err, API_LOCKED,
+		    "the lock has more lease objects than one look reads, "
+		    "and counts as held until they expire or are released");
+	}
 	lease_read(req->name, held, false, out);
 	err->retry_after = retry_after_lock(out);
 	if (!mismatch)
@@ -338,8 +348,8 @@ group_refuse_view(const api_acquire_req *req, const group_view *v,
 /*
  * Judge V for REQ, leaving out REQ's own lease OWN (an object name, or
  * NULL): 0 when a lease of REQ fits, else 1 with *HELD the live lease to
- * show and *MISMATCH whether the holders use another mode or limit.  A
- * truncated view is full.
+ * show (NULL when a truncated view showed none) and *MISMATCH whether
+ * the holders use another mode or limit.  A truncated view is full.
  */
 int
 group_judge(const group_view *v, const api_acquire_req *req, const char *own,
@@ -373,7 +383,7 @@ group_judge(const group_view *v, const api_acquire_req *req, const char *own,
 			return 1;
 		}
 	}
-	if (*held != NULL && v->truncated)
+	if (v->truncated) /* leases unread: full, even with none seen */
 		return 1;
 	if (!group)
 		return live > 0;

@@ -899,6 +899,57 @@ test_list_hidden_tail(void **state)
 	}
 }
 
+/*
+ * A group whose listing is cut short (more objects than
+ * API_GROUP_SCAN_PAGES read: here stale leases nobody swept, sorting
+ * first) is full, though no live lease was in what was read: an
+ * exclusive acquire is refused, for the semaphore's two live leases lie
+ * past the cut.
+ */
+static void
+test_group_cut_short_is_full(void **state)
+{
+	fixture *f = *state;
+	json_t *m = json_pack("{ss ss ss}", "owner", "x", "lease_id", "x",
+	    "ttl", "2");
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock a, b, c, x;
+	gcs_object o;
+	gcs_err ge;
+	api_err e;
+	char name[32];
+	int i;
+
+	acq_req(&q, "g", "alice", 60);
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &a, &e), API_OK);
+	lease_req(&lq, &a, "alice", 0);
+	assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+	acq_req(&q, "g", "bob", 60);
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &b, &e), API_OK);
+	acq_req(&q, "g", "carol", 60);
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &c, &e), API_OK);
+	/* Long expired, and before the live ones ('-' below hex). */
+	clock_ms -= 3600 * 1000;
+	for (i = 0; i < API_GROUP_SCAN_PAGES * GCS_LIST_PAGE_MAX; i++) {
+		snprintf(name, sizeof(name), "g#-%06d", i);
+		assert_int_equal(gcs_insert(f->ws->inner, name, m, &o, &ge),
+		    GCS_OK);
+		gcs_object_clear(&o);
+	}
+	clock_ms += 3600 * 1000;
+	json_decref(m);
+	acq_req(&q, "g", "xavier", 60);
+	assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_LOCKED);
+	api_lock_clear(&x);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&c);
+}
+
 static bool
 only_last(void *ctx, const char *name)
 {
@@ -2271,6 +2322,8 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_list_hidden_tail, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_group_cut_short_is_full,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_too_sparse, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_store_failures, setup,
