@@ -910,8 +910,8 @@ static void
 test_group_cut_short_is_full(void **state)
 {
 	fixture *f = *state;
-	json_t *m = json_pack("{ss ss ss}", "owner", "x", "lease_id", "x",
-	    "ttl", "2");
+	json_t *m =
+	    json_pack("{ss ss ss}", "owner", "x", "lease_id", "x", "ttl", "2");
 	api_acquire_req q;
 	api_lease_req lq;
 	api_lock a, b, c, x;
