@@ -611,10 +611,11 @@ group_guard_removal(api_service *svc, const char *name, const gcs_object *cur,
 	gcs_err ge;
 	size_t i;
 	int rc;
-	bool live = false;
+	bool live;
 
 	if (group_view_scan(svc, name, &v, &ge) != GCS_OK)
 		return svc_store_fail(err, &ge), -1;
+	live = v.truncated; /* leases unread may be live */
 	for (i = 0; i < v.n; i++)
 		live = live || !lease_expired(&v.leases[i].obj);
 	group_view_clear(&v);

@@ -945,6 +945,12 @@ test_group_cut_short_is_full(void **state)
 	acq_req(&q, "g", "xavier", 60);
 	assert_int_equal(api_acquire(f->svc, &q, &x, &e), API_LOCKED);
 	api_lock_clear(&x);
+	/* Nor may an exclusive lease flagged over the group, met expired,
+	 * be removed as any other: the guard counts the unread as live
+	 * (and patches the head it was given back into a head). */
+	assert_int_equal(gcs_get(f->ws->inner, "g", &o, &ge), GCS_OK);
+	assert_int_equal(group_guard_removal(f->svc, "g", &o, &e), 1);
+	gcs_object_clear(&o);
 	api_lock_clear(&a);
 	api_lock_clear(&b);
 	api_lock_clear(&c);
