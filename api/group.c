@@ -494,19 +494,17 @@ insert_marker(api_service *svc, const char *oname, int64_t *token, gcs_err *ge)
 }
 
 /* Patch HEAD of NAME into the exclusive lease META flagged over a group,
- * with fencing token TOKEN: every key of the head goes (the lease it may
- * carry, judged expired), META's are set.  The store's status; OUT on
- * GCS_OK. */
+ * with no fencing token yet (group_exclusive_over writes it): every key
+ * of the head goes (the lease it may carry, judged expired), META's are
+ * set.  The store's status; OUT on GCS_OK. */
 static int
 patch_to_lease(api_service *svc, const char *name, const json_t *meta,
-    const gcs_object *head, int64_t token, gcs_object *out, gcs_err *ge)
+    const gcs_object *head, gcs_object *out, gcs_err *ge)
 {
-	char num[32];
 	json_t *p = json_object(), *v;
 	const char *k;
 	int rc;
 
-	api_fmt_int(num, sizeof(num), token);
 	json_object_foreach(head->metadata, k, v)
 	{
 		if (p != NULL && json_object_set_new(p, k, json_null()) != 0) {
@@ -516,13 +514,31 @@ patch_to_lease(api_service *svc, const char *name, const json_t *meta,
 	}
 	if (p == NULL || json_object_update(p, (json_t *)meta) != 0 ||
 	    json_object_set_new(p, LEASE_KEY_KIND, json_null()) != 0 ||
-	    json_object_set_new(p, LEASE_KEY_OVER_GROUP, json_string("1")) ||
-	    json_object_set_new(p, LEASE_KEY_TOKEN, json_string(num))) {
+	    json_object_set_new(p, LEASE_KEY_OVER_GROUP, json_string("1"))) {
 		json_decref(p);
 		return gcs_fail(ge, GCS_NOMEM, "out of memory");
 	}
 	rc = gcs_patch(svc->store, name, head->generation, head->metageneration,
 	    p, out, ge);
+	json_decref(p);
+	return rc;
+}
+
+/* Write TOKEN into LEASE of NAME, flagged over a group: the grant.  The
+ * store's status; OUT on GCS_OK. */
+static int
+set_token(api_service *svc, const char *name, const gcs_object *lease,
+    int64_t token, gcs_object *out, gcs_err *ge)
+{
+	char num[32];
+	json_t *p;
+	int rc;
+
+	api_fmt_int(num, sizeof(num), token);
+	if ((p = json_pack("{s:s}", LEASE_KEY_TOKEN, num)) == NULL)
+		return gcs_fail(ge, GCS_NOMEM, "out of memory");
+	rc = gcs_patch(svc->store, name, lease->generation,
+	    lease->metageneration, p, out, ge);
 	json_decref(p);
 	return rc;
 }
@@ -537,12 +553,30 @@ remove_marker(api_service *svc, const char *oname, int64_t token)
 	(void)gcs_remove(svc->store, oname, token, 1, &ge);
 }
 
+/* Patch LEASE of NAME, ours and never granted, back into a group head;
+ * a failure leaves it to expire, or to our key's next acquire
+ * (api_acquire patches back a flagged lease of ours with no token). */
+static void
+give_head_back(api_service *svc, const char *name, const gcs_object *lease)
+{
+	gcs_object back;
+	gcs_err ge;
+
+	if (group_patch_to_head(svc, name, lease, &back, &ge) == GCS_OK)
+		gcs_object_clear(&back);
+}
+
 /*
  * The exclusive acquire over a group head: list; with no live group
  * lease, patch the head into our lease (flagged lg_over_group, one
  * write; the head is never deleted, so the default path's insert stays
- * safe), then list again: a group lease inserted meanwhile may have been
- * granted before our patch, so we patch the head back and refuse.
+ * safe), then take the fencing token (a marker's generation), then list
+ * again: a group lease inserted before our patch may have been granted,
+ * so if one is live we patch the head back and refuse.  Only then is the
+ * token written into the lease, the grant.  The token is taken after the
+ * patch: a group acquire listing after it sees the head moved and is not
+ * granted, so every group lease granted was inserted before the marker,
+ * and its token is older.
  */
 int
 group_exclusive_over(api_service *svc, const api_acquire_req *req,
@@ -550,7 +584,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 {
 	char oname[GCS_NAME_MAX + 1];
 	const gcs_object *held;
-	gcs_object lease, back;
+	gcs_object lease, granted;
 	group_view v;
 	gcs_err ge;
 	int64_t token = 0;
@@ -565,36 +599,44 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 		return rc;
 	}
 	group_view_clear(&v);
+	rc = patch_to_lease(svc, req->name, meta, head, &lease, &ge);
+	if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
+		err->reason = "moved";
+		return API_BUSY;
+	}
+	if (rc != GCS_OK)
+		return svc_store_fail(err, &ge);
 	group_obj_name(oname, sizeof(oname), req->name, req->lease_id);
 	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK) {
+		give_head_back(svc, req->name, &lease);
+		gcs_object_clear(&lease);
 		if (rc != GCS_PRECONDITION)
 			return svc_store_fail(err, &ge);
 		err->reason = "moved"; /* not ours there: start over */
 		return API_BUSY;
 	}
-	rc = patch_to_lease(svc, req->name, meta, head, token, &lease, &ge);
-	if (rc != GCS_OK) {
-		remove_marker(svc, oname, token);
-		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
-			err->reason = "moved";
-			return API_BUSY;
-		}
-		return svc_store_fail(err, &ge);
-	}
 	rc = group_view_scan(svc, req->name, &v, &ge);
 	if (rc == GCS_OK && group_judge(&v, req, NULL, &held, &mismatch) != 0) {
 		rc = group_refuse_view(req, &v, held, NULL, mismatch, out, err);
-		if (group_patch_to_head(svc, req->name, &lease, &back, &ge) ==
-		    GCS_OK)
-			gcs_object_clear(&back);
+		give_head_back(svc, req->name, &lease);
 	} else if (rc != GCS_OK) {
 		/* Unjudged: give the head back rather than hold it blind. */
 		rc = svc_store_fail(err, &ge);
-		if (group_patch_to_head(svc, req->name, &lease, &back, &ge) ==
-		    GCS_OK)
-			gcs_object_clear(&back);
+		give_head_back(svc, req->name, &lease);
+	} else if ((rc = set_token(svc, req->name, &lease, token, &granted,
+	                &ge)) == GCS_OK) {
+		rc = grant(svc, req, req->name, &granted, false, out);
+		gcs_object_clear(&granted);
 	} else {
-		rc = grant(svc, req, req->name, &lease, false, out);
+		/* Moved (it cannot have been granted meanwhile), or the
+		 * store failed: if the token was written after all, our
+		 * key's retry finds the lease granted. */
+		give_head_back(svc, req->name, &lease);
+		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
+			err->reason = "moved";
+			rc = API_BUSY;
+		} else
+			rc = svc_store_fail(err, &ge);
 	}
 	group_view_clear(&v);
 	remove_marker(svc, oname, token); /* it served for its generation */

@@ -88,6 +88,9 @@ int lease_is_ours(const gcs_object *o, const api_acquire_req *req);
 int lease_is_head(const gcs_object *o);
 /* 1 when O is an exclusive lease that replaced a group head. */
 int lease_over_group(const gcs_object *o);
+/* 1 when O is such a lease with no fencing token written yet: never
+ * granted (group_exclusive_over writes the token last). */
+int lease_over_group_pending(const gcs_object *o);
 /* O's fencing token: its generation, or for an exclusive lease over a
  * group the marker's generation it recorded. */
 int64_t lease_token_of(const gcs_object *o);

@@ -418,21 +418,35 @@ lease_over_group(const gcs_object *o)
 	return strcmp(meta_str(o, LEASE_KEY_OVER_GROUP), "1") == 0;
 }
 
-int64_t
-lease_token_of(const gcs_object *o)
+/* The token LEASE_KEY_TOKEN of O, or 0 when it has none. */
+static int64_t
+meta_token(const gcs_object *o)
 {
-	const char *s;
+	const char *s = meta_str(o, LEASE_KEY_TOKEN);
 	char *end;
 	long long v;
 
-	if (!lease_over_group(o))
-		return o->generation;
-	s = meta_str(o, LEASE_KEY_TOKEN);
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (*s == '\0' || *end != '\0' || errno != 0 || v <= 0)
-		return o->generation;
+		return 0;
 	return (int64_t)v;
+}
+
+int64_t
+lease_token_of(const gcs_object *o)
+{
+	int64_t t;
+
+	if (!lease_over_group(o) || (t = meta_token(o)) == 0)
+		return o->generation;
+	return t;
+}
+
+int
+lease_over_group_pending(const gcs_object *o)
+{
+	return lease_over_group(o) && meta_token(o) == 0;
 }
 
 void

@@ -416,6 +416,23 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 			json_decref(meta);
 			return rc;
 		}
+		if (lease_is_ours(&cur, req) &&
+		    lease_over_group_pending(&cur)) {
+			/* Ours, flagged over a group and never granted: an
+			 * attempt refused or cut short before its token.
+			 * Back to a head, and start over: a token taken now
+			 * is newer than any group lease granted meanwhile. */
+			rc = group_patch_to_head(svc, req->name, &cur, &obj,
+			    &ge);
+			gcs_object_clear(&cur);
+			if (rc == GCS_OK)
+				gcs_object_clear(&obj);
+			if (rc == GCS_OK || rc == GCS_PRECONDITION ||
+			    rc == GCS_NOT_FOUND)
+				continue;
+			json_decref(meta);
+			return svc_store_fail(err, &ge);
+		}
 		if (lease_is_ours(&cur, req)) {
 			/* Ours: a retried insert that had succeeded, an
 			 * earlier attempt of this request whose answer was

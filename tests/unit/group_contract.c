@@ -575,13 +575,13 @@ granted_between(void *ctx)
 }
 
 /*
- * An exclusive acquire over a group head whose marker insert applied but
- * was answered 412 finds that marker, older than a lease granted
- * meanwhile: its token is a new marker's, distinct from every token
- * handed out before, and newer where tokens increase.
+ * A group lease granted and released while an exclusive acquire over the
+ * group is under way (here just before it patches the head) was handed
+ * a token before the exclusive lease's: the exclusive token is taken
+ * after the patch, so it is newer.
  */
 static void
-test_marker_not_reused(void **state)
+test_exclusive_token_after_group_grant(void **state)
 {
 	gc_state *st = *state;
 	lease_between lb = { .st = st };
@@ -590,9 +590,9 @@ test_marker_not_reused(void **state)
 	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
 	give_back(st, &a);
 	lb.other = api_new(&st->ws->base, NULL, NULL);
-	st->ws->ghost_op = W_INSERT;
-	st->ws->meanwhile = granted_between;
-	st->ws->meanwhile_ctx = &lb;
+	st->ws->before_op = W_PATCH;
+	st->ws->before = granted_between;
+	st->ws->before_ctx = &lb;
 	take(st, "x", API_MODE_EXCLUSIVE, 1, API_OK, NULL, &x);
 	assert_int_not_equal(lb.token, 0);
 	assert_true(x.fencing_token != lb.token);
@@ -602,6 +602,118 @@ test_marker_not_reused(void **state)
 	api_lock_clear(&a);
 	api_lock_clear(&x);
 	api_free(lb.other);
+}
+
+typedef struct held_between {
+	gc_state *st;
+	api_service *other;
+	api_lock l;
+} held_between;
+
+/* Just before the writer patches the head: a group lease is granted (and
+ * kept), and the writer's next patch (giving the head back) will fail. */
+static void
+held_and_no_way_back(void *ctx)
+{
+	held_between *hb = ctx;
+	api_acquire_req q;
+	api_err err;
+
+	acq(&q, hb->st, "y", API_MODE_EXCLUSIVE, 2, 30);
+	assert_int_equal(api_acquire(hb->other, &q, &hb->l, &err), API_OK);
+	hb->st->ws->fail_op = W_PATCH;
+	hb->st->ws->fail_status = GCS_UNAVAILABLE;
+}
+
+/*
+ * A writer refused for a group lease granted before its patch, whose head
+ * could not be given back, leaves its lease flagged over the group with no
+ * token.  Its key's next acquire, once the group lease is gone, does not
+ * take that lease for a grant: the head goes back, and the token then
+ * taken is newer than the group lease's.
+ */
+static void
+test_refused_writer_not_renewed(void **state)
+{
+	gc_state *st = *state;
+	held_between hb = { .st = st };
+	api_acquire_req q;
+	api_lock a, x;
+	api_err err;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	give_back(st, &a);
+	hb.other = api_new(&st->ws->base, NULL, NULL);
+	st->ws->before_op = W_PATCH;
+	st->ws->before = held_and_no_way_back;
+	st->ws->before_ctx = &hb;
+	acq(&q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
+	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_LOCKED);
+	api_lock_clear(&x);
+	give_back(st, &hb.l);
+	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_OK);
+	assert_true(x.fencing_token != hb.l.fencing_token);
+	if (st->increasing)
+		assert_true(x.fencing_token > hb.l.fencing_token);
+	give_back(st, &x);
+	api_lock_clear(&a);
+	api_lock_clear(&x);
+	api_lock_clear(&hb.l);
+	api_free(hb.other);
+}
+
+/* Just before the writer patches the head: a group lease is granted (and
+ * kept), and the writer's next removal (of its marker) will fail. */
+static void
+held_and_marker_stays(void *ctx)
+{
+	held_between *hb = ctx;
+	api_acquire_req q;
+	api_err err;
+
+	acq(&q, hb->st, "y", API_MODE_EXCLUSIVE, 2, 30);
+	assert_int_equal(api_acquire(hb->other, &q, &hb->l, &err), API_OK);
+	hb->st->ws->fail_op = W_REMOVE;
+	hb->st->ws->fail_status = GCS_UNAVAILABLE;
+}
+
+/*
+ * A writer's attempt refused, its marker left behind (the removal
+ * failed); group leases come and go; the same request's next attempt
+ * finds that marker, older than their tokens: it is replaced, never
+ * reused, and the token is newer than theirs.
+ */
+static void
+test_marker_not_reused(void **state)
+{
+	gc_state *st = *state;
+	held_between hb = { .st = st };
+	api_acquire_req q;
+	api_lock a, b, x;
+	api_err err;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	give_back(st, &a);
+	hb.other = api_new(&st->ws->base, NULL, NULL);
+	st->ws->before_op = W_PATCH;
+	st->ws->before = held_and_marker_stays;
+	st->ws->before_ctx = &hb;
+	acq(&q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
+	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_LOCKED);
+	api_lock_clear(&x);
+	give_back(st, &hb.l);
+	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
+	give_back(st, &b);
+	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_OK);
+	assert_true(x.fencing_token != b.fencing_token);
+	if (st->increasing)
+		assert_true(x.fencing_token > b.fencing_token);
+	give_back(st, &x);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+	api_lock_clear(&x);
+	api_lock_clear(&hb.l);
+	api_free(hb.other);
 }
 
 /* The longest lock name (256 bytes): its lease objects' names, with '#'
@@ -651,6 +763,11 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		cmocka_unit_test_setup_teardown(
 		    test_own_head_lease_without_time, gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_marker_not_reused,
+		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_exclusive_token_after_group_grant, gc_setup,
+		    gc_teardown),
+		cmocka_unit_test_setup_teardown(test_refused_writer_not_renewed,
 		    gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
 		    gc_teardown),

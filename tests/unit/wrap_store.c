@@ -27,9 +27,17 @@ timed(const wrap_store *w, int rc, gcs_object *out)
 static int
 injected(wrap_store *w, wrap_op op, gcs_err *err)
 {
+	void (*fn)(void *) = w->before;
+
 	if (w->fail_op == (int)op) {
 		w->fail_op = -1;
 		return gcs_fail(err, w->fail_status, "injected failure");
+	}
+	if (w->before_op == (int)op) {
+		w->before_op = -1;
+		w->before = NULL;
+		if (fn != NULL)
+			fn(w->before_ctx);
 	}
 	return GCS_OK;
 }
@@ -188,6 +196,7 @@ wrap_store_new(gcs_store *inner)
 	w->ghost_op = -1;
 	w->fail_op = -1;
 	w->lost_op = -1;
+	w->before_op = -1;
 	return w;
 }
 
@@ -204,5 +213,7 @@ wrap_reset(wrap_store *w)
 	w->ghost_op = -1;
 	w->fail_op = -1;
 	w->lost_op = -1;
+	w->before_op = -1;
 	w->meanwhile = NULL;
+	w->before = NULL;
 }

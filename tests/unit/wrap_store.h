@@ -41,6 +41,12 @@ typedef struct wrap_store {
 	 * another client did meanwhile (NULL: nothing). */
 	void (*meanwhile)(void *ctx);
 	void *meanwhile_ctx;
+	/* Called (once) just before the next call of op `before_op` goes
+	 * to the store (after a fail_op it did not take): what another
+	 * client did first. */
+	int before_op; /* -1 = none */
+	void (*before)(void *ctx);
+	void *before_ctx;
 	/* Answers carry no store time (now_ms GCS_NOW_UNKNOWN), as through
 	 * a proxy that drops Date. */
 	bool no_time;
