@@ -92,7 +92,8 @@ int lease_over_group(const gcs_object *o);
  * granted (group_exclusive_over writes the token last). */
 int lease_over_group_pending(const gcs_object *o);
 /* O's fencing token: its generation, or for an exclusive lease over a
- * group the marker's generation it recorded. */
+ * group the marker's generation it recorded (0 while it has none: never
+ * granted, its generation possibly an earlier lease's token). */
 int64_t lease_token_of(const gcs_object *o);
 /* A metadata key of O as a bounded integer, DEF when absent or bad. */
 long lease_meta_long(const gcs_object *o, const char *key, long min, long max,

@@ -436,11 +436,9 @@ meta_token(const gcs_object *o)
 int64_t
 lease_token_of(const gcs_object *o)
 {
-	int64_t t;
-
-	if (!lease_over_group(o) || (t = meta_token(o)) == 0)
+	if (!lease_over_group(o))
 		return o->generation;
-	return t;
+	return meta_token(o); /* 0 while pending: it has none yet */
 }
 
 int

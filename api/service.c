@@ -335,7 +335,8 @@ api_acquire_finds_own(api_service *svc, const api_acquire_req *req)
 	    gcs_get(svc->store, req->name, &cur, &ge) != GCS_OK)
 		return 0;
 	if (!lease_is_head(&cur)) {
-		own = lease_is_ours(&cur, req);
+		own =
+		    lease_is_ours(&cur, req) && !lease_over_group_pending(&cur);
 		gcs_object_clear(&cur);
 		return own;
 	}
@@ -561,6 +562,15 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		return api_fail(err, API_LEASE_LOST,
 		    "the lock is now held by another lease; stop the work it "
 		    "protected");
+	}
+	if (lease_over_group_pending(&cur)) {
+		/* Our writer's attempt over a group, never granted: no
+		 * lease of ours, and not to be deleted as one (group leases
+		 * may be live beside it, and NAME must stand for them). */
+		gcs_object_clear(&cur);
+		return api_fail(err, API_LEASE_NOT_FOUND,
+		    "no lease holds this lock for this lease_id: its acquire "
+		    "was never granted");
 	}
 	if (!req->admin && strcmp(lease_owner_of(&cur), req->owner) != 0) {
 		gcs_object_clear(&cur);

@@ -628,9 +628,12 @@ held_and_no_way_back(void *ctx)
 /*
  * A writer refused for a group lease granted before its patch, whose head
  * could not be given back, leaves its lease flagged over the group with no
- * token.  Its key's next acquire, once the group lease is gone, does not
- * take that lease for a grant: the head goes back, and the token then
- * taken is newer than the group lease's.
+ * token.  It is no lease: released by its lease_id (as a waiter gives back
+ * what an unanswered attempt may have taken), it is not found, and NAME
+ * stays for the group lease, so a plain exclusive acquire is refused.
+ * Its key's next acquire, once the group lease is gone, does not take it
+ * for a grant: the head goes back, and the token then taken is newer than
+ * the group lease's.
  */
 static void
 test_refused_writer_not_renewed(void **state)
@@ -638,7 +641,8 @@ test_refused_writer_not_renewed(void **state)
 	gc_state *st = *state;
 	held_between hb = { .st = st };
 	api_acquire_req q;
-	api_lock a, x;
+	api_lease_req r;
+	api_lock a, x, z;
 	api_err err;
 
 	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
@@ -650,6 +654,12 @@ test_refused_writer_not_renewed(void **state)
 	acq(&q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
 	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_LOCKED);
 	api_lock_clear(&x);
+	memset(&r, 0, sizeof(r));
+	snprintf(r.name, sizeof(r.name), "%s", st->name);
+	snprintf(r.owner, sizeof(r.owner), "x");
+	snprintf(r.lease_id, sizeof(r.lease_id), "%s", q.lease_id);
+	assert_int_equal(api_release(st->svc, &r, &err), API_LEASE_NOT_FOUND);
+	take(st, "z", API_MODE_EXCLUSIVE, 1, API_LOCKED, NULL, &z);
 	give_back(st, &hb.l);
 	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_OK);
 	assert_true(x.fencing_token != hb.l.fencing_token);
