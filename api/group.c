@@ -628,9 +628,11 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 		rc = grant(svc, req, req->name, &granted, false, out);
 		gcs_object_clear(&granted);
 	} else {
-		/* Moved (it cannot have been granted meanwhile), or the
-		 * store failed: if the token was written after all, our
-		 * key's retry finds the lease granted. */
+		/* A 412 or 404: moved, or on gs:// the echo of our own
+		 * write, applied and retried (the next look finds the lease
+		 * granted, or it goes back as a head); or the store failed:
+		 * if the token was written after all, the give-back fails
+		 * and our key's retry finds the lease granted. */
 		give_head_back(svc, req->name, &lease);
 		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
 			err->reason = "moved";
