@@ -607,13 +607,14 @@ test_exclusive_token_after_group_grant(void **state)
 typedef struct held_between {
 	gc_state *st;
 	api_service *other;
+	wrap_op fail_next; /* the writer's next such write fails */
 	api_lock l;
 } held_between;
 
 /* Just before the writer patches the head: a group lease is granted (and
- * kept), and the writer's next patch (giving the head back) will fail. */
+ * kept), and the writer's next write of kind fail_next fails. */
 static void
-held_and_no_way_back(void *ctx)
+held_and_fail_next(void *ctx)
 {
 	held_between *hb = ctx;
 	api_acquire_req q;
@@ -621,39 +622,54 @@ held_and_no_way_back(void *ctx)
 
 	acq(&q, hb->st, "y", API_MODE_EXCLUSIVE, 2, 30);
 	assert_int_equal(api_acquire(hb->other, &q, &hb->l, &err), API_OK);
-	hb->st->ws->fail_op = W_PATCH;
+	hb->st->ws->fail_op = hb->fail_next;
 	hb->st->ws->fail_status = GCS_UNAVAILABLE;
+}
+
+/* A writer's acquire Q over a plain head of ST's lock, refused for the
+ * group lease HB grants just before its patch, its next write of kind
+ * FAIL failing; HB->l is that group lease (HB->other its instance). */
+static void
+refused_writer(gc_state *st, held_between *hb, wrap_op fail, api_acquire_req *q)
+{
+	api_lock a, x;
+	api_err err;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	give_back(st, &a);
+	api_lock_clear(&a);
+	hb->st = st;
+	hb->fail_next = fail;
+	hb->other = api_new(&st->ws->base, NULL, NULL);
+	st->ws->before_op = W_PATCH;
+	st->ws->before = held_and_fail_next;
+	st->ws->before_ctx = hb;
+	acq(q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
+	assert_int_equal(api_acquire(st->svc, q, &x, &err), API_LOCKED);
+	api_lock_clear(&x);
 }
 
 /*
  * A writer refused for a group lease granted before its patch, whose head
- * could not be given back, leaves its lease flagged over the group with no
- * token.  It is no lease: released by its lease_id (as a waiter gives back
- * what an unanswered attempt may have taken), it is not found, and NAME
- * stays for the group lease, so a plain exclusive acquire is refused.
- * Its key's next acquire, once the group lease is gone, does not take it
- * for a grant: the head goes back, and the token then taken is newer than
- * the group lease's.
+ * could not be given back (its patch back failed), leaves its lease
+ * flagged over the group with no token.  It is no lease: released by its
+ * lease_id (as a waiter gives back what an unanswered attempt may have
+ * taken), it is not found, and NAME stays for the group lease, so a plain
+ * exclusive acquire is refused.  Its key's next acquire, once the group
+ * lease is gone, does not take it for a grant: the head goes back, and
+ * the token then taken is newer than the group lease's.
  */
 static void
 test_refused_writer_not_renewed(void **state)
 {
 	gc_state *st = *state;
-	held_between hb = { .st = st };
+	held_between hb;
 	api_acquire_req q;
 	api_lease_req r;
-	api_lock a, x, z;
+	api_lock x, z;
 	api_err err;
 
-	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
-	give_back(st, &a);
-	hb.other = api_new(&st->ws->base, NULL, NULL);
-	st->ws->before_op = W_PATCH;
-	st->ws->before = held_and_no_way_back;
-	st->ws->before_ctx = &hb;
-	acq(&q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
-	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_LOCKED);
-	api_lock_clear(&x);
+	refused_writer(st, &hb, W_PATCH, &q);
 	memset(&r, 0, sizeof(r));
 	snprintf(r.name, sizeof(r.name), "%s", st->name);
 	snprintf(r.owner, sizeof(r.owner), "x");
@@ -666,29 +682,13 @@ test_refused_writer_not_renewed(void **state)
 	if (st->increasing)
 		assert_true(x.fencing_token > hb.l.fencing_token);
 	give_back(st, &x);
-	api_lock_clear(&a);
 	api_lock_clear(&x);
 	api_lock_clear(&hb.l);
 	api_free(hb.other);
 }
 
-/* Just before the writer patches the head: a group lease is granted (and
- * kept), and the writer's next removal (of its marker) will fail. */
-static void
-held_and_marker_stays(void *ctx)
-{
-	held_between *hb = ctx;
-	api_acquire_req q;
-	api_err err;
-
-	acq(&q, hb->st, "y", API_MODE_EXCLUSIVE, 2, 30);
-	assert_int_equal(api_acquire(hb->other, &q, &hb->l, &err), API_OK);
-	hb->st->ws->fail_op = W_REMOVE;
-	hb->st->ws->fail_status = GCS_UNAVAILABLE;
-}
-
 /*
- * A writer's attempt refused, its marker left behind (the removal
+ * A writer's attempt refused, its marker left behind (its removal
  * failed); group leases come and go; the same request's next attempt
  * finds that marker, older than their tokens: it is replaced, never
  * reused, and the token is newer than theirs.
@@ -697,20 +697,12 @@ static void
 test_marker_not_reused(void **state)
 {
 	gc_state *st = *state;
-	held_between hb = { .st = st };
+	held_between hb;
 	api_acquire_req q;
-	api_lock a, b, x;
+	api_lock b, x;
 	api_err err;
 
-	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
-	give_back(st, &a);
-	hb.other = api_new(&st->ws->base, NULL, NULL);
-	st->ws->before_op = W_PATCH;
-	st->ws->before = held_and_marker_stays;
-	st->ws->before_ctx = &hb;
-	acq(&q, st, "x", API_MODE_EXCLUSIVE, 1, 30);
-	assert_int_equal(api_acquire(st->svc, &q, &x, &err), API_LOCKED);
-	api_lock_clear(&x);
+	refused_writer(st, &hb, W_REMOVE, &q);
 	give_back(st, &hb.l);
 	take(st, "b", API_MODE_EXCLUSIVE, 2, API_OK, NULL, &b);
 	give_back(st, &b);
@@ -719,7 +711,6 @@ test_marker_not_reused(void **state)
 	if (st->increasing)
 		assert_true(x.fencing_token > b.fencing_token);
 	give_back(st, &x);
-	api_lock_clear(&a);
 	api_lock_clear(&b);
 	api_lock_clear(&x);
 	api_lock_clear(&hb.l);
