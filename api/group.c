@@ -566,6 +566,19 @@ give_head_back(api_service *svc, const char *name, const gcs_object *lease)
 		gcs_object_clear(&back);
 }
 
+/* A write of the writer's head that failed with RC (GE): a 412 or 404
+ * means the head moved (API_BUSY, reason "moved": start over), else the
+ * store failed. */
+static int
+head_moved_or_failed(int rc, const gcs_err *ge, api_err *err)
+{
+	if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
+		err->reason = "moved";
+		return API_BUSY;
+	}
+	return svc_store_fail(err, ge);
+}
+
 /*
  * The exclusive acquire over a group head: list; with no live group
  * lease, patch the head into our lease (flagged lg_over_group, one
@@ -600,12 +613,8 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 	}
 	group_view_clear(&v);
 	rc = patch_to_lease(svc, req->name, meta, head, &lease, &ge);
-	if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
-		err->reason = "moved";
-		return API_BUSY;
-	}
 	if (rc != GCS_OK)
-		return svc_store_fail(err, &ge);
+		return head_moved_or_failed(rc, &ge, err);
 	group_obj_name(oname, sizeof(oname), req->name, req->lease_id);
 	if ((rc = insert_marker(svc, oname, &token, &ge)) != GCS_OK) {
 		give_head_back(svc, req->name, &lease);
@@ -634,11 +643,7 @@ group_exclusive_over(api_service *svc, const api_acquire_req *req,
 		 * if the token was written after all, the give-back fails
 		 * and our key's retry finds the lease granted. */
 		give_head_back(svc, req->name, &lease);
-		if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND) {
-			err->reason = "moved";
-			rc = API_BUSY;
-		} else
-			rc = svc_store_fail(err, &ge);
+		rc = head_moved_or_failed(rc, &ge, err);
 	}
 	group_view_clear(&v);
 	remove_marker(svc, oname, token); /* it served for its generation */
