@@ -22,9 +22,14 @@
  * SRV_HANGUP_CHECK_MS (suspended connections are not watched by
  * libmicrohttpd).  That is the sweeper's work, one thread for every lock:
  * a lock's task may spend a storage call's whole budget on its head's
- * write, and its waiters, that head included, must still be answered on
- * time (the task polls with a copy of the head's request, so the head
- * may be answered meanwhile).  The sweeper stays a thread, not a task,
+ * read or write, and its other waiters must still be answered on time
+ * (the task polls with a copy of the head's request, so the head may be
+ * answered meanwhile).  The head itself is answered at its deadline
+ * while its read is in flight, but not while its write is: that write
+ * may grant, and its outcome is the answer (a 409 sent meanwhile would
+ * be untrue, and a lease granted under a client key cannot be given
+ * back: see give_back).  So a wait may end later than its deadline by
+ * one write, at most the storage's budget.  The sweeper stays a thread, not a task,
  * because it only takes waiters out of queues and resumes their
  * connections (any thread may), never calls the store, and so needs no
  * loop: a waiter whose end needs a store call (below) is handed to its
@@ -34,13 +39,15 @@
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
- * left, a grant that completes after either is released, and a wait that
- * ends without a grant after an attempt that may have been applied (its
- * answer lost to a storage failure) releases whatever lease that
- * attempt's lease_id holds: except for a request with a client key,
- * whose lease another request may have handed out (see give_back).
- * Those releases are made by the lock's task; for a head the sweeper
- * answered while it was polled, just after that answer.
+ * left, a grant that completes after its client left is released, and a
+ * wait that ends without a grant after an attempt that may have been
+ * applied (its answer lost to a storage failure) releases whatever lease
+ * that attempt's lease_id holds, and is answered with that failure:
+ * except for a request with a client key, whose lease another request
+ * may have handed out (see give_back), and whose client learns from the
+ * failure to ask again with its key.  Those releases are made by the
+ * lock's task; for a head whose client left while it was polled, just
+ * after the sweeper's answer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -68,6 +75,10 @@ typedef struct wlock {
 	srv_waiter *gone; /* swept, to be given back and answered by the task */
 	rt_waiter *sleep; /* the task's wait while it sleeps (wake_task) */
 	bool busy;        /* the task is polling for the head */
+	/* While busy: the head's write is in flight.  Its outcome is the
+	 * head's answer, so the sweeper leaves it, past its deadline too,
+	 * unless its client left. */
+	bool writing;
 	/* While busy: the sweeper answered the head (its wait ran out, or
 	 * its client left), and the task touches it no more; owing the
 	 * give-back of whatever its first attempt may have left. */
@@ -392,10 +403,12 @@ poll_read(srv_waits *ws, poll_ctx *c, bool woken)
 
 /*
  * The write, without the mutex, then (mutex held) its outcome for W.  It
- * may take the storage's whole budget: W's client may have left, or its
- * wait run out, meanwhile; a grant nobody will be told of is given back.
- * Returns the api code, API_OK = W was granted (w->lock is the lease), or
- * a POLL_ code.
+ * may take the storage's whole budget, and W's wait may run out
+ * meanwhile: W is answered with what the write did (a grant is a grant,
+ * a failure a failure), never with a refusal it no longer knows to be
+ * true.  Only a grant nobody will be told of, W's client having left, is
+ * given back.  Returns the api code, API_OK = W was granted (w->lock is
+ * the lease), or a POLL_ code.
  */
 static int
 poll_write(srv_waits *ws, poll_ctx *c)
@@ -403,24 +416,35 @@ poll_write(srv_waits *ws, poll_ctx *c)
 	const char *back = NULL; /* a lease_id to give back */
 	int rc, end;
 
+	c->l->writing = true;
 	pthread_mutex_unlock(&ws->mu);
 	rc = api_acquire(ws->svc, &c->q, &c->seen, &c->err);
 	pthread_mutex_lock(&ws->mu);
+	c->l->writing = false;
 	if (c->l->head_left) {
 		end = POLL_GONE;
 		if (rc == API_OK)
 			back = c->seen.lease_id;
 		else if (rc != API_LOCKED)
 			back = c->q.lease_id; /* it may have been applied */
-	} else if (rc == API_OK && (end = may_write(c->w)) != API_OK) {
+	} else if (rc == API_OK && hung_up(c->w->fd)) {
+		end = POLL_GONE;
 		back = c->seen.lease_id;
 	} else {
 		end = rc;
 		c->w->maybe_granted = rc != API_OK && rc != API_LOCKED;
 		if (rc == API_LOCKED)
 			c->hint_ms = expiry_hint(&c->seen);
-		if (rc == API_OK || rc == API_LOCKED)
+		if (rc == API_OK || rc == API_LOCKED) {
 			note_holder(c->w, &c->seen, &c->err, rc);
+		} else {
+			/* What the wait ends with if it ends before another
+			 * look: the storage failed, and the write may have
+			 * been applied (a retry with the client's lease_id
+			 * finds out), not the holder seen before it. */
+			c->w->rc = rc;
+			c->w->err = c->err;
+		}
 	}
 	if (back != NULL) {
 		pthread_mutex_unlock(&ws->mu);
@@ -481,8 +505,9 @@ wake_task(wlock *l)
  * when ALL (shutdown: answered 503), else those past their deadline or
  * whose client left, onto *FIN.  A waiter whose end needs a give-back (a
  * store call, made only by a task) goes on L's gone list for L's task
- * instead.  The head being polled is answered at its deadline too, by
- * the sweeper, and its task gives back what it may have got (head_left);
+ * instead.  The head being polled is answered here too, when its client
+ * left or its deadline passed during a read (not a write: see
+ * poll_write), and its task gives back what it may have got (head_left);
  * at shutdown, its task answers it.  Mutex held.
  */
 static void
@@ -496,14 +521,14 @@ sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
 		polled = l->busy && w == l->head;
 		if (polled && all)
 			continue;
-		if (!all && now < w->deadline_ms && !hung_up(w->fd))
-			continue;
-		leave(ws, l, w);
 		if (all)
 			w->rc = API_SHUTTING_DOWN;
-		else if (now < w->deadline_ms)
+		else if (hung_up(w->fd))
 			w->hung_up = true;
-		/* else: answered with the last holder seen */
+		else if (now < w->deadline_ms || (polled && l->writing))
+			continue;
+		/* else: answered with what was last learnt */
+		leave(ws, l, w);
 		if (polled) {
 			l->head_left = true;
 			l->head_owed = w->maybe_granted;

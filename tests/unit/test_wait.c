@@ -75,6 +75,7 @@ typedef struct fixture {
 	api_acquire_req req;
 	srv_waiter w;
 	int done; /* set by the waiter's done callback */
+	int64_t write_ms; /* when a hooked write reached the store */
 } fixture;
 
 static void
@@ -232,6 +233,112 @@ test_failed_insert_deletes_nothing(void **state)
 	assert_int_equal(l.fencing_token, held.fencing_token);
 	api_lock_clear(&l);
 	api_lock_clear(&held);
+}
+
+/* A store hook: the write reached the store; it is answered only after
+ * the waiter's deadline and two of the sweeper's looks. */
+static void
+hold_past_deadline(void *ctx)
+{
+	fixture *f = ctx;
+	int64_t until = f->w.deadline_ms + 2 * SRV_HANGUP_CHECK_MS;
+	int i;
+
+	f->write_ms = util_mono_ms();
+	for (i = 0; i < BOUND_MS / 10 && util_mono_ms() < until; i++)
+		sleep_ms(10);
+}
+
+/* The waiter's first look found the lock held (409); its wait ends in a
+ * second, and its lock is free. */
+static void
+wait_a_second(fixture *f, const char *key)
+{
+	if (key != NULL)
+		snprintf(f->req.key, sizeof(f->req.key), "%s", key);
+	f->w.deadline_ms = f->w.start_ms + 1000;
+	f->w.rc = API_LOCKED;
+	f->w.err.code = API_LOCKED;
+}
+
+/*
+ * The waiter's write is in flight when its wait runs out, and it grants:
+ * the waiter is told so (200), and the lease stands.  Before, the sweeper
+ * answered the 409 its first look had seen, and the grant was released
+ * (without a client key) or left to its TTL with nobody told of it (with
+ * one: found by the short soak, "phantom").
+ */
+static void
+grant_past_deadline(fixture *f, const char *key)
+{
+	api_lock l;
+	api_err e;
+
+	wait_a_second(f, key);
+	f->ws->before_op = W_INSERT;
+	f->ws->before = hold_past_deadline;
+	f->ws->before_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->done, 1);
+	/* Else it proves nothing: the write must start within the wait. */
+	assert_true(f->write_ms > 0 && f->write_ms < f->w.deadline_ms);
+	assert_int_equal(f->w.rc, API_OK);
+	assert_false(f->w.hung_up);
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
+	assert_int_equal(l.fencing_token, f->w.lock.fencing_token);
+	assert_string_equal(l.owner, "alice");
+	api_lock_clear(&l);
+}
+
+static void
+test_grant_past_deadline_answered(void **state)
+{
+	grant_past_deadline(*state, NULL);
+}
+
+static void
+test_keyed_grant_past_deadline_answered(void **state)
+{
+	grant_past_deadline(*state, "client-key-2");
+}
+
+/*
+ * A keyed waiter's write is applied, its answer lost (503), and the wait
+ * runs out before another look: the waiter is answered with that failure,
+ * which tells its client to ask again with its key, and not with the 409
+ * of its first look; the lease is left for that retry, which finds it.
+ */
+static void
+test_keyed_lost_write_answered_as_failed(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req retry;
+	api_lock mine, l;
+	api_err e;
+
+	wait_a_second(f, "client-key-3");
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	f->ws->meanwhile = hold_past_deadline;
+	f->ws->meanwhile_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->done, 1);
+	assert_true(f->write_ms > 0 && f->write_ms < f->w.deadline_ms);
+	assert_int_equal(f->w.rc, API_UNAVAILABLE);
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	memset(&retry, 0, sizeof(retry));
+	snprintf(retry.name, sizeof(retry.name), "w/lost");
+	snprintf(retry.owner, sizeof(retry.owner), "alice");
+	snprintf(retry.key, sizeof(retry.key), "client-key-3");
+	retry.ttl = 60;
+	api_acquire_prepare(&retry);
+	assert_int_equal(api_acquire(f->svc, &retry, &mine, &e), API_OK);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
+	assert_int_equal(l.fencing_token, mine.fencing_token);
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	api_lock_clear(&l);
+	api_lock_clear(&mine);
 }
 
 /* A waiter for NAME of OWNER, far from its deadline, never done. */
@@ -431,6 +538,12 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_failed_insert_deletes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_grant_past_deadline_answered, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_grant_past_deadline_answered, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_lost_write_answered_as_failed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
