@@ -74,7 +74,7 @@ typedef struct fixture {
 	srv_waits *waits;
 	api_acquire_req req;
 	srv_waiter w;
-	int done; /* set by the waiter's done callback */
+	int done;         /* set by the waiter's done callback */
 	int64_t write_ms; /* when a hooked write reached the store */
 } fixture;
 
