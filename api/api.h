@@ -224,6 +224,9 @@ int api_text_clean(const char *s, size_t n);
  * '?', in place: a message that quotes a caller's text, cut to fit a
  * buffer in the middle of a character, is still text JSON can carry. */
 void api_utf8_scrub(char *s);
+/* The length (1..4) of the well-formed UTF-8 sequence S starts with (S
+ * NUL-terminated), 0 when it starts none. */
+size_t api_utf8_len(const char *s);
 /* 1 when ID is a valid client lease_id / idempotency key. */
 int api_lease_id_valid(const char *id);
 /* 1 when LABELS is an object of at most API_LABELS_MAX short strings of

@@ -55,9 +55,12 @@ api_jw_lit(api_jw *jw, const char *s)
 	api_jw_raw(jw, s, strlen(s));
 }
 
-/* Bytes a JSON string can hold as they are: not a control character,
- * DEL, a quote or a backslash (UTF-8 passes through). */
-#define P1(c)  ((c) >= 0x20 && (c) != '"' && (c) != '\\' && (c) != 0x7f)
+/* Bytes a JSON string can hold as they are: ASCII but a control
+ * character, DEL, a quote or a backslash.  The rest are looked at one by
+ * one: UTF-8 goes through whole, and what is not UTF-8 (a message cut in
+ * the middle of a character) becomes U+FFFD, so a line is always JSON. */
+#define P1(c) \
+	((c) >= 0x20 && (c) < 0x7f && (c) != '"' && (c) != '\\')
 #define P4(c)  P1(c), P1((c) + 1), P1((c) + 2), P1((c) + 3)
 #define P16(c) P4(c), P4((c) + 4), P4((c) + 8), P4((c) + 12)
 #define P64(c) P16(c), P16((c) + 16), P16((c) + 32), P16((c) + 48)
@@ -89,6 +92,7 @@ str_escaped(api_jw *jw, const unsigned char *p, size_t run)
 {
 	static const char hex[] = "0123456789abcdef";
 	char esc[6];
+	size_t k;
 
 	api_jw_raw(jw, "\"", 1);
 	for (;;) {
@@ -100,6 +104,14 @@ str_escaped(api_jw *jw, const unsigned char *p, size_t run)
 			esc[0] = '\\';
 			esc[1] = (char)*p;
 			api_jw_raw(jw, esc, 2);
+		} else if (*p >= 0x80) {
+			if ((k = api_utf8_len((const char *)p)) == 0)
+				api_jw_raw(jw, "\\ufffd", 6);
+			else
+				api_jw_raw(jw, (const char *)p, k);
+			p += k > 0 ? k : 1;
+			run = plain_run(p);
+			continue;
 		} else {
 			memcpy(esc, "\\u00", 4);
 			esc[4] = hex[*p >> 4];

@@ -75,6 +75,17 @@ api_text_clean(const char *s, size_t n)
 	return 1;
 }
 
+size_t
+api_utf8_len(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t c;
+
+	/* A sequence is at most 4 bytes, and stops at the NUL (no
+	 * continuation byte). */
+	return utf8_seq(p, p + 4, &c);
+}
+
 void
 api_utf8_scrub(char *s)
 {

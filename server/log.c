@@ -77,13 +77,22 @@ emit(const char *line, size_t n)
 void
 srv_log(const char *severity, const char *message, json_t *fields)
 {
-	json_t *line = json_object();
+	json_t *line = json_object(), *msg = json_string(message);
 	struct timespec ts;
 	char when[40];
-	char *text;
+	char *text, *scrubbed;
 	size_t len;
 
+	if (msg == NULL && message != NULL &&
+	    (scrubbed = strdup(message)) != NULL) {
+		/* Not UTF-8: a message cut to its buffer in the middle of a
+		 * character (jansson takes only UTF-8). */
+		api_utf8_scrub(scrubbed);
+		msg = json_string(scrubbed);
+		free(scrubbed);
+	}
 	if (line == NULL) {
+		json_decref(msg);
 		json_decref(fields);
 		return;
 	}
@@ -91,7 +100,7 @@ srv_log(const char *severity, const char *message, json_t *fields)
 	api_time_str((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, when,
 	    sizeof(when));
 	json_object_set_new(line, "severity", json_string(severity));
-	json_object_set_new(line, "message", json_string(message));
+	json_object_set_new(line, "message", msg);
 	json_object_set_new(line, "time", json_string(when));
 	if (json_is_object(fields))
 		json_object_update_missing(line, fields);

@@ -143,6 +143,34 @@ test_long_field_cut(void **state)
 	free(big);
 }
 
+/*
+ * Text that is not UTF-8 (a store's message cut to its buffer inside the
+ * "…" that stands for a lease_id) still makes a JSON line, with the rest
+ * of its text: before, the request line carried the bytes raw (no JSON
+ * parser took it) and a plain line lost its message.
+ */
+static void
+test_text_cut_in_a_character(void **state)
+{
+	const char *cut = "Cloud Storage patch of a/b#\xe2\x80";
+	const char *out;
+
+	(void)state;
+	srv_log_request("ERROR", "POST", "acquire", 503, 3.0, "a/b", "alice",
+	    NULL, cut, NULL);
+	srv_logf("WARNING", "%s", cut);
+	srv_log_event("INFO", "granted", "a/b", "alice", "h\xc3\xa9 \xff", NULL,
+	    NULL, 7);
+	out = written();
+	assert_int_equal(count_json_lines(out), 3);
+	assert_non_null(strstr(out, "\"error\":\"Cloud Storage patch of "
+	                            "a/b#\\ufffd\\ufffd\""));
+	assert_non_null(strstr(out, "\"message\":\"Cloud Storage patch of "
+	                            "a/b#??\""));
+	/* Whole characters go through as they are. */
+	assert_non_null(strstr(out, "\"h\xc3\xa9 \\ufffd\""));
+}
+
 int
 main(void)
 {
@@ -155,6 +183,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_field_cut, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_text_cut_in_a_character,
+		    setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
