@@ -59,8 +59,7 @@ api_jw_lit(api_jw *jw, const char *s)
  * character, DEL, a quote or a backslash.  The rest are looked at one by
  * one: UTF-8 goes through whole, and what is not UTF-8 (a message cut in
  * the middle of a character) becomes U+FFFD, so a line is always JSON. */
-#define P1(c) \
-	((c) >= 0x20 && (c) < 0x7f && (c) != '"' && (c) != '\\')
+#define P1(c)  ((c) >= 0x20 && (c) < 0x7f && (c) != '"' && (c) != '\\')
 #define P4(c)  P1(c), P1((c) + 1), P1((c) + 2), P1((c) + 3)
 #define P16(c) P4(c), P4((c) + 4), P4((c) + 8), P4((c) + 12)
 #define P64(c) P16(c), P16((c) + 16), P16((c) + 32), P16((c) + 48)

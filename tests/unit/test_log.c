@@ -163,10 +163,12 @@ test_text_cut_in_a_character(void **state)
 	    NULL, 7);
 	out = written();
 	assert_int_equal(count_json_lines(out), 3);
-	assert_non_null(strstr(out, "\"error\":\"Cloud Storage patch of "
-	                            "a/b#\\ufffd\\ufffd\""));
-	assert_non_null(strstr(out, "\"message\":\"Cloud Storage patch of "
-	                            "a/b#??\""));
+	assert_non_null(strstr(out,
+	    "\"error\":\"Cloud Storage patch of "
+	    "a/b#\\ufffd\\ufffd\""));
+	assert_non_null(strstr(out,
+	    "\"message\":\"Cloud Storage patch of "
+	    "a/b#??\""));
 	/* Whole characters go through as they are. */
 	assert_non_null(strstr(out, "\"h\xc3\xa9 \\ufffd\""));
 }
