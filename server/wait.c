@@ -608,11 +608,15 @@ poll_head(srv_waits *ws, wlock *l, srv_poll_pace *p, int64_t *next_poll,
 	if (l->head_left) {
 		/* The sweeper answered it: gone, like its client. */
 	} else if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
-	    rc == POLL_LATE || ws->refusing) {
+	    rc == POLL_LATE || ws->refusing ||
+	    util_mono_ms() >= w->deadline_ms) {
+		/* Past its deadline (a write that ran over it): answered
+		 * now with what it learnt, as the sweeper would. */
 		leave(ws, l, w);
 		if (rc == POLL_GONE)
 			w->hung_up = true;
-		else if (rc != API_OK && rc != POLL_REFUSED && rc != POLL_LATE)
+		else if (ws->refusing && rc != API_OK && rc != POLL_REFUSED &&
+		    rc != POLL_LATE)
 			w->rc = API_SHUTTING_DOWN;
 		w->next = *fin;
 		*fin = w;
