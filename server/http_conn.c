@@ -169,11 +169,31 @@ has_space_or_ctl(const char *uri)
  *   idle timeout.  So nothing more is read from that client: a head that
  *   is in already gets the 400, any other the connection closed at once.
  */
+/* Where the path of target URI begins: URI, or past "http://AUTHORITY"
+ * or "https://AUTHORITY" in the absolute form, which a server must
+ * accept as it does the origin form (RFC 9112, section 3.2.2); an
+ * absolute form's Host header is then ignored, as lockgate ignores Host
+ * anyway. */
+static const char *
+target_path(const char *uri)
+{
+	const char *p;
+
+	if (strncasecmp(uri, "http://", 7) == 0)
+		p = uri + 7;
+	else if (strncasecmp(uri, "https://", 8) == 0)
+		p = uri + 8;
+	else
+		return uri;
+	return p + strcspn(p, "/?");
+}
+
 void *
 http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	srv_target *t = http_target_of(conn);
-	size_t plen = strcspn(uri, "?");
+	const char *path = target_path(uri);
+	size_t plen = strcspn(path, "?");
 
 	(void)cls;
 	if (t == NULL)
@@ -183,8 +203,10 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 	t->head_begun = true;
 	t->len = strlen(uri);
 	t->path_too_long = plen > SRV_PATH_MAX;
-	if (!t->path_too_long) {
-		memcpy(t->path, uri, plen);
+	if (!t->path_too_long && plen == 0 && path != uri) {
+		strcpy(t->path, "/"); /* "http://host" is "/" */
+	} else if (!t->path_too_long) {
+		memcpy(t->path, path, plen);
 		t->path[plen] = '\0';
 	}
 	t->encoded_nul = strstr(uri, "%00") != NULL;

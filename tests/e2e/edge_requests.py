@@ -252,6 +252,15 @@ def still_served():
     if body is not None and json.loads(body)["holder"] != "a b c":
         print("FAIL query values are still decoded: %r" % body)
         FAILED.append("decoded")
+    served("the absolute form (RFC 9112, 3.2.2)",
+           req(b"GET http://lock.example/healthz HTTP/1.1"), 200)
+    served("the absolute form, its scheme in capitals, with a query",
+           req(b"POST HTTPS://lock.example:443/v1/locks/edge/abs:acquire"
+               b"?ttl=30 HTTP/1.1", AUTH_A, b"Content-Length: 0"), 200)
+    served("the absolute form of a path that is no route",
+           req(b"GET http://lock.example/%6detrics HTTP/1.1", AUTH_A), 404)
+    served("the absolute form with no path is /",
+           req(b"GET http://lock.example HTTP/1.1"), 200)
     served("a chunked body",
            req(b"POST /v1/locks/edge/chunk:acquire HTTP/1.1", AUTH_A,
                b"Transfer-Encoding: chunked", body=b"2\r\n{}\r\n0\r\n\r\n"),
