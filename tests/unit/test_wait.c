@@ -145,6 +145,23 @@ wait_count(const int *c, int n)
 	assert_true(__atomic_load_n(c, __ATOMIC_SEQ_CST) >= n);
 }
 
+/* The client's retry of the fixture's request with its key KEY: granted,
+ * the lease into *MINE. */
+static void
+acquire_with_key(fixture *f, const char *key, api_lock *mine)
+{
+	api_acquire_req retry;
+	api_err e;
+
+	memset(&retry, 0, sizeof(retry));
+	snprintf(retry.name, sizeof(retry.name), "%s", f->req.name);
+	snprintf(retry.owner, sizeof(retry.owner), "%s", f->req.owner);
+	snprintf(retry.key, sizeof(retry.key), "%s", key);
+	retry.ttl = 60;
+	api_acquire_prepare(&retry);
+	assert_int_equal(api_acquire(f->svc, &retry, mine, &e), API_OK);
+}
+
 /*
  * The waiter's insert is applied but its answer lost and the call fails;
  * then the wait ends (here: shutdown) before another attempt.  The lease
@@ -180,7 +197,6 @@ static void
 test_keyed_lost_insert_kept(void **state)
 {
 	fixture *f = *state;
-	api_acquire_req retry;
 	api_lock mine, l;
 	api_err e;
 
@@ -189,13 +205,7 @@ test_keyed_lost_insert_kept(void **state)
 	f->ws->lost_status = GCS_UNAVAILABLE;
 	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
 	wait_count(&f->ws->calls[W_INSERT], 1);
-	memset(&retry, 0, sizeof(retry));
-	snprintf(retry.name, sizeof(retry.name), "w/lost");
-	snprintf(retry.owner, sizeof(retry.owner), "alice");
-	snprintf(retry.key, sizeof(retry.key), "client-key-1");
-	retry.ttl = 60;
-	api_acquire_prepare(&retry);
-	assert_int_equal(api_acquire(f->svc, &retry, &mine, &e), API_OK);
+	acquire_with_key(f, "client-key-1", &mine);
 	srv_waits_shutdown(f->waits);
 	wait_count(&f->done, 1);
 	assert_int_equal(f->ws->calls[W_REMOVE], 0);
@@ -261,6 +271,16 @@ wait_a_second(fixture *f, const char *key)
 	f->w.err.code = API_LOCKED;
 }
 
+/* The fixture's waiter waits until it is answered; its hooked write
+ * reached the store within its wait (else the test proves nothing). */
+static void
+wait_out(fixture *f)
+{
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->done, 1);
+	assert_true(f->write_ms > 0 && f->write_ms < f->w.deadline_ms);
+}
+
 /*
  * The waiter's write is in flight when its wait runs out, and it grants:
  * the waiter is told so (200), and the lease stands.  Before, the sweeper
@@ -278,10 +298,7 @@ grant_past_deadline(fixture *f, const char *key)
 	f->ws->before_op = W_INSERT;
 	f->ws->before = hold_past_deadline;
 	f->ws->before_ctx = f;
-	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
-	wait_count(&f->done, 1);
-	/* Else it proves nothing: the write must start within the wait. */
-	assert_true(f->write_ms > 0 && f->write_ms < f->w.deadline_ms);
+	wait_out(f);
 	assert_int_equal(f->w.rc, API_OK);
 	assert_false(f->w.hung_up);
 	assert_int_equal(f->ws->calls[W_REMOVE], 0);
@@ -313,7 +330,6 @@ static void
 test_keyed_lost_write_answered_as_failed(void **state)
 {
 	fixture *f = *state;
-	api_acquire_req retry;
 	api_lock mine, l;
 	api_err e;
 
@@ -322,18 +338,10 @@ test_keyed_lost_write_answered_as_failed(void **state)
 	f->ws->lost_status = GCS_UNAVAILABLE;
 	f->ws->meanwhile = hold_past_deadline;
 	f->ws->meanwhile_ctx = f;
-	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
-	wait_count(&f->done, 1);
-	assert_true(f->write_ms > 0 && f->write_ms < f->w.deadline_ms);
+	wait_out(f);
 	assert_int_equal(f->w.rc, API_UNAVAILABLE);
 	assert_int_equal(f->ws->calls[W_REMOVE], 0);
-	memset(&retry, 0, sizeof(retry));
-	snprintf(retry.name, sizeof(retry.name), "w/lost");
-	snprintf(retry.owner, sizeof(retry.owner), "alice");
-	snprintf(retry.key, sizeof(retry.key), "client-key-3");
-	retry.ttl = 60;
-	api_acquire_prepare(&retry);
-	assert_int_equal(api_acquire(f->svc, &retry, &mine, &e), API_OK);
+	acquire_with_key(f, "client-key-3", &mine);
 	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
 	assert_int_equal(l.fencing_token, mine.fencing_token);
 	assert_int_equal(f->ws->calls[W_REMOVE], 0);
