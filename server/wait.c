@@ -33,7 +33,7 @@
  * because it only takes waiters out of queues and resumes their
  * connections (any thread may), never calls the store, and so needs no
  * loop: a waiter whose end needs a store call (below) is handed to its
- * lock's task.  On shutdown every waiter is answered 503 (the head being
+ * lock's task.  On shutdown every waiter is answered 503 (the one being
  * polled by its task, once the poll ends), and each lock's task ends once
  * its queue is empty; a loop stops only after its tasks have ended.
  *
@@ -74,15 +74,20 @@ typedef struct wlock {
 	srv_waiter *head, *tail;
 	srv_waiter *gone; /* swept, to be given back and answered by the task */
 	rt_waiter *sleep; /* the task's wait while it sleeps (wake_task) */
-	bool busy;        /* the task is polling for the head */
-	/* While busy: the head's write is in flight.  Its outcome is the
-	 * head's answer, so the sweeper leaves it, past its deadline too,
-	 * unless its client left. */
+	/* The waiter the task polls for, the head when its poll began;
+	 * NULL between polls.  The sweeper may take it out of the queue
+	 * meanwhile, and the waiter behind it is then the head, but not
+	 * the one polled. */
+	srv_waiter *polled;
+	/* While polling: its write is in flight.  Its outcome is the polled
+	 * waiter's answer, so the sweeper leaves that waiter, past its
+	 * deadline too, unless its client left. */
 	bool writing;
-	/* While busy: the sweeper answered the head (its wait ran out, or
-	 * its client left), and the task touches it no more; owing the
-	 * give-back of whatever its first attempt may have left. */
-	bool head_left, head_owed;
+	/* While polling: the sweeper answered the polled waiter (its wait
+	 * ran out, or its client left), and the task touches it no more;
+	 * owing the give-back of whatever its first attempt may have
+	 * left. */
+	bool polled_left, polled_owed;
 	bool woken; /* a lease ended here: try the head at once */
 	char name[];
 } wlock;
@@ -348,7 +353,7 @@ expiry_hint(const api_lock *held)
 }
 
 /* What a lock's task knows of the poll it makes for its head W, whose
- * request it copied (Q): the sweeper may answer W meanwhile (l->head_left),
+ * request it copied (Q): the sweeper may answer W meanwhile (l->polled_left),
  * and W is then touched no more. */
 typedef struct poll_ctx {
 	wlock *l;
@@ -380,7 +385,7 @@ poll_read(srv_waits *ws, poll_ctx *c, bool woken)
 		rt_task_deadline_set(0);
 		pthread_mutex_lock(&ws->mu);
 	}
-	if (c->l->head_left) {
+	if (c->l->polled_left) {
 		api_lock_clear(&c->seen);
 		return POLL_GONE;
 	}
@@ -421,7 +426,7 @@ poll_write(srv_waits *ws, poll_ctx *c)
 	rc = api_acquire(ws->svc, &c->q, &c->seen, &c->err);
 	pthread_mutex_lock(&ws->mu);
 	c->l->writing = false;
-	if (c->l->head_left) {
+	if (c->l->polled_left) {
 		end = POLL_GONE;
 		if (rc == API_OK)
 			back = c->seen.lease_id;
@@ -469,17 +474,17 @@ poll_once(srv_waits *ws, wlock *l, bool woken, int64_t *hint_ms)
 
 	memset(&c, 0, sizeof(c));
 	c.l = l;
-	c.w = l->head;
+	c.w = l->polled;
 	c.q = *c.w->req;
 	json_incref(c.q.labels);
 	json_incref(c.q.claims);
 	c.hint_ms = -1;
-	l->head_left = false;
-	l->head_owed = false;
+	l->polled_left = false;
+	l->polled_owed = false;
 	rc = poll_read(ws, &c, woken);
 	if (rc == API_OK)
 		rc = poll_write(ws, &c);
-	else if (l->head_left && l->head_owed) {
+	else if (l->polled_left && l->polled_owed) {
 		pthread_mutex_unlock(&ws->mu);
 		give_back(ws, &c.q, c.q.lease_id);
 		pthread_mutex_lock(&ws->mu);
@@ -505,10 +510,12 @@ wake_task(wlock *l)
  * when ALL (shutdown: answered 503), else those past their deadline or
  * whose client left, onto *FIN.  A waiter whose end needs a give-back (a
  * store call, made only by a task) goes on L's gone list for L's task
- * instead.  The head being polled is answered here too, when its client
- * left or its deadline passed during a read (not a write: see
- * poll_write), and its task gives back what it may have got (head_left);
- * at shutdown, its task answers it.  Mutex held.
+ * instead.  The waiter being polled (L->polled, by identity: the head
+ * may have changed since its poll began) is answered here too, when its
+ * client left or its deadline passed during a read (not a write: see
+ * poll_write), and its task gives back what it may have got
+ * (polled_left); at shutdown, its task answers it.  Any other waiter
+ * ends by its own deadline, whatever the poll does.  Mutex held.
  */
 static void
 sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
@@ -518,7 +525,7 @@ sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
 
 	for (w = l->head; w != NULL; w = wnext) {
 		wnext = w->next;
-		polled = l->busy && w == l->head;
+		polled = w == l->polled;
 		if (polled && all)
 			continue;
 		if (all)
@@ -530,8 +537,8 @@ sweep_lock(srv_waits *ws, wlock *l, int64_t now, bool all, srv_waiter **fin)
 		/* else: answered with what was last learnt */
 		leave(ws, l, w);
 		if (polled) {
-			l->head_left = true;
-			l->head_owed = w->maybe_granted;
+			l->polled_left = true;
+			l->polled_owed = w->maybe_granted;
 			w->maybe_granted = false;
 		}
 		if (w->maybe_granted) {
@@ -601,11 +608,11 @@ poll_head(srv_waits *ws, wlock *l, srv_poll_pace *p, int64_t *next_poll,
 	int64_t hint;
 	int rc, ms;
 
-	l->busy = true;
+	l->polled = w;
 	l->woken = false;
 	rc = poll_once(ws, l, woken, &hint);
-	l->busy = false;
-	if (l->head_left) {
+	l->polled = NULL;
+	if (l->polled_left) {
 		/* The sweeper answered it: gone, like its client. */
 	} else if (rc == API_OK || rc == POLL_GONE || rc == POLL_REFUSED ||
 	    rc == POLL_LATE || ws->refusing ||
@@ -623,7 +630,7 @@ poll_head(srv_waits *ws, wlock *l, srv_poll_pace *p, int64_t *next_poll,
 	} else {
 		refused = true;
 	}
-	l->head_left = false;
+	l->polled_left = false;
 	ms = srv_poll_next(p, refused, hint);
 	/* A semaphore or shared lock may have more free slots: the next
 	 * waiter looks at once, and so on until one is refused. */

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -74,8 +76,16 @@ typedef struct fixture {
 	srv_waits *waits;
 	api_acquire_req req;
 	srv_waiter w;
-	int done;         /* set by the waiter's done callback */
+	int done;         /* waiters answered (their done callback) */
 	int64_t write_ms; /* when a hooked write reached the store */
+	/* A second waiter, queued behind the first (two_waiters), whose
+	 * client may hang up: PEER is its end of the first's socket. */
+	api_acquire_req req2;
+	srv_waiter w2;
+	int peer;
+	int64_t hold_until;  /* a hooked store call is answered then */
+	int64_t held_end_ms; /* when it was */
+	int64_t w2_done_ms;  /* when w2 was answered */
 } fixture;
 
 static void
@@ -83,8 +93,10 @@ on_done(srv_waiter *w, void *ctx)
 {
 	fixture *f = ctx;
 
-	(void)w;
-	__atomic_store_n(&f->done, 1, __ATOMIC_SEQ_CST);
+	if (w == &f->w2)
+		__atomic_store_n(&f->w2_done_ms, util_mono_ms(),
+		    __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&f->done, 1, __ATOMIC_SEQ_CST);
 }
 
 static void
@@ -116,6 +128,7 @@ setup(void **state)
 	f->w.deadline_ms = f->w.start_ms + BOUND_MS;
 	f->w.rc = API_UNAVAILABLE;
 	f->w.err.code = API_UNAVAILABLE;
+	f->peer = -1;
 	*state = f;
 	return 0;
 }
@@ -127,6 +140,11 @@ teardown(void **state)
 
 	srv_waits_free(f->waits);
 	api_lock_clear(&f->w.lock);
+	api_lock_clear(&f->w2.lock);
+	if (f->peer >= 0) {
+		close(f->peer);
+		close(f->w.fd);
+	}
 	api_free(f->svc);
 	gcs_store_free(&f->ws->base);
 	free(f);
@@ -349,6 +367,114 @@ test_keyed_lost_write_answered_as_failed(void **state)
 	api_lock_clear(&mine);
 }
 
+/*
+ * Two waiters of the fixture's lock: the first (alice, its client on a
+ * socket pair, so that it can hang up) is the head, far from its
+ * deadline; behind it the second, OWNER2's, whose wait ends in 0.6 s,
+ * answered RC2 if nothing is learnt meanwhile.
+ */
+static void
+two_waiters(fixture *f, const char *owner2, int rc2)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	f->w.fd = sv[0];
+	f->peer = sv[1];
+	f->w.rc = API_LOCKED;
+	f->w.err.code = API_LOCKED;
+	f->req2 = f->req;
+	snprintf(f->req2.owner, sizeof(f->req2.owner), "%s", owner2);
+	f->req2.lease_id[0] = '\0';
+	api_acquire_prepare(&f->req2);
+	f->w2 = f->w;
+	f->w2.req = &f->req2;
+	f->w2.fd = -1;
+	f->w2.deadline_ms = f->w2.start_ms + 600;
+	f->w2.rc = rc2;
+	f->w2.err.code = rc2;
+}
+
+/* A store hook: the head's client hangs up, and the call is answered at
+ * f->hold_until, past the second waiter's deadline. */
+static void
+head_leaves_during_call(void *ctx)
+{
+	fixture *f = ctx;
+	int i;
+
+	shutdown(f->peer, SHUT_RDWR);
+	for (i = 0; i < BOUND_MS / 10 && util_mono_ms() < f->hold_until; i++)
+		sleep_ms(10);
+	__atomic_store_n(&f->held_end_ms, util_mono_ms(), __ATOMIC_SEQ_CST);
+}
+
+/*
+ * The head's client hangs up while its lock is read, and the wait of
+ * the waiter behind it runs out during that read.  That waiter's first
+ * attempt (no client key) was applied and answered 503: what it left is
+ * given back, and the lock is free.  Before, the sweeper took it for the
+ * waiter being polled (the head when the poll began), owed the head's
+ * give-back in its place (its lease_id holds nothing), and the lease
+ * held the lock until its TTL (found by review, with this test).
+ */
+static void
+test_give_back_behind_a_head_that_left(void **state)
+{
+	fixture *f = *state;
+	api_lock l;
+	api_err e;
+
+	two_waiters(f, "bob", API_UNAVAILABLE);
+	f->ws->lost_op = W_INSERT;
+	f->ws->lost_status = GCS_UNAVAILABLE;
+	assert_int_equal(api_acquire(f->svc, &f->req2, &l, &e),
+	    API_UNAVAILABLE);
+	api_lock_clear(&l);
+	f->w2.maybe_granted = true; /* as start_wait sets it for that 503 */
+	f->hold_until = f->w2.deadline_ms + 2 * SRV_HANGUP_CHECK_MS + 100;
+	f->ws->before_op = W_GET;
+	f->ws->before = head_leaves_during_call;
+	f->ws->before_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	assert_int_equal(srv_waits_add(f->waits, &f->w2), 0);
+	wait_count(&f->done, 2);
+	assert_true(f->w.hung_up);
+	assert_int_equal(f->w2.rc, API_UNAVAILABLE);
+	wait_count(&f->ws->calls[W_REMOVE], 1);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_NOT_HELD);
+	api_lock_clear(&l);
+}
+
+/*
+ * The head's client hangs up while its write is in flight: the waiter
+ * behind it is answered by its own deadline, before that write ends
+ * (not its write, nor its answer).  Before, it was held until the write
+ * ended, taken for the waiter being polled.
+ */
+static void
+test_waiter_behind_a_write_ends_by_its_deadline(void **state)
+{
+	fixture *f = *state;
+	int i;
+
+	two_waiters(f, "bob", API_LOCKED);
+	f->hold_until = f->w2.deadline_ms + 2000;
+	f->ws->before_op = W_INSERT;
+	f->ws->before = head_leaves_during_call;
+	f->ws->before_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	assert_int_equal(srv_waits_add(f->waits, &f->w2), 0);
+	wait_count(&f->done, 2);
+	assert_int_equal(f->w2.rc, API_LOCKED);
+	for (i = 0; i < BOUND_MS / 10 &&
+	     __atomic_load_n(&f->held_end_ms, __ATOMIC_SEQ_CST) == 0;
+	     i++)
+		sleep_ms(10);
+	assert_true(f->w2_done_ms > 0 && f->held_end_ms > 0);
+	assert_true(f->w2_done_ms < f->held_end_ms);
+}
+
 /* A waiter for NAME of OWNER, far from its deadline, never done. */
 static void
 waiter_for(srv_waiter *w, api_acquire_req *q, const char *name,
@@ -552,6 +678,11 @@ main(void)
 		    test_keyed_grant_past_deadline_answered, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_keyed_lost_write_answered_as_failed, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_give_back_behind_a_head_that_left, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_waiter_behind_a_write_ends_by_its_deadline, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
