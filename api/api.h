@@ -123,6 +123,10 @@ typedef struct api_lock {
 	/* Every valid lease of the lock as JSON holder objects (never a
 	 * lease_id), owned; NULL: the one lease above is the only one. */
 	json_t *holders;
+	/* The store's version of the object this was read from (0: not
+	 * known).  Never shown: what a give-back of a grant nobody was told
+	 * of is conditioned on (api_lease_req). */
+	int64_t object_generation, object_metageneration;
 } api_lock;
 
 typedef struct api_acquire_req {
@@ -157,6 +161,11 @@ typedef struct api_lease_req {
 	char lease_id[API_LEASE_ID_MAX + 1];
 	int ttl;    /* refresh: 0 = keep */
 	bool admin; /* may act on another owner's lease */
+	/* Release: when not 0, only the lease's object at this generation
+	 * and metageneration, an exclusive lease's (a grant nobody was told
+	 * of, given back: not once another request with the client's key
+	 * renewed it to hand it out). */
+	int64_t generation, metageneration;
 } api_lease_req;
 
 typedef struct api_list_req {

@@ -477,6 +477,8 @@ lease_read(const char *name, const gcs_object *o, bool with_lease,
 	out->expected_duration =
 	    (int)meta_long(o, LEASE_KEY_EXPECTED, 0, API_EXPECTED_MAX, 0);
 	out->fencing_token = lease_token_of(o);
+	out->object_generation = o->generation;
+	out->object_metageneration = o->metageneration;
 	lease_mode_of(o, &out->mode, &out->limit);
 	out->acquired_at_ms = o->created_ms;
 	out->refreshed_at_ms = o->updated_ms;

@@ -532,7 +532,7 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	gcs_err ge;
 	int rc;
 
-	if (use_cache &&
+	if (use_cache && req->metageneration == 0 &&
 	    lease_cache_get(svc->cache, req->name, req->lease_id, ref)) {
 		if (!req->admin && strcmp(ref->owner, req->owner) != 0)
 			return api_fail(err, API_FORBIDDEN,
@@ -562,6 +562,15 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		return api_fail(err, API_LEASE_LOST,
 		    "the lock is now held by another lease; stop the work it "
 		    "protected");
+	}
+	if (req->metageneration != 0 &&
+	    (cur.generation != req->generation ||
+	        cur.metageneration != req->metageneration)) {
+		gcs_object_clear(&cur);
+		api_fail(err, API_LEASE_LOST,
+		    "the lease was renewed since the version asked for");
+		err->reason = "lease_renewed"; /* internal: give-backs only */
+		return API_LEASE_LOST;
 	}
 	if (lease_over_group_pending(&cur)) {
 		/* Our writer's attempt over a group, never granted: no
@@ -688,14 +697,15 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 	api_err gerr;
 	int rc, i;
 	bool sent = false; /* a delete of ours may have been applied */
+	bool exact = req->metageneration != 0; /* one version, exclusive */
 
 	memset(err, 0, sizeof(*err));
 	memset(&ref, 0, sizeof(ref));
-	if (group_known(svc, req))
+	if (!exact && group_known(svc, req))
 		return group_release(svc, req, err);
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = lease_lookup(svc, req, i == 0, &ref, err);
-		if (i == 0 && not_exclusive(rc)) {
+		if (i == 0 && !exact && not_exclusive(rc)) {
 			memset(&gerr, 0, sizeof(gerr));
 			if ((rc = group_release(svc, req, &gerr)) !=
 			    API_LEASE_NOT_FOUND) {
@@ -704,7 +714,11 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 			}
 			rc = (int)err->code;
 		}
-		if (sent && (rc == API_LEASE_NOT_FOUND || rc == API_LEASE_LOST))
+		/* Gone, or another lease: whoever removed ours (renewed
+		 * since, it was not removed). */
+		if (sent &&
+		    (rc == API_LEASE_NOT_FOUND ||
+		        (rc == API_LEASE_LOST && err->reason == NULL)))
 			return released(svc, req, &ref, err);
 		if (rc != API_OK)
 			return rc;

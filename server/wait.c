@@ -39,15 +39,16 @@
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
- * left, a grant that completes after its client left is released, and a
- * wait that ends without a grant after an attempt that may have been
- * applied (its answer lost to a storage failure) releases whatever lease
- * that attempt's lease_id holds, and is answered with that failure:
+ * left, and a grant that completes after its client left is released
+ * (with a client key, only the version its write made: see give_back).
+ * A wait that ends without a grant after an attempt that may have been
+ * applied (its answer lost to a storage failure) is answered with that
+ * failure, and releases whatever lease that attempt's lease_id holds:
  * except for a request with a client key, whose lease another request
- * may have handed out (see give_back), and whose client learns from the
- * failure to ask again with its key.  Those releases are made by the
- * lock's task; for a head whose client left while it was polled, just
- * after the sweeper's answer.
+ * may have handed out, and whose client learns from the failure to ask
+ * again with its key.  Those releases are made by the lock's task; for a
+ * waiter whose client left while it was polled, just after the
+ * sweeper's answer.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -255,30 +256,42 @@ hung_up(int fd)
 }
 
 /*
- * Give back the lease LEASE_ID of REQ, granted but never to be
- * answered: a release as its owner, which removes that lease and nothing
- * else (another lease has another lease_id).  Best effort: if the storage
+ * Give back what REQ got, never to be answered: the lease GRANTED (its
+ * write's answer), or, when NULL, whatever lease REQ's lease_id holds
+ * (an attempt whose answer was lost, which may have been applied).  A
+ * release as its owner, which removes that lease and nothing else
+ * (another lease has another lease_id).  Best effort: if the storage
  * fails, the TTL frees the lock.
  *
- * Not when the request carries a client key: another request with that
- * key (the client's retry after giving up on this one) finds the same
- * lease as its own and hands it out, and a release here would take it
- * from under the client that was told it holds it.  That client finds it
- * again with its key, or its TTL frees the lock.
+ * With a client key, another request with that key (the client's retry
+ * after giving up on this one) may find the lease as its own and hand
+ * it out, renewed: a release then would take it from under the client
+ * that was told it holds it.  So a granted exclusive lease is released
+ * only at the version its write made (api_lease_req), which a renewal
+ * moves on; and with a key, nothing else is given back (a group lease,
+ * or a lost attempt's, whose version is not known): that client finds
+ * it again with its key, or its TTL frees the lock.
  */
 static void
-give_back(srv_waits *ws, const api_acquire_req *req, const char *lease_id)
+give_back(srv_waits *ws, const api_acquire_req *req, const api_lock *granted)
 {
+	bool exact = granted != NULL && granted->object_metageneration > 0 &&
+	    !api_acquire_is_group(req);
 	api_lease_req q;
 	api_err err;
 	int rc;
 
-	if (req->key[0] != '\0')
+	if (req->key[0] != '\0' && !exact)
 		return;
 	memset(&q, 0, sizeof(q));
 	api_copy(q.name, sizeof(q.name), req->name);
 	api_copy(q.owner, sizeof(q.owner), req->owner);
-	api_copy(q.lease_id, sizeof(q.lease_id), lease_id);
+	api_copy(q.lease_id, sizeof(q.lease_id),
+	    granted != NULL ? granted->lease_id : req->lease_id);
+	if (exact) {
+		q.generation = granted->object_generation;
+		q.metageneration = granted->object_metageneration;
+	}
 	rc = api_release(ws->svc, &q, &err);
 	if (rc == API_OK) {
 		metrics_lock_outcome("abandoned");
@@ -300,7 +313,7 @@ deliver(srv_waits *ws, srv_waiter *finished)
 		next = w->next;
 		w->next = NULL;
 		if (w->rc != API_OK && w->maybe_granted)
-			give_back(ws, w->req, w->req->lease_id);
+			give_back(ws, w->req, NULL);
 		metrics_wait_observe(
 		    (double)(util_mono_ms() - w->start_ms) / 1000.0);
 		metrics_waiters_add(-1);
@@ -418,7 +431,8 @@ poll_read(srv_waits *ws, poll_ctx *c, bool woken)
 static int
 poll_write(srv_waits *ws, poll_ctx *c)
 {
-	const char *back = NULL; /* a lease_id to give back */
+	bool back = false; /* to give back: the grant, or what q's lease_id
+			      may hold */
 	int rc, end;
 
 	c->l->writing = true;
@@ -428,13 +442,10 @@ poll_write(srv_waits *ws, poll_ctx *c)
 	c->l->writing = false;
 	if (c->l->polled_left) {
 		end = POLL_GONE;
-		if (rc == API_OK)
-			back = c->seen.lease_id;
-		else if (rc != API_LOCKED)
-			back = c->q.lease_id; /* it may have been applied */
+		back = rc != API_LOCKED; /* a failed write may have applied */
 	} else if (rc == API_OK && hung_up(c->w->fd)) {
 		end = POLL_GONE;
-		back = c->seen.lease_id;
+		back = true;
 	} else {
 		end = rc;
 		c->w->maybe_granted = rc != API_OK && rc != API_LOCKED;
@@ -451,9 +462,9 @@ poll_write(srv_waits *ws, poll_ctx *c)
 			c->w->err = c->err;
 		}
 	}
-	if (back != NULL) {
+	if (back) {
 		pthread_mutex_unlock(&ws->mu);
-		give_back(ws, &c->q, back);
+		give_back(ws, &c->q, rc == API_OK ? &c->seen : NULL);
 		pthread_mutex_lock(&ws->mu);
 	}
 	api_lock_clear(&c->seen);
@@ -486,7 +497,7 @@ poll_once(srv_waits *ws, wlock *l, bool woken, int64_t *hint_ms)
 		rc = poll_write(ws, &c);
 	else if (l->polled_left && l->polled_owed) {
 		pthread_mutex_unlock(&ws->mu);
-		give_back(ws, &c.q, c.q.lease_id);
+		give_back(ws, &c.q, NULL);
 		pthread_mutex_lock(&ws->mu);
 	}
 	json_decref(c.q.labels);

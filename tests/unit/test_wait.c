@@ -86,6 +86,7 @@ typedef struct fixture {
 	int64_t hold_until;  /* a hooked store call is answered then */
 	int64_t held_end_ms; /* when it was */
 	int64_t w2_done_ms;  /* when w2 was answered */
+	bool renew;          /* client_gone: a retry renews the lease */
 } fixture;
 
 static void
@@ -367,6 +368,18 @@ test_keyed_lost_write_answered_as_failed(void **state)
 	api_lock_clear(&mine);
 }
 
+/* The fixture's waiter gets a client socket (a socket pair), whose other
+ * end f->peer can hang up. */
+static void
+client_socket(fixture *f)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	f->w.fd = sv[0];
+	f->peer = sv[1];
+}
+
 /*
  * Two waiters of the fixture's lock: the first (alice, its client on a
  * socket pair, so that it can hang up) is the head, far from its
@@ -376,11 +389,7 @@ test_keyed_lost_write_answered_as_failed(void **state)
 static void
 two_waiters(fixture *f, const char *owner2, int rc2)
 {
-	int sv[2];
-
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	f->w.fd = sv[0];
-	f->peer = sv[1];
+	client_socket(f);
 	f->w.rc = API_LOCKED;
 	f->w.err.code = API_LOCKED;
 	f->req2 = f->req;
@@ -473,6 +482,78 @@ test_waiter_behind_a_write_ends_by_its_deadline(void **state)
 		sleep_ms(10);
 	assert_true(f->w2_done_ms > 0 && f->held_end_ms > 0);
 	assert_true(f->w2_done_ms < f->held_end_ms);
+}
+
+/* A store hook: the client's retry with the fixture's key finds its lease
+ * and renews it, to hand it out. */
+static void
+retry_renews(void *ctx)
+{
+	fixture *f = ctx;
+	api_lock mine;
+
+	acquire_with_key(f, f->req.key, &mine);
+	api_lock_clear(&mine);
+}
+
+/* A store hook before the waiter's write: its client hangs up; with
+ * f->renew, the client's retry renews the lease just before the
+ * give-back's delete. */
+static void
+client_gone(void *ctx)
+{
+	fixture *f = ctx;
+
+	shutdown(f->peer, SHUT_RDWR);
+	if (f->renew) {
+		f->ws->before_op = W_REMOVE;
+		f->ws->before = retry_renews;
+	}
+}
+
+/*
+ * A keyed waiter's client hangs up while its write is in flight, and
+ * the write grants: nobody will be told of that lease, and it is given
+ * back (its exact version), unless the client's retry with its key
+ * renewed it meanwhile to hand it out: then it stays.  Before, with a
+ * key nothing was given back, and the lease held the lock until its TTL
+ * though no client knew of it (a retry answered 409 meanwhile, on this
+ * instance or another).
+ */
+static void
+keyed_grant_of_a_client_gone(fixture *f, bool renew)
+{
+	api_lock l;
+	api_err e;
+
+	snprintf(f->req.key, sizeof(f->req.key), "client-key-4");
+	client_socket(f);
+	f->renew = renew;
+	f->ws->before_op = W_INSERT;
+	f->ws->before = client_gone;
+	f->ws->before_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->done, 1);
+	/* Every task ended: the give-back, if any, is over. */
+	srv_waits_free(f->waits);
+	f->waits = NULL;
+	assert_true(f->w.hung_up);
+	assert_int_equal(f->ws->calls[W_REMOVE], 1);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e),
+	    renew ? API_OK : API_NOT_HELD);
+	api_lock_clear(&l);
+}
+
+static void
+test_keyed_grant_of_a_client_gone_given_back(void **state)
+{
+	keyed_grant_of_a_client_gone(*state, false);
+}
+
+static void
+test_keyed_grant_renewed_by_a_retry_kept(void **state)
+{
+	keyed_grant_of_a_client_gone(*state, true);
 }
 
 /* A waiter for NAME of OWNER, far from its deadline, never done. */
@@ -683,6 +764,11 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_waiter_behind_a_write_ends_by_its_deadline, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_grant_of_a_client_gone_given_back, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_grant_renewed_by_a_retry_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
