@@ -92,6 +92,11 @@ typedef struct api_err {
 	const char *reason; /* snake_case API code; NULL = default of code */
 	int retry_after;    /* seconds, for 409 and 503 */
 	char message[256];  /* a sentence a person can act on */
+	/* For the operator's log only, in place of MESSAGE: the store's whole
+	 * account of its failure (gcs_err's detail: a host path, the
+	 * system's error), which no caller may read; "" when MESSAGE says
+	 * it all.  Read it with api_err_detail(). */
+	char detail[GCS_DETAIL_MAX];
 } api_err;
 
 /* A lock as the service sees it.  Owns labels and claims (may be NULL). */
@@ -328,8 +333,12 @@ size_t api_fmt_int(char *buf, size_t len, int64_t v);
 /* The HTTP status and default reason of a code. */
 int api_code_status(api_code code);
 const char *api_code_reason(api_code code);
-/* Fill ERR and return CODE.  printf-style message. */
+/* Fill ERR (its detail emptied) and return CODE.  printf-style
+ * message. */
 int api_fail(api_err *err, api_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* What the server's log says of ERR: its detail, else its message
+ * (borrowed from ERR).  An answer carries the message alone. */
+const char *api_err_detail(const api_err *err);
 
 #endif

@@ -710,10 +710,17 @@ api_fail(api_err *err, api_code code, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err->message, sizeof(err->message), fmt, ap);
 		va_end(ap);
+		err->detail[0] = '\0';
 		if ((code == API_BUSY || code == API_UNAVAILABLE ||
 		        code == API_SHUTTING_DOWN || code == API_LOCKED) &&
 		    err->retry_after <= 0)
 			err->retry_after = 1;
 	}
 	return (int)code;
+}
+
+const char *
+api_err_detail(const api_err *err)
+{
+	return err->detail[0] != '\0' ? err->detail : err->message;
 }

@@ -77,7 +77,8 @@ emit(api_service *svc, api_event_kind kind, const char *name, const char *owner,
 	svc_emit(svc, kind, name, owner, holder, actor, NULL, token, at);
 }
 
-/* Translate a store failure into the API's terms. */
+/* Translate a store failure into the API's terms: the store's message for
+ * the caller, its detail (if any) for the log alone. */
 int
 svc_store_fail(api_err *err, const gcs_err *ge)
 {
@@ -89,9 +90,11 @@ svc_store_fail(api_err *err, const gcs_err *ge)
 	case GCS_UNAVAILABLE:
 	case GCS_DENIED:
 		err->retry_after = 2;
-		return api_fail(err, API_UNAVAILABLE,
+		api_fail(err, API_UNAVAILABLE,
 		    "the lock storage is unavailable (%s); retry shortly",
 		    ge->msg);
+		api_copy(err->detail, sizeof(err->detail), ge->detail);
+		return API_UNAVAILABLE;
 	case GCS_NOMEM:
 		return api_fail(err, API_INTERNAL, "out of memory");
 	default:

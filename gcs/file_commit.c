@@ -44,8 +44,8 @@ eval_insert(file_store *fs, file_op *op, const json_t *cur, int64_t now_ms)
 	 * file_entry_valid refuse more): tokens stay in order or the insert
 	 * is refused, never wrapped. */
 	if (fs->counter >= GCS_GEN_MAX) {
-		op->rc = gcs_fail(&op->err, GCS_UNAVAILABLE,
-		    "the generation counter of %s is exhausted", fs->dir);
+		op->rc = file_fail(fs, &op->err, WAL_NAME,
+		    "its generation counter is exhausted", "create an object");
 		return;
 	}
 	meta = op->clean;
@@ -130,8 +130,10 @@ utf8_ok(const char *name)
 	return j != NULL;
 }
 
+/* Every op of the batch fails with ST, MSG and DETAIL (NULL: none). */
 static void
-batch_fail(file_op **ops, size_t n, gcs_status st, const char *msg)
+batch_fail(file_op **ops, size_t n, gcs_status st, const char *msg,
+    const char *detail)
 {
 	size_t i;
 
@@ -141,6 +143,9 @@ batch_fail(file_op **ops, size_t n, gcs_status st, const char *msg)
 		ops[i]->ok = 0;
 		gcs_object_clear(&ops[i]->out);
 		ops[i]->rc = gcs_fail(&ops[i]->err, st, "%s", msg);
+		if (detail != NULL)
+			snprintf(ops[i]->err.detail, sizeof(ops[i]->err.detail),
+			    "%s", detail);
 	}
 }
 
@@ -164,15 +169,15 @@ wal_append(file_store *fs, const char *text, size_t tlen, int half,
 	if (file_pwrite_all(fs->walfd, hdr, sizeof(hdr), fs->wal_end) != 0 ||
 	    file_pwrite_all(fs->walfd, text, half ? len / 2 : len,
 	        fs->wal_end + FILE_REC_HDR) != 0) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE,
-		    "append to %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
+		rc = file_fail(fs, err, WAL_NAME, strerror(errno),
+		    "append to its log");
 		goto out;
 	}
 	if (half)
 		goto out;
 	if (fdatasync(fs->walfd) != 0) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "sync %s/" WAL_NAME ": %s",
-		    fs->dir, strerror(errno));
+		rc = file_fail(fs, err, WAL_NAME, strerror(errno),
+		    "sync its log");
 		goto out;
 	}
 	stat_add(&fs->n_syncs, 1);
@@ -202,11 +207,13 @@ batch_begin(file_store *fs, file_op **ops, size_t n, gcs_file_crash *crash)
 	dead = fs->dead;
 	pthread_mutex_unlock(&fs->mu);
 	if (dead) {
-		batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
+		batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped",
+		    NULL);
 		return -1;
 	}
 	if (flock(fs->lockfd, LOCK_EX) != 0) {
-		batch_fail(ops, n, GCS_UNAVAILABLE, "cannot lock the store");
+		batch_fail(ops, n, GCS_UNAVAILABLE, "cannot lock the store",
+		    NULL);
 		return -1;
 	}
 	stat_add(&fs->n_batches, 1);
@@ -307,7 +314,8 @@ batch_record(file_store *fs, file_op **ops, size_t n, int64_t now_ms,
 		 * as a committed state that cannot be written would stop
 		 * every later batch. */
 		if (FILE_OBJ_HDR + op->tlen > FILE_OBJ_BYTES_MAX) {
-			batch_fail(ops, n, GCS_INVALID, "object too large");
+			batch_fail(ops, n, GCS_INVALID, "object too large",
+			    NULL);
 			return -1;
 		}
 		nfinal++;
@@ -318,7 +326,7 @@ batch_record(file_store *fs, file_op **ops, size_t n, int64_t now_ms,
 		goto nomem;
 	return 1;
 nomem:
-	batch_fail(ops, n, GCS_NOMEM, "out of memory");
+	batch_fail(ops, n, GCS_NOMEM, "out of memory", NULL);
 	return -1;
 }
 
@@ -335,7 +343,7 @@ batch_commit(file_store *fs, file_op **ops, size_t n, const file_buf *rec,
 		return 1;
 	}
 	if (wal_append(fs, rec->p, rec->n, 0, &err) != GCS_OK) {
-		batch_fail(ops, n, err.status, err.msg);
+		batch_fail(ops, n, err.status, err.msg, err.detail);
 		return -1;
 	}
 	return 0;
@@ -367,7 +375,7 @@ batch_apply(file_store *fs, file_op **ops, size_t n, const file_buf *rec,
 		        op->tlen, 0, &err) != GCS_OK) {
 			fs->wal_end = rec_start;
 			file_cache_forget_all(fs);
-			batch_fail(ops, n, err.status, err.msg);
+			batch_fail(ops, n, err.status, err.msg, err.detail);
 			return -1;
 		}
 		json_object_set(fs->cache, op->fname,
@@ -413,7 +421,7 @@ batch_die(file_store *fs, file_op **ops, size_t n)
 	fs->spare_stop = 1;
 	pthread_cond_signal(&fs->spare_cv);
 	pthread_mutex_unlock(&fs->spare_mu);
-	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped");
+	batch_fail(ops, n, GCS_UNAVAILABLE, "the store has stopped", NULL);
 }
 
 /* One batch: steps 1-4 of the commit protocol (the top of store_file.c)
@@ -431,7 +439,7 @@ batch_run(file_store *fs, file_op **ops, size_t n)
 	if (batch_begin(fs, ops, n, &crash) != 0)
 		return;
 	if (file_wal_catch_up(fs, &err) != GCS_OK) {
-		batch_fail(ops, n, err.status, err.msg);
+		batch_fail(ops, n, err.status, err.msg, err.detail);
 		goto unlock;
 	}
 	if (json_object_size(fs->cache) > FILE_CACHE_MAX)

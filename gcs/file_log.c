@@ -148,34 +148,32 @@ file_wal_open(file_store *fs, gcs_err *err)
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		if (fd >= 0)
 			close(fd);
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "open %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
+		return file_fail(fs, err, WAL_NAME, strerror(errno),
+		    "open its log");
 	}
 	if (st.st_size < FILE_WAL_HDR) {
 		/* New (or torn while being created, before any record). */
 		if (wal_make(fs, fd, fs->counter) != 0 ||
 		    fsync(fs->dirfd) != 0) {
 			close(fd);
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "initialise %s/" WAL_NAME ": %s", fs->dir,
-			    strerror(errno));
+			return file_fail(fs, err, WAL_NAME, strerror(errno),
+			    "initialise its log");
 		}
 		stat_add(&fs->n_syncs, 2);
 	}
 	if (pread_all(fd, hdr, sizeof(hdr), 0) != 0 ||
 	    memcmp(hdr, wal_magic, 8) != 0) {
 		close(fd);
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "%s/" WAL_NAME " is not a lockgate log", fs->dir);
+		return file_fail(fs, err, WAL_NAME, "not a lockgate log",
+		    "open its log");
 	}
 	memcpy(&floor, hdr + 8, 8);
 	if (floor < 0 || floor > GCS_GEN_MAX) {
 		/* Past it no generation can be issued in order. */
 		close(fd);
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "%s/" WAL_NAME " is corrupt: its generation counter is "
-		    "out of range",
-		    fs->dir);
+		return file_fail(fs, err, WAL_NAME,
+		    "corrupt: its generation counter is out of range",
+		    "open its log");
 	}
 	counter_see(fs, floor);
 	if (fs->walfd >= 0)
@@ -196,8 +194,8 @@ wal_cut(file_store *fs, off_t off, off_t size, gcs_err *err)
 
 	if (file_zero_fill(fs->walfd, off, to < size ? to : size) != 0 ||
 	    fdatasync(fs->walfd) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "cut %s/" WAL_NAME ": %s",
-		    fs->dir, strerror(errno));
+		return file_fail(fs, err, WAL_NAME, strerror(errno),
+		    "cut its log");
 	stat_add(&fs->n_syncs, 1);
 	return GCS_OK;
 }
@@ -212,8 +210,8 @@ record_apply(file_store *fs, const json_t *rec, gcs_err *err)
 	json_array_foreach(json_object_get(rec, "entries"), i, e)
 	{
 		if (!file_entry_valid(e))
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "bad entry in %s/" WAL_NAME, fs->dir);
+			return file_fail(fs, err, WAL_NAME, "a bad entry",
+			    "read its log");
 		rc = file_entry_apply(fs, e, err);
 		if (rc != GCS_OK)
 			return rc;
@@ -240,9 +238,8 @@ file_wal_catch_up(file_store *fs, gcs_err *err)
 		if (rc != GCS_OK)
 			return rc;
 		if (fstat(fs->walfd, &st) != 0)
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "stat %s/" WAL_NAME ": %s", fs->dir,
-			    strerror(errno));
+			return file_fail(fs, err, WAL_NAME, strerror(errno),
+			    "stat its log");
 	}
 	if (st.st_size >= fs->wal_end && wal_at_end(fs, fs->wal_end))
 		return GCS_OK;
@@ -273,8 +270,8 @@ file_wal_checkpoint(file_store *fs, gcs_err *err)
 	int fd;
 
 	if (syncfs(fs->dirfd) != 0 || fsync(fs->dirfd) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "sync %s: %s", fs->dir,
-		    strerror(errno));
+		return file_fail(fs, err, NULL, strerror(errno),
+		    "sync its directory");
 	file_tomb_sweep(fs);
 	fd = openat(fs->dirfd, tmpname,
 	    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE);
@@ -292,8 +289,7 @@ file_wal_checkpoint(file_store *fs, gcs_err *err)
 	stat_add(&fs->n_checkpoints, 1);
 	return file_wal_open(fs, err);
 fail:
-	gcs_fail(err, GCS_UNAVAILABLE, "checkpoint %s: %s", fs->dir,
-	    strerror(errno));
+	file_fail(fs, err, WAL_NAME, strerror(errno), "checkpoint its log");
 	unlinkat(fs->dirfd, tmpname, 0);
 	return GCS_UNAVAILABLE;
 }
@@ -354,8 +350,8 @@ wal_replay(file_store *fs, off_t size, json_t *finals, gcs_err *err)
 		{
 			if (!file_entry_valid(e)) {
 				json_decref(rec);
-				return gcs_fail(err, GCS_UNAVAILABLE,
-				    "bad entry in %s/" WAL_NAME, fs->dir);
+				return file_fail(fs, err, WAL_NAME,
+				    "a bad entry", "read its log");
 			}
 			json_object_set(finals,
 			    json_string_value(json_object_get(e, "name")), e);
@@ -424,8 +420,8 @@ file_recover(file_store *fs, gcs_err *err)
 	if (rc != GCS_OK)
 		return rc;
 	if (fstat(fs->walfd, &st) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE,
-		    "stat %s/" WAL_NAME ": %s", fs->dir, strerror(errno));
+		return file_fail(fs, err, WAL_NAME, strerror(errno),
+		    "stat its log");
 	finals = json_object();
 	if (finals == NULL)
 		return gcs_fail(err, GCS_NOMEM, "out of memory");
@@ -441,8 +437,8 @@ file_recover(file_store *fs, gcs_err *err)
 	}
 	d = file_dir_stream(fs);
 	if (d == NULL) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
-		    strerror(errno));
+		rc = file_fail(fs, err, NULL, strerror(errno),
+		    "read its directory");
 		goto out;
 	}
 	spare_dir_clean(fs);

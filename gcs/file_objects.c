@@ -239,7 +239,8 @@ out:
  * GCS_UNAVAILABLE.  Files are rewritten in place under the flock while
  * readers take no lock, so a read that overlaps a write fails its CRC and
  * is retried.  Messages name the object, never the file: a file name holds
- * a group lease's lease_id, and the data directory is the host's. */
+ * a group lease's lease_id (the data directory, the host's, is for the
+ * operator's log alone: file_fail). */
 int
 file_obj_read(file_store *fs, const char *name, const char *fname,
     json_t **entry, gcs_err *err)
@@ -271,8 +272,7 @@ file_obj_read(file_store *fs, const char *name, const char *fname,
 	if (rc == EAGAIN)
 		return gcs_fail(err, GCS_UNAVAILABLE,
 		    "the file of object %s is corrupt", shown);
-	return gcs_fail(err, GCS_UNAVAILABLE, "read object %s: %s", shown,
-	    strerror(rc));
+	return file_fail(fs, err, NULL, strerror(rc), "read object %s", shown);
 }
 
 int
@@ -371,10 +371,9 @@ file_obj_write(file_store *fs, const char *name, const char *fname,
 				stat_add(&fs->n_created, 1);
 		}
 		if (fd < 0)
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "open the file of object %s: %s",
-			    gcs_name_shown(name, shown, sizeof(shown)),
-			    strerror(errno));
+			return file_fail(fs, err, NULL, strerror(errno),
+			    "open the file of object %s",
+			    gcs_name_shown(name, shown, sizeof(shown)));
 		if (slot->fd >= 0)
 			close(slot->fd);
 		snprintf(slot->fname, sizeof(slot->fname), "%s", fname);
@@ -385,9 +384,9 @@ file_obj_write(file_store *fs, const char *name, const char *fname,
 	while (w < 0 && errno == EINTR);
 	/* A short write of a few hundred bytes is an error (disk full). */
 	if (w != (ssize_t)(iov[0].iov_len + iov[1].iov_len)) {
-		rc = gcs_fail(err, GCS_UNAVAILABLE, "write object %s: %s",
-		    gcs_name_shown(name, shown, sizeof(shown)),
-		    w < 0 ? strerror(errno) : "short write");
+		rc = file_fail(fs, err, NULL,
+		    w < 0 ? strerror(errno) : "short write", "write object %s",
+		    gcs_name_shown(name, shown, sizeof(shown)));
 		file_fd_forget(fs, fname);
 	}
 	return rc;
@@ -596,10 +595,9 @@ file_entry_apply(file_store *fs, const json_t *entry, gcs_err *err)
 		rc = GCS_NOT_FOUND;
 		file_fd_forget(fs, fname);
 		if (unlinkat(fs->dirfd, fname, 0) != 0 && errno != ENOENT)
-			return gcs_fail(err, GCS_UNAVAILABLE,
-			    "unlink the file of object %s: %s",
-			    gcs_name_shown(name, shown, sizeof(shown)),
-			    strerror(errno));
+			return file_fail(fs, err, NULL, strerror(errno),
+			    "unlink the file of object %s",
+			    gcs_name_shown(name, shown, sizeof(shown)));
 	}
 	if (!file_entry_exists(entry))
 		same = rc == GCS_NOT_FOUND;

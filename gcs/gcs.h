@@ -43,6 +43,7 @@
 #define GCS_LIST_PAGE_MAX  1000 /* GCS caps a list page at 1000 */
 #define GCS_PAGE_TOKEN_MAX 1024 /* bytes of an opaque page token */
 #define GCS_ERRMSG_MAX     256
+#define GCS_DETAIL_MAX     512 /* an error's detail: a message, why, where */
 /* The largest generation or metageneration taken from an answer: far
  * above any real one, and one more is still an int64. */
 #define GCS_GEN_MAX        (INT64_MAX / 2)
@@ -60,8 +61,13 @@ typedef enum gcs_status {
 	GCS_NOMEM,        /* allocation failed */
 } gcs_status;
 
-/* Error detail, written by the store into a caller-owned struct.  The
- * message never contains a credential. */
+/* Error detail, written by the store into a caller-owned struct.  MSG
+ * reaches the 503 answers of every caller of a lock: it never contains a
+ * credential, a lease_id (gcs_name_shown), a host path or the system's
+ * error text.  DETAIL, when a store has more to say than a caller may
+ * learn (file:// names its directory and errno's text), is the whole
+ * account for the operator's log; "" when MSG is the whole story.  Read
+ * the operator's version with gcs_err_detail(). */
 typedef struct gcs_err {
 	gcs_status status;
 	int http_status; /* last HTTP status seen, 0 when none */
@@ -70,6 +76,7 @@ typedef struct gcs_err {
 			    (0 when it never left): >1 means an answer may
 			    be the echo of an earlier send */
 	char msg[GCS_ERRMSG_MAX];
+	char detail[GCS_DETAIL_MAX];
 } gcs_err;
 
 /*
@@ -197,9 +204,13 @@ void gcs_object_copy(gcs_object *dst, const gcs_object *src);
 json_t *gcs_meta_new(const json_t *meta);
 json_t *gcs_meta_patched(const json_t *base, const json_t *patch);
 
-/* Set err (if not NULL) and return STATUS.  printf-style message. */
+/* Set err (if not NULL; its detail emptied) and return STATUS.
+ * printf-style message. */
 int gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* What the operator's log says of ERR: its detail, else its msg
+ * (borrowed from ERR). */
+const char *gcs_err_detail(const gcs_err *err);
 /* The object NAME as a message may show it, in BUF (BUFSZ bytes, cut to
  * fit; GCS_NAME_SHOWN_BUF holds any name); returns BUF.  A group lease's
  * object "LOCK#LEASE_ID" is shown as "LOCK#…": a store's messages reach

@@ -21,8 +21,15 @@ gcs_fail(gcs_err *err, gcs_status status, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 		va_end(ap);
+		err->detail[0] = '\0';
 	}
 	return (int)status;
+}
+
+const char *
+gcs_err_detail(const gcs_err *err)
+{
+	return err->detail[0] != '\0' ? err->detail : err->msg;
 }
 
 const char *

@@ -76,6 +76,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,27 @@
 
 #include "gcs_client.h"
 #include "store_file_int.h"
+
+/* The reason is before the place, so that a long DIR, if anything, is
+ * what a full detail loses. */
+int
+file_fail(const file_store *fs, gcs_err *err, const char *file, const char *why,
+    const char *fmt, ...)
+{
+	char what[GCS_ERRMSG_MAX];
+	va_list ap;
+
+	if (err == NULL)
+		return GCS_UNAVAILABLE;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	gcs_fail(err, GCS_UNAVAILABLE, "the local store could not %s", what);
+	snprintf(err->detail, sizeof(err->detail),
+	    "the local store could not %s: %s (%s%s%s)", what, why, fs->dir,
+	    file != NULL ? "/" : "", file != NULL ? file : "");
+	return GCS_UNAVAILABLE;
+}
 
 /* ---- the contract ---- */
 
@@ -272,8 +294,8 @@ file_list(gcs_store *s, const char *prefix, int max, const char *page_token,
 		page_token = after;
 	d = file_dir_stream(fs);
 	if (d == NULL)
-		return gcs_fail(err, GCS_UNAVAILABLE, "read %s: %s", fs->dir,
-		    strerror(errno));
+		return file_fail(fs, err, NULL, strerror(errno),
+		    "read its directory");
 	out->now_ms = fs->clock(fs->clock_ctx);
 	if (cands_collect(fs, d, prefix, page_token, &c, &n, &cap) != 0)
 		goto nomem;
@@ -305,8 +327,8 @@ file_check(gcs_store *s, gcs_err *err)
 	if (dead)
 		return gcs_fail(err, GCS_UNAVAILABLE, "the store has stopped");
 	if (faccessat(fs->dirfd, ".", W_OK, 0) != 0)
-		return gcs_fail(err, GCS_UNAVAILABLE, "%s is not writable: %s",
-		    fs->dir, strerror(errno));
+		return file_fail(fs, err, NULL, strerror(errno),
+		    "write to its directory");
 	return GCS_OK;
 }
 

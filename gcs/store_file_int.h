@@ -131,6 +131,17 @@ stat_add(uint64_t *c, uint64_t n)
 	__atomic_add_fetch(c, n, __ATOMIC_RELAXED);
 }
 
+/* store_file.c */
+/* A failure of the store's own files in doing WHAT (printf-style, e.g.
+ * "append to its log"): GCS_UNAVAILABLE, with "the local store could not
+ * WHAT" for callers, and for the operator's log (err->detail) also why
+ * (WHY: errno's text, or what was wrong) and where (DIR/FILE; the
+ * directory itself when FILE is NULL).  A caller learns what failed,
+ * never the host's layout (gcs.h, gcs_err).  ERR may be NULL. */
+int
+file_fail(const file_store *fs, gcs_err *err, const char *file, const char *why,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* file_objects.c */
 int file_name_encode(const char *name, char *out);
 int file_name_decode(const char *fname, char *out);

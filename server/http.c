@@ -250,8 +250,8 @@ http_error(srv_req *r, const api_err *err, const api_lock *lock)
 	body = json_pack("{s:o}", "error", e);
 	if (body == NULL)
 		return MHD_NO;
-	if (status >= 500) /* the log line says why */
-		api_copy(r->error, sizeof(r->error), msg);
+	if (status >= 500) /* the log line says why, in full */
+		api_copy(r->error, sizeof(r->error), api_err_detail(err));
 	if (r->env_format)
 		return env_answer(r, status, body,
 		    status == 409 || status == 503

@@ -83,8 +83,8 @@ typedef struct srv_req {
 	int status;
 	char trace[160];    /* logging.googleapis.com/trace */
 	const char *reason; /* why a token was refused (static string) */
-	char error[256];    /* the message of a 5xx answer */
-	bool env_format;    /* answer as KEY='value' lines */
+	char error[GCS_DETAIL_MAX]; /* a 5xx answer's api_err_detail */
+	bool env_format;            /* answer as KEY='value' lines */
 	/* Identity, when the route needed one. */
 	auth_identity id;
 	bool have_id;

@@ -114,7 +114,8 @@ referee(const srv_config *cfg, gcs_store *store, const sigset_t *stop)
 				    json_pack("{s:s}", "endpoint", ep));
 			return -1;
 		case GCS_REFEREE_CANNOT:
-			refuse("the storage cannot referee locks", ge.msg);
+			refuse("the storage cannot referee locks",
+			    gcs_err_detail(&ge));
 			return 2;
 		default:
 			break;
@@ -123,14 +124,14 @@ referee(const srv_config *cfg, gcs_store *store, const sigset_t *stop)
 			fprintf(stderr,
 			    "lockgate: could not check that the storage at "
 			    "%s referees locks: %s\n",
-			    ep, ge.msg);
+			    ep, gcs_err_detail(&ge));
 			return 1;
 		}
 		srv_log("WARNING",
 		    "could not check that the storage referees locks; "
 		    "lockgate serves once it can, and asks again",
 		    json_pack("{s:s, s:s, s:i}", "endpoint", ep, "error",
-		        ge.msg, "retry_in_s", pause));
+		        gcs_err_detail(&ge), "retry_in_s", pause));
 		if ((sig = pause_for_signal(stop, pause)) != 0) {
 			srv_log("INFO", "stopped before serving",
 			    json_pack("{s:s}", "signal",
@@ -160,7 +161,7 @@ check(srv_config *cfg, gcs_store *store)
 	}
 	if (gcs_check(store, &ge) != GCS_OK) {
 		fprintf(stderr, "lockgate: the store %s does not answer: %s\n",
-		    cfg->store, ge.msg);
+		    cfg->store, gcs_err_detail(&ge));
 		auth_free(auth);
 		return 1;
 	}
@@ -310,7 +311,7 @@ start(proc *p, int argc, char **argv, const sigset_t *stop)
 	gcs_configure(&p->cfg.gcs);
 	if ((p->store = gcs_open(p->cfg.store, &ge)) == NULL) {
 		refuse("cannot open the store (--store/LOCKGATE_STORE)",
-		    ge.msg);
+		    gcs_err_detail(&ge));
 		return 2;
 	}
 	if (p->cfg.check_only)

@@ -69,13 +69,18 @@ enum MHD_Result
 routes_readyz(srv_req *r)
 {
 	gcs_err ge;
+	api_err err;
 
 	if (srv_draining(r->srv))
 		return http_fail(r, API_SHUTTING_DOWN, NULL,
 		    "this instance is shutting down");
-	if (gcs_check(api_store(r->srv->svc), &ge) != GCS_OK)
-		return http_fail(r, API_UNAVAILABLE, NULL,
+	if (gcs_check(api_store(r->srv->svc), &ge) != GCS_OK) {
+		memset(&err, 0, sizeof(err));
+		api_fail(&err, API_UNAVAILABLE,
 		    "the lock storage does not answer: %s", ge.msg);
+		api_copy(err.detail, sizeof(err.detail), ge.detail);
+		return http_error(r, &err, NULL);
+	}
 	return http_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 

@@ -299,7 +299,7 @@ give_back(srv_waits *ws, const api_acquire_req *req, const api_lock *granted)
 		srv_logf("WARNING",
 		    "a lease on %s that nobody will be told of could not be "
 		    "given back (%s); it frees itself when its TTL runs out",
-		    req->name, err.message);
+		    req->name, api_err_detail(&err));
 	}
 }
 

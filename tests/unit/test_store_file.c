@@ -292,18 +292,30 @@ test_foreign_files_ignored(void **state)
 	gcs_store_free(s);
 }
 
-/* A store's messages reach the log and the 503 answers of every caller of
- * a lock: a group lease's object ("LOCK#LEASE_ID") is named "LOCK#…", and
- * no message prints the data directory (the host's) or an object file. */
+/* A store's messages reach the 503 answers of every caller of a lock, and
+ * its details the server's log: a group lease's object ("LOCK#LEASE_ID")
+ * is named "LOCK#…" in both, and no message prints the data directory
+ * (the host's), an object file or the system's error text, which the
+ * detail has for the operator.  WANT is in the message; WHY (NULL: no
+ * detail) and the directory are in the detail. */
 #define T_SECRET "SECRETKEY0123456789abcdef"
 
 static void
-assert_msg_hides(const gcs_err *err, const char *dir, const char *want)
+assert_msg_hides(const gcs_err *err, const char *dir, const char *want,
+    const char *why)
 {
+	const char *detail = gcs_err_detail(err);
+
 	assert_int_equal(err->status, GCS_UNAVAILABLE);
 	if (strstr(err->msg, "SECRETKEY") != NULL ||
-	    strstr(err->msg, dir) != NULL || strstr(err->msg, want) == NULL)
+	    strstr(err->msg, dir) != NULL || strstr(err->msg, want) == NULL ||
+	    (why != NULL && strstr(err->msg, why) != NULL))
 		fail_msg("message: %s", err->msg);
+	if (strstr(detail, "SECRETKEY") != NULL ||
+	    strstr(detail, want) == NULL ||
+	    (why != NULL &&
+	        (strstr(detail, why) == NULL || strstr(detail, dir) == NULL)))
+		fail_msg("detail: %s", detail);
 }
 
 static void
@@ -325,16 +337,48 @@ test_messages_hide_lease_and_dir(void **state)
 	fclose(f);
 	assert_int_equal(gcs_get(s, "sem/x#" T_SECRET, &o, &err),
 	    GCS_UNAVAILABLE);
-	assert_msg_hides(&err, dir, "object sem/x#… is corrupt");
+	assert_msg_hides(&err, dir, "object sem/x#… is corrupt", NULL);
 	assert_int_equal(gcs_insert(s, "sem/x#" T_SECRET, m, &o, &err),
 	    GCS_UNAVAILABLE);
-	assert_msg_hides(&err, dir, "object sem/x#… is corrupt");
+	assert_msg_hides(&err, dir, "object sem/x#… is corrupt", NULL);
 	/* Unreadable: a directory where the object file would be. */
 	snprintf(p, sizeof(p), "%s/sem%%2Fy%%23" T_SECRET, dir);
 	assert_int_equal(mkdir(p, 0700), 0);
 	assert_int_equal(gcs_insert(s, "sem/y#" T_SECRET, m, &o, &err),
 	    GCS_UNAVAILABLE);
-	assert_msg_hides(&err, dir, "read object sem/y#…: ");
+	assert_msg_hides(&err, dir, "could not read object sem/y#…",
+	    strerror(EISDIR));
+	json_decref(m);
+	gcs_store_free(s);
+}
+
+/* The store's log fails under a running store (another hand put a
+ * directory in its place; as root, which the tests may be, no mode bits
+ * would stop a write): writes fail, callers are told which step failed,
+ * the operator where and why; once the log is back, writes go on. */
+static void
+test_log_failure_hides_dir(void **state)
+{
+	char dir[T_PATH], wal[T_PATH + 8], moved[T_PATH + 16];
+	gcs_store *s;
+	gcs_object o;
+	gcs_err err;
+	json_t *m = meta1("v", "1");
+
+	(void)state;
+	s = open_ok(fresh_dir(dir));
+	insert_ok(s, "before", "1");
+	snprintf(wal, sizeof(wal), "%s/.wal", dir);
+	snprintf(moved, sizeof(moved), "%s/wal.moved", dir);
+	assert_int_equal(rename(wal, moved), 0);
+	assert_int_equal(mkdir(wal, 0700), 0);
+	assert_int_equal(gcs_insert(s, "during", m, &o, &err), GCS_UNAVAILABLE);
+	assert_msg_hides(&err, dir, "the local store could not open its log",
+	    strerror(EISDIR));
+	assert_non_null(strstr(gcs_err_detail(&err), "/.wal)"));
+	assert_int_equal(rmdir(wal), 0);
+	assert_int_equal(rename(moved, wal), 0);
+	insert_ok(s, "after", "1");
 	json_decref(m);
 	gcs_store_free(s);
 }
@@ -1367,14 +1411,19 @@ test_generation_counter_limit(void **state)
 		fclose(f);
 		s = gcs_file_new(dir, &err);
 		if (i == 0) {
+			/* Start-up: the operator reads the detail. */
 			assert_null(s);
-			assert_non_null(strstr(err.msg, "corrupt"));
+			assert_msg_hides(&err, dir,
+			    "the local store could not open its log",
+			    "corrupt");
 			continue;
 		}
 		assert_non_null(s);
 		m = meta1("k", "v");
 		assert_int_equal(gcs_insert(s, "n", m, &o, &err),
 		    GCS_UNAVAILABLE);
+		assert_msg_hides(&err, dir, "could not create an object",
+		    "generation counter is exhausted");
 		json_decref(m);
 		gcs_store_free(s);
 	}
@@ -1387,6 +1436,7 @@ main(void)
 		cmocka_unit_test(test_names_stay_inside),
 		cmocka_unit_test(test_foreign_files_ignored),
 		cmocka_unit_test(test_messages_hide_lease_and_dir),
+		cmocka_unit_test(test_log_failure_hides_dir),
 		cmocka_unit_test(test_open_errors_and_relative),
 		cmocka_unit_test(test_reopen_keeps_state),
 		cmocka_unit_test(test_generation_survives_clock_going_back),
