@@ -4,10 +4,11 @@
 // lease instead and leaves nothing for post.
 //
 // Cancelled (SIGINT or SIGTERM from the runner) while waiting: the request
-// is aborted and nothing is saved, so post releases nothing; a grant that
-// races the cancel and never reached us expires at its ttl.  Cancelled
-// after the grant: the lease is already in the state file, and post
-// releases it.
+// is aborted and nothing is saved, so post releases nothing.  A grant that
+// races the cancel and never reached us, or one of an attempt that got no
+// answer or a 5xx before the step gave up, is looked for with the step's
+// key and given back (abandon).  Cancelled after the grant: the lease is
+// already in the state file, and post releases it.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -48,11 +49,39 @@ function serverMaxWait(r) {
 	return m ? +m[1] : -1;
 }
 
+// What an attempt of unknown outcome may have left (the server may have
+// granted it after we stopped listening): our KEY finds that lease (an
+// acquire with it returns our live lease, renewed), and it is released.
+// One short try each, on no signal (a cancel may have ended ours): the
+// TTL frees the lock if they fail.
+async function abandon(base, name, params, key, tok) {
+	try {
+		const r = await call('POST', lockUrl(base, name, 'acquire',
+		    { ...params, ttl: 2, wait: 0, lease_id: key }), tok.token, undefined, 5000);
+		if (r.status === 200 && typeof r.body?.lease_id === 'string' && r.body.lease_id)
+			await call('POST', lockUrl(base, name, 'release', { lease_id: r.body.lease_id }),
+			    tok.token, undefined, 5000);
+	} catch (e) { /* its TTL frees the lock */ }
+}
+
 // Acquire NAME, waiting up to WAIT s in requests of at most POLL_MAX_S
 // (or the server's maximum).  The first request does not wait, so the log
-// names the holder at once.  Returns the lease the server answered with.
+// names the holder at once.  Returns the lease the server answered with;
+// gives back what an attempt may have left before it throws (abandon).
 async function acquire(base, name, params, wait, tok) {
 	const key = newKey();
+	// An attempt got no answer or a 5xx, or a cancel cut one short.
+	const state = { unsure: false };
+	try {
+		return await acquireLoop(base, name, params, wait, tok, key, state);
+	} catch (e) {
+		if (state.unsure || e instanceof Cancelled || e?.name === 'AbortError')
+			await abandon(base, name, params, key, tok);
+		throw e;
+	}
+}
+
+async function acquireLoop(base, name, params, wait, tok, key, state) {
 	const end = Date.now() + wait * 1000;
 	let pollMax = POLL_MAX_S, waiting = false, failures = 0, reauth = false;
 	for (;;) {
@@ -65,6 +94,7 @@ async function acquire(base, name, params, wait, tok) {
 		} catch (e) {
 			if (cancel.signal.aborted)
 				throw new Cancelled();
+			state.unsure = true;
 			if (++failures >= RETRIES && !(waiting && Date.now() < end))
 				throw new ActionError(`lockgate at ${base} did not answer (${e.cause?.code || e.name}), ${failures} times`);
 			await sleep(backoffMs(failures), cancel.signal);
@@ -92,6 +122,8 @@ async function acquire(base, name, params, wait, tok) {
 			tok.token = await oidcToken(base, cancel.signal);
 			continue;
 		}
+		if (r.status >= 500)
+			state.unsure = true;
 		// Busy or unavailable: retried RETRIES times, or while there is
 		// time left to wait.
 		if ((r.status === 429 || r.status >= 500) &&

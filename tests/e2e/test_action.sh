@@ -320,6 +320,36 @@ lg_eq "$(holder_token ci/sem)" not_held "ci/sem after both posts"
 lg_eq "$(holder_token ci/rw)" not_held "ci/rw after both posts"
 echo "ok 7 - limit and shared inputs"
 
+# ---- 7b. A grant that lands after the step stopped waiting for it: a
+# proxy answers main's first acquire 503 and hands it on only once main's
+# retry was answered 409 and the holder has let go (late_grant_proxy.py).
+# main gives up (wait 0) and, on its way out, finds that lease with its
+# key and releases it: the lock is free.
+lg_curl -o "$out" -X POST -H "Authorization: Bearer $INTOK" "$LG_URL/v1/locks/ci/late:acquire?ttl=60"
+xl=$(lg_json lease_id <"$out")
+[ -n "$xl" ] || lg_fail "a holder for ci/late: $(cat "$out")"
+python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ci/late "Bearer $INTOK" "$xl" \
+    >"$LG_TMP/late.log" 2>&1 &
+lp=$!
+LG_PIDS="$LG_PIDS $lp"
+i=0
+lport=
+while [ -z "$lport" ] && [ $i -lt 100 ] && kill -0 $lp 2>/dev/null; do
+	sleep 0.1
+	lport=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$LG_TMP/late.log")
+	i=$((i + 1))
+done
+[ -n "$lport" ] || lg_fail "late_grant_proxy did not start: $(cat "$LG_TMP/late.log")"
+if job_run K INPUT_NAME=ci/late INPUT_URL="http://127.0.0.1:$lport"; then
+	lg_fail "main K passed with ci/late held: $(log_of K main)"
+fi
+grep -q "late first acquire: 200" "$LG_TMP/late.log" ||
+    lg_fail "the kept-back acquire was not granted: $(cat "$LG_TMP/late.log")"
+lg_eq "$(holder_token ci/late)" not_held "ci/late after main K gave up ($(cat "$LG_TMP/late.log"))"
+kill "$lp"
+lg_wait_exit "$lp" 5 "late_grant_proxy"
+echo "ok 7b - a late grant is given back"
+
 # ---- 8. No token anywhere but in ::add-mask::.
 [ "$(wc -l <"$O/tokens")" -ge 10 ] || lg_fail "only $(wc -l <"$O/tokens") OIDC tokens were issued"
 grep -qxF "::add-mask::$INTOK" "$LG_TMP/job.F/main.log" || lg_fail "the token input was not masked"
