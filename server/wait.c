@@ -264,19 +264,21 @@ hung_up(int fd)
  * fails, the TTL frees the lock.
  *
  * With a client key, another request with that key (the client's retry
- * after giving up on this one) may find the lease as its own and hand
- * it out, renewed: a release then would take it from under the client
- * that was told it holds it.  So a granted exclusive lease is released
- * only at the version its write made (api_lease_req), which a renewal
- * moves on; and with a key, nothing else is given back (a group lease,
- * or a lost attempt's, whose version is not known): that client finds
- * it again with its key, or its TTL frees the lock.
+ * after giving up on this one) may find the lease as its own and hand it
+ * out, renewed: a release then would take it from under the client that
+ * was told it holds it.  So a keyed grant is given back only when its
+ * write inserted it and it was never renewed (metageneration 1: a lease
+ * this write found and renewed may have been handed out before), and
+ * only at that version (api_lease_req), which any renewal since moves
+ * on.  Any other keyed lease (a group lease, a lost attempt's, whose
+ * version is not known) is left: that client finds it again with its
+ * key, or its TTL frees the lock.
  */
 static void
 give_back(srv_waits *ws, const api_acquire_req *req, const api_lock *granted)
 {
-	bool exact = granted != NULL && granted->object_metageneration > 0 &&
-	    !api_acquire_is_group(req);
+	bool exact = req->key[0] != '\0' && granted != NULL &&
+	    granted->object_metageneration == 1 && !api_acquire_is_group(req);
 	api_lease_req q;
 	api_err err;
 	int rc;

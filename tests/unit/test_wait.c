@@ -544,6 +544,38 @@ keyed_grant_of_a_client_gone(fixture *f, bool renew)
 	api_lock_clear(&l);
 }
 
+/*
+ * The client's retry with its key was granted the lease first (it holds
+ * it); then the waiter's own write, whose client left, found that lease
+ * and renewed it.  The renewal is no grant of the waiter's to give back:
+ * the lease stays with the client that was told it holds it.
+ */
+static void
+test_keyed_renewal_of_a_lease_handed_out_kept(void **state)
+{
+	fixture *f = *state;
+	api_lock mine, l;
+	api_err e;
+
+	snprintf(f->req.key, sizeof(f->req.key), "client-key-5");
+	acquire_with_key(f, "client-key-5", &mine); /* the retry holds it */
+	client_socket(f);
+	f->ws->before_op = W_PATCH; /* the waiter's renewal */
+	f->ws->before = client_gone;
+	f->ws->before_ctx = f;
+	assert_int_equal(srv_waits_add(f->waits, &f->w), 0);
+	wait_count(&f->done, 1);
+	srv_waits_free(f->waits); /* every task ended */
+	f->waits = NULL;
+	assert_true(f->w.hung_up);
+	assert_int_equal(f->ws->calls[W_PATCH], 1);
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
+	assert_int_equal(l.fencing_token, mine.fencing_token);
+	api_lock_clear(&l);
+	api_lock_clear(&mine);
+}
+
 static void
 test_keyed_grant_of_a_client_gone_given_back(void **state)
 {
@@ -769,6 +801,9 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_keyed_grant_renewed_by_a_retry_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_renewal_of_a_lease_handed_out_kept, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_caps_hold, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_wakes_free_slots,
