@@ -129,6 +129,29 @@ lg_sanitizer_clean() {
 	fi
 }
 
+# lg_serve LOG SED CMD...: start CMD, a helper server of the test, in the
+# background (its output in LOG; on LG_PIDS, so the EXIT trap stops it),
+# and wait at most 10 s until the sed script SED prints its port from LOG.
+# Sets LG_SERVE_PID and LG_SERVE_PORT; the test fails if it does not
+# start.
+lg_serve() {
+	_lgs_log=$1
+	_lgs_sed=$2
+	shift 2
+	"$@" >"$_lgs_log" 2>&1 &
+	LG_SERVE_PID=$!
+	LG_PIDS="$LG_PIDS $LG_SERVE_PID"
+	LG_SERVE_PORT=
+	_lgs_i=0
+	while [ -z "$LG_SERVE_PORT" ] && [ $_lgs_i -lt 100 ] &&
+	    kill -0 "$LG_SERVE_PID" 2>/dev/null; do
+		sleep 0.1
+		LG_SERVE_PORT=$(sed -n "$_lgs_sed" "$_lgs_log")
+		_lgs_i=$((_lgs_i + 1))
+	done
+	[ -n "$LG_SERVE_PORT" ] || lg_fail "$* did not start: $(cat "$_lgs_log")"
+}
+
 # lg_wait_exit PID SECONDS WHAT: wait at most SECONDS for PID (a child)
 # to exit, looking every 0.05 s; reap it, drop it from LG_PIDS (whose
 # EXIT trap signals every PID on it: a reused PID must not be hit) and

@@ -328,18 +328,10 @@ echo "ok 7 - limit and shared inputs"
 lg_curl -o "$out" -X POST -H "Authorization: Bearer $INTOK" "$LG_URL/v1/locks/ci/late:acquire?ttl=60"
 xl=$(lg_json lease_id <"$out")
 [ -n "$xl" ] || lg_fail "a holder for ci/late: $(cat "$out")"
-python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ci/late "Bearer $INTOK" "$xl" \
-    >"$LG_TMP/late.log" 2>&1 &
-lp=$!
-LG_PIDS="$LG_PIDS $lp"
-i=0
-lport=
-while [ -z "$lport" ] && [ $i -lt 100 ] && kill -0 $lp 2>/dev/null; do
-	sleep 0.1
-	lport=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$LG_TMP/late.log")
-	i=$((i + 1))
-done
-[ -n "$lport" ] || lg_fail "late_grant_proxy did not start: $(cat "$LG_TMP/late.log")"
+lg_serve "$LG_TMP/late.log" 's/^port \([0-9]*\)$/\1/p' \
+    python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ci/late "Bearer $INTOK" "$xl"
+lp=$LG_SERVE_PID
+lport=$LG_SERVE_PORT
 if job_run K INPUT_NAME=ci/late INPUT_URL="http://127.0.0.1:$lport"; then
 	lg_fail "main K passed with ci/late held: $(log_of K main)"
 fi

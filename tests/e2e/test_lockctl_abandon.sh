@@ -23,17 +23,10 @@ lg_curl -o "$T/x.body" -X POST -H "$X" "$LG_URL/v1/locks/ab/one:acquire?ttl=60"
 XL=$(lg_json lease_id <"$T/x.body")
 [ -n "$XL" ] || lg_fail "xavier holds ab/one: $(cat "$T/x.body")"
 
-python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ab/one "$XT" "$XL" >"$T/proxy.log" 2>&1 &
-px=$!
-LG_PIDS="$LG_PIDS $px"
-i=0
-port=
-while [ -z "$port" ] && [ $i -lt 100 ] && kill -0 $px 2>/dev/null; do
-	sleep 0.1
-	port=$(sed -n 's/^port \([0-9]*\)$/\1/p' "$T/proxy.log")
-	i=$((i + 1))
-done
-[ -n "$port" ] || lg_fail "the proxy did not start: $(cat "$T/proxy.log")"
+lg_serve "$T/proxy.log" 's/^port \([0-9]*\)$/\1/p' \
+    python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ab/one "$XT" "$XL"
+px=$LG_SERVE_PID
+port=$LG_SERVE_PORT
 
 LOCKGATE_URL="http://127.0.0.1:$port" LOCKGATE_TOKEN=$(lg_token alice) \
     $LC acquire ab/one --wait 0 --lease-id abandon-key-1 \

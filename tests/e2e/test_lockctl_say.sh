@@ -165,18 +165,9 @@ st env LOCKGATE_TOKEN="$ADMIN" $LC force-release e2e/list/a --reason again --fen
 lg_eq "$rc" 64 "force-release with a bad --fencing-token"
 
 # --- a URL that answers, but is not lockgate: a static web server
-python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www" \
-    >"$T/www.log" 2>&1 &
-www=$!
-LG_PIDS="$LG_PIDS $www"
-i=0
-www_port=
-while [ -z "$www_port" ] && [ $i -lt 100 ] && kill -0 $www 2>/dev/null; do
-	sleep 0.1
-	www_port=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\).*/\1/p' "$T/www.log")
-	i=$((i + 1))
-done
-[ -n "$www_port" ] || lg_fail "http.server did not start: $(cat "$T/www.log")"
+lg_serve "$T/www.log" 's/^Serving HTTP on .* port \([0-9]*\).*/\1/p' \
+    python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/www"
+www_port=$LG_SERVE_PORT
 for cmd in "run e2e/www -- true" "acquire e2e/www" "status e2e/www" "list" \
     "whoami" "release e2e/www --lease-id abcdefgh" "refresh e2e/www --lease-id abcdefgh"; do
 	# shellcheck disable=SC2086
