@@ -322,14 +322,14 @@ echo "ok 7 - limit and shared inputs"
 
 # ---- 7b. A grant that lands after the step stopped waiting for it: a
 # proxy answers main's first acquire 503 and hands it on only once main's
-# retry was answered 409 and the holder has let go (late_grant_proxy.py).
+# retry was answered 409 and the holder has let go (acquire_proxy.py late).
 # main gives up (wait 0) and, on its way out, finds that lease with its
 # key and releases it: the lock is free.
 lg_curl -o "$out" -X POST -H "Authorization: Bearer $INTOK" "$LG_URL/v1/locks/ci/late:acquire?ttl=60"
 xl=$(lg_json lease_id <"$out")
 [ -n "$xl" ] || lg_fail "a holder for ci/late: $(cat "$out")"
 lg_serve "$LG_TMP/late.log" 's/^port \([0-9]*\)$/\1/p' \
-    python3 -u tests/e2e/late_grant_proxy.py "$LG_URL" ci/late "Bearer $INTOK" "$xl"
+    python3 -u tests/e2e/acquire_proxy.py late "$LG_URL" ci/late "Bearer $INTOK" "$xl"
 lp=$LG_SERVE_PID
 lport=$LG_SERVE_PORT
 if job_run K INPUT_NAME=ci/late INPUT_URL="http://127.0.0.1:$lport"; then
@@ -339,7 +339,7 @@ grep -q "late first acquire: 200" "$LG_TMP/late.log" ||
     lg_fail "the kept-back acquire was not granted: $(cat "$LG_TMP/late.log")"
 lg_eq "$(holder_token ci/late)" not_held "ci/late after main K gave up ($(cat "$LG_TMP/late.log"))"
 kill "$lp"
-lg_wait_exit "$lp" 5 "late_grant_proxy"
+lg_wait_exit "$lp" 5 "acquire_proxy"
 echo "ok 7b - a late grant is given back"
 
 # ---- 8. No token anywhere but in ::add-mask::.

@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""late_grant_proxy.py UPSTREAM LOCK HOLDER_AUTH HOLDER_LEASE: between a
-client and lockgate (UPSTREAM), an acquire whose grant lands after the
-client stopped waiting for it.  The client's first acquire is answered 503
-(Retry-After: 1) and kept back; everything else goes to lockgate.  When an
-acquire has been answered 409 by lockgate, the proxy releases the holder's
-lease HOLDER_LEASE of LOCK (with the Authorization value HOLDER_AUTH), then
-hands the kept-back acquire on ("late first acquire: STATUS" on stdout)
-and only then answers the client's 409.  Each request's line goes to
-stdout; "port N" first.  It stops by itself after 60 s."""
+"""acquire_proxy.py MODE UPSTREAM ...: between a client and lockgate
+(UPSTREAM), a proxy that meddles with the client's acquires, and hands
+everything else on.  Each request's line goes to stdout; "port N" first.
+It stops by itself after 60 s.
+
+  late UPSTREAM LOCK HOLDER_AUTH HOLDER_LEASE: an acquire whose grant
+    lands after the client stopped waiting for it.  The first acquire is
+    answered 503 (Retry-After: 1) and kept back.  When an acquire has been
+    answered 409 by lockgate, the proxy releases the holder's lease
+    HOLDER_LEASE of LOCK (Authorization value HOLDER_AUTH), then hands the
+    kept-back acquire on ("late first acquire: STATUS" on stdout), and
+    only then answers the client's 409.
+  outage UPSTREAM: every acquire is answered 503 (Retry-After: 1), and
+    none reaches lockgate.
+"""
 import http.server, sys, threading, urllib.request, urllib.error
 
-UP, LOCK, XAUTH, XLEASE = sys.argv[1:5]
+MODE, UP = sys.argv[1:3]
+LOCK, XAUTH, XLEASE = (sys.argv[3:6] + ["", "", ""])[:3]
 held = []  # the first acquire, kept back
 
 
@@ -32,6 +39,9 @@ class H(http.server.BaseHTTPRequestHandler):
         self.rfile.read(n)
         acquire = ":acquire?" in self.path
         print("%s %s" % (self.command, self.path), flush=True)
+        if acquire and MODE == "outage":
+            self.answer(503, [("Retry-After", "1")], b"")
+            return
         if acquire and not held:
             held.append((self.path, list(self.headers.items())))
             self.answer(503, [("Retry-After", "1")], b"")
