@@ -158,6 +158,7 @@ has_space_or_ctl(const char *uri)
  *
  * - "%00" anywhere: the decoded path or value would end at the NUL, and
  *   what follows would never be checked.
+ * - A target that a parser in front could read otherwise (target_path).
  * - A space or a control byte (a bare CR, a tab, DEL): a target has none
  *   (RFC 9112, section 3.2), and libmicrohttpd 0.9.75 takes everything
  *   between the method and the last space of the line as the target, so
@@ -173,19 +174,31 @@ has_space_or_ctl(const char *uri)
  * or "https://AUTHORITY" in the absolute form, which a server must
  * accept as it does the origin form (RFC 9112, section 3.2.2); an
  * absolute form's Host header is then ignored, as lockgate ignores Host
- * anyway. */
+ * anyway.  NULL when a parser in front could read the target otherwise:
+ * a '#' or '\\' anywhere (a request target has no fragment, and a URL
+ * parser may take '\\' for '/'), or an authority that is not a host and
+ * port (userinfo, say, or none). */
 static const char *
 target_path(const char *uri)
 {
 	const char *p;
+	size_t n;
 
+	if (strpbrk(uri, "#\\") != NULL)
+		return NULL;
 	if (strncasecmp(uri, "http://", 7) == 0)
 		p = uri + 7;
 	else if (strncasecmp(uri, "https://", 8) == 0)
 		p = uri + 8;
 	else
 		return uri;
-	return p + strcspn(p, "/?");
+	n = strcspn(p, "/?");
+	if (n == 0 ||
+	    strspn(p,
+	        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	        "0123456789.-:[]") < n)
+		return NULL;
+	return p + n;
 }
 
 void *
@@ -193,11 +206,15 @@ http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	srv_target *t = http_target_of(conn);
 	const char *path = target_path(uri);
-	size_t plen = strcspn(path, "?");
+	size_t plen;
 
 	(void)cls;
 	if (t == NULL)
 		return NULL;
+	t->odd_target = path == NULL;
+	if (path == NULL)
+		path = uri;
+	plen = strcspn(path, "?");
 	t->path[0] = '\0';
 	t->encoded_nul = t->many_args = t->space_or_ctl = false;
 	t->head_begun = true;

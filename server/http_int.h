@@ -153,9 +153,10 @@ typedef struct srv_target {
 	bool path_too_long;          /* path is empty then */
 	bool encoded_nul;            /* "%00" in the target */
 	bool space_or_ctl;           /* a raw space or control byte in it */
-	bool many_args;              /* over SRV_QUERY_ARGS_MAX arguments */
-	bool served;                 /* a request was answered on it */
-	bool head_begun;             /* the next head's first line is in */
+	bool odd_target; /* one a parser in front may read otherwise */
+	bool many_args;  /* over SRV_QUERY_ARGS_MAX arguments */
+	bool served;     /* a request was answered on it */
+	bool head_begun; /* the next head's first line is in */
 } srv_target;
 
 /* http.c */

@@ -294,6 +294,10 @@ http_req_begin(srv_req *r, const srv_target *t, const char *method,
 	if (t->space_or_ctl)
 		return http_refuse(r, "bad_request",
 		    "the request target holds a space or a control character");
+	if (t->odd_target)
+		return http_refuse(r, "bad_request",
+		    "the request target is neither a path nor an http(s) URL "
+		    "of a host and port (a '#' or '\\' in it, or userinfo)");
 	if ((why = framing_refusal(r->conn, version, &reason)) != NULL)
 		return http_refuse(r, reason, why);
 	if (body_too_large(r->conn)) {

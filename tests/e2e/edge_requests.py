@@ -259,6 +259,11 @@ def still_served():
                b"?ttl=30 HTTP/1.1", AUTH_A, b"Content-Length: 0"), 200)
     served("the absolute form of a path that is no route",
            req(b"GET http://lock.example/%6detrics HTTP/1.1", AUTH_A), 404)
+    for t in (b"http://h#/metrics", b"http://h\\/v1/whoami",
+              b"http://u@h/v1/whoami", b"http:///v1/whoami",
+              b"/v1/whoami#x", b"/v1\\whoami"):
+        refused("a target a parser in front may read otherwise: %r" % t,
+                req(b"GET " + t + b" HTTP/1.1", AUTH_A), "bad_request")
     served("the absolute form with no path is /",
            req(b"GET http://lock.example HTTP/1.1"), 200)
     served("a chunked body",
