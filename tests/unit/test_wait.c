@@ -360,6 +360,9 @@ test_keyed_lost_write_answered_as_failed(void **state)
 	wait_out(f);
 	assert_int_equal(f->w.rc, API_UNAVAILABLE);
 	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	/* Answered when the write ended, its wait over: no other look at the
+	 * store (one was the read before the write). */
+	assert_int_equal(f->ws->calls[W_GET], 1);
 	acquire_with_key(f, "client-key-3", &mine);
 	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
 	assert_int_equal(l.fencing_token, mine.fencing_token);
