@@ -11,14 +11,17 @@ It stops by itself after 60 s.
     HOLDER_LEASE of LOCK (Authorization value HOLDER_AUTH), then hands the
     kept-back acquire on ("late first acquire: STATUS" on stdout), and
     only then answers the client's 409.
-  outage UPSTREAM: every acquire is answered 503 (Retry-After: 1), and
-    none reaches lockgate.
+  outage UPSTREAM N: the first N acquires are answered 503 (Retry-After:
+    1), and do not reach lockgate; the later ones do.
+  empty UPSTREAM: every acquire is answered 200 with an empty body, as a
+    server that is not lockgate may answer.
 """
 import http.server, sys, threading, urllib.request, urllib.error
 
 MODE, UP = sys.argv[1:3]
 LOCK, XAUTH, XLEASE = (sys.argv[3:6] + ["", "", ""])[:3]
-held = []  # the first acquire, kept back
+held = []  # late: the first acquire, kept back
+refused = [int(sys.argv[3]) if MODE == "outage" else 0]  # outage: left
 
 
 def forward(method, path, headers):
@@ -39,8 +42,15 @@ class H(http.server.BaseHTTPRequestHandler):
         self.rfile.read(n)
         acquire = ":acquire?" in self.path
         print("%s %s" % (self.command, self.path), flush=True)
-        if acquire and MODE == "outage":
+        if acquire and MODE == "outage" and refused[0] > 0:
+            refused[0] -= 1
             self.answer(503, [("Retry-After", "1")], b"")
+            return
+        if acquire and MODE == "empty":
+            self.answer(200, [("Content-Type", "text/plain")], b"")
+            return
+        if MODE != "late":
+            self.answer(*forward("POST", self.path, self.headers.items()))
             return
         if acquire and not held:
             held.append((self.path, list(self.headers.items())))

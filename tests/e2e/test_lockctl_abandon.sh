@@ -12,9 +12,14 @@
 #    lease, its own) and releases it: the lock is free.  Before, the lease
 #    held the lock until its TTL with nobody knowing of it.
 # 2. One run holds a lease with --lease-id KEY; another run with that KEY
-#    meets an outage (every acquire 503, acquire_proxy.py outage) and gives
-#    up.  It must not give back what KEY finds: the first run was told it
-#    holds that lease (found by review: it was released from under it).
+#    meets an outage (its 5 acquires 503, acquire_proxy.py outage; later
+#    ones reach lockgate) and gives up.  It must not give back what KEY
+#    finds: the first run was told it holds that lease (found by review:
+#    it was released from under it).
+# 3. A 200 without a lease (a server that is not lockgate) is no grant,
+#    whatever LOCKGATE_LEASE_ID the caller's environment holds from an
+#    earlier acquire: the command does not run, and that lease is not
+#    released (found by review).
 set -u
 . tests/e2e/lib.sh
 
@@ -57,19 +62,38 @@ LOCKGATE_URL=$LG_URL $LC acquire ab/two --ttl 600 --lease-id job-key-0001 \
 L1=$(sed -n "s/^LOCKGATE_LEASE_ID='\(.*\)'$/\1/p" "$T/run1")
 [ -n "$L1" ] || lg_fail "the first run's lease: $(cat "$T/run1")"
 lg_serve "$T/outage.log" 's/^port \([0-9]*\)$/\1/p' \
-    python3 -u tests/e2e/acquire_proxy.py outage "$LG_URL"
+    python3 -u tests/e2e/acquire_proxy.py outage "$LG_URL" 5
 px=$LG_SERVE_PID
 LOCKGATE_URL="http://127.0.0.1:$LG_SERVE_PORT" $LC acquire ab/two --wait 0 \
     --lease-id job-key-0001 >"$T/out" 2>"$T/err"
 rc=$?
 [ "$rc" -ne 0 ] || lg_fail "the second run passed through an outage"
-grep -q "ttl=2&wait=0" "$T/outage.log" &&
-    lg_fail "the second run gave back what its given key finds: $(cat "$T/outage.log")"
+lg_eq "$(grep -c ':acquire?' "$T/outage.log")" 5 \
+    "the second run's acquires, and no give-back: $(cat "$T/outage.log")"
 code=$(lg_curl -o "$T/r.body" -w '%{http_code}' -X POST \
     -H "Authorization: Bearer $LOCKGATE_TOKEN" \
     "$LG_URL/v1/locks/ab/two:refresh?lease_id=$L1")
 lg_eq "$code" 200 "the first run still holds its lease ($(cat "$T/r.body"))"
 kill "$px"
 lg_wait_exit "$px" 5 "acquire_proxy outage"
+
+# ---- 3. A 200 without a lease, with a lease id in the environment.
+lg_serve "$T/empty.log" 's/^port \([0-9]*\)$/\1/p' \
+    python3 -u tests/e2e/acquire_proxy.py empty "$LG_URL"
+px=$LG_SERVE_PID
+LOCKGATE_URL="http://127.0.0.1:$LG_SERVE_PORT" LOCKGATE_LEASE_ID=$L1 \
+    LOCKGATE_FENCING_TOKEN=1 $LC run ab/two --wait 0 -- touch "$T/ran" \
+    >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -ne 0 ] || lg_fail "a 200 without a lease was taken for a grant"
+[ -e "$T/ran" ] && lg_fail "the command ran on a 200 without a lease"
+grep -q ":release?" "$T/empty.log" &&
+    lg_fail "lockctl released a lease from its environment: $(cat "$T/empty.log")"
+code=$(lg_curl -o "$T/r.body" -w '%{http_code}' -X POST \
+    -H "Authorization: Bearer $LOCKGATE_TOKEN" \
+    "$LG_URL/v1/locks/ab/two:refresh?lease_id=$L1")
+lg_eq "$code" 200 "the first run still holds its lease ($(cat "$T/r.body"))"
+kill "$px"
+lg_wait_exit "$px" 5 "acquire_proxy empty"
 lg_stop
 echo ok
