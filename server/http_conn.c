@@ -170,6 +170,29 @@ has_space_or_ctl(const char *uri)
  *   idle timeout.  So nothing more is read from that client: a head that
  *   is in already gets the 400, any other the connection closed at once.
  */
+/* Whether AUTH (up to the first '/' or '?') is a host and an optional
+ * port, one way only: a name or an IPv4 address, or an IPv6 address in
+ * brackets, then ":DIGITS" or nothing. */
+static bool
+host_and_port(const char *auth)
+{
+	static const char name[] = "abcdefghijklmnopqrstuvwxyz"
+	                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-";
+	size_t h;
+
+	if (auth[0] == '[') {
+		h = 1 + strspn(auth + 1, "0123456789abcdefABCDEF:.");
+		if (h == 1 || auth[h] != ']')
+			return false;
+		h++;
+	} else if ((h = strspn(auth, name)) == 0) {
+		return false;
+	}
+	if (auth[h] == ':')
+		h += 1 + strspn(auth + h + 1, "0123456789");
+	return auth[h] == '\0' || auth[h] == '/' || auth[h] == '?';
+}
+
 /* Where the path of target URI begins: URI, or past "http://AUTHORITY"
  * or "https://AUTHORITY" in the absolute form, which a server must
  * accept as it does the origin form (RFC 9112, section 3.2.2); an
@@ -177,12 +200,11 @@ has_space_or_ctl(const char *uri)
  * anyway.  NULL when a parser in front could read the target otherwise:
  * a '#' or '\\' anywhere (a request target has no fragment, and a URL
  * parser may take '\\' for '/'), or an authority that is not a host and
- * port (userinfo, say, or none). */
+ * port (userinfo, say, none, or brackets that do not close). */
 static const char *
 target_path(const char *uri)
 {
 	const char *p;
-	size_t n;
 
 	if (strpbrk(uri, "#\\") != NULL)
 		return NULL;
@@ -192,13 +214,9 @@ target_path(const char *uri)
 		p = uri + 8;
 	else
 		return uri;
-	n = strcspn(p, "/?");
-	if (n == 0 ||
-	    strspn(p,
-	        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	        "0123456789.-:[]") < n)
+	if (!host_and_port(p))
 		return NULL;
-	return p + n;
+	return p + strcspn(p, "/?");
 }
 
 void *

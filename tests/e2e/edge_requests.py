@@ -261,9 +261,13 @@ def still_served():
            req(b"GET http://lock.example/%6detrics HTTP/1.1", AUTH_A), 404)
     for t in (b"http://h#/metrics", b"http://h\\/v1/whoami",
               b"http://u@h/v1/whoami", b"http:///v1/whoami",
-              b"/v1/whoami#x", b"/v1\\whoami"):
+              b"/v1/whoami#x", b"/v1\\whoami", b"http://[a/metrics?]/x",
+              b"http://h]/metrics", b"http://:80/metrics",
+              b"http://[::1]x/metrics", b"http://h:[/metrics"):
         refused("a target a parser in front may read otherwise: %r" % t,
                 req(b"GET " + t + b" HTTP/1.1", AUTH_A), "bad_request")
+    served("the absolute form: an IPv6 host and a port",
+           req(b"GET http://[::1]:8080/healthz HTTP/1.1"), 200)
     served("the absolute form with no path is /",
            req(b"GET http://lock.example HTTP/1.1"), 200)
     served("a chunked body",
