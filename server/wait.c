@@ -24,23 +24,23 @@
  * a lock's task may spend a storage call's whole budget on its head's
  * read or write, and its other waiters must still be answered on time
  * (the task polls with a copy of the head's request, so the head may be
- * answered meanwhile).  The head itself is answered at its deadline
- * while its read is in flight, but not while its write is: that write
- * may grant, and its outcome is the answer (a 409 sent meanwhile would
- * be untrue, and a lease granted under a client key cannot be given
- * back: see give_back).  So a wait may end later than its deadline by
- * one write, at most the storage's budget.  The sweeper stays a thread, not a task,
- * because it only takes waiters out of queues and resumes their
- * connections (any thread may), never calls the store, and so needs no
- * loop: a waiter whose end needs a store call (below) is handed to its
- * lock's task.  On shutdown every waiter is answered 503 (the one being
+ * answered meanwhile).  The waiter being polled is answered at its
+ * deadline while its read is in flight, but not while its write is: that
+ * write may grant, and its outcome is the answer (a 409 sent meanwhile
+ * would be untrue, and a lease granted under a client key can seldom be
+ * given back: see give_back).  So a wait may end later than its deadline
+ * by one acquire attempt (a few storage calls, each within the store's
+ * budget).  The sweeper stays a thread, not a task, because it only
+ * takes waiters out of queues and resumes their connections (any thread
+ * may), never calls the store, and so needs no loop: a waiter whose end
+ * needs a store call (below) is handed to its lock's task.  On shutdown every waiter is answered 503 (the one being
  * polled by its task, once the poll ends), and each lock's task ends once
  * its queue is empty; a loop stops only after its tasks have ended.
  *
  * A lease nobody will be told of is not left to hold the lock until its
  * TTL: no write starts for a waiter past its deadline or whose client
  * left, and a grant that completes after its client left is released
- * (with a client key, only the version its write made: see give_back).
+ * (with a client key, only one its write inserted: see give_back).
  * A wait that ends without a grant after an attempt that may have been
  * applied (its answer lost to a storage failure) is answered with that
  * failure, and releases whatever lease that attempt's lease_id holds:
