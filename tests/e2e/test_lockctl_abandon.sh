@@ -57,6 +57,13 @@ kill "$px"
 lg_wait_exit "$px" 5 "acquire_proxy late"
 
 # ---- 2. With a key it was given, another run's lease is left alone.
+# first_run_holds: the first run's lease L1 of ab/two still refreshes.
+first_run_holds() {
+	code=$(lg_curl -o "$T/r.body" -w '%{http_code}' -X POST \
+	    -H "Authorization: Bearer $LOCKGATE_TOKEN" \
+	    "$LG_URL/v1/locks/ab/two:refresh?lease_id=$L1")
+	lg_eq "$code" 200 "the first run still holds its lease ($(cat "$T/r.body"))"
+}
 LOCKGATE_URL=$LG_URL $LC acquire ab/two --ttl 600 --lease-id job-key-0001 \
     >"$T/run1" 2>"$T/err" || lg_fail "the first run: $(cat "$T/err")"
 L1=$(sed -n "s/^LOCKGATE_LEASE_ID='\(.*\)'$/\1/p" "$T/run1")
@@ -70,10 +77,7 @@ rc=$?
 [ "$rc" -ne 0 ] || lg_fail "the second run passed through an outage"
 lg_eq "$(grep -c ':acquire?' "$T/outage.log")" 5 \
     "the second run's acquires, and no give-back: $(cat "$T/outage.log")"
-code=$(lg_curl -o "$T/r.body" -w '%{http_code}' -X POST \
-    -H "Authorization: Bearer $LOCKGATE_TOKEN" \
-    "$LG_URL/v1/locks/ab/two:refresh?lease_id=$L1")
-lg_eq "$code" 200 "the first run still holds its lease ($(cat "$T/r.body"))"
+first_run_holds
 kill "$px"
 lg_wait_exit "$px" 5 "acquire_proxy outage"
 
@@ -89,10 +93,7 @@ rc=$?
 [ -e "$T/ran" ] && lg_fail "the command ran on a 200 without a lease"
 grep -q ":release?" "$T/empty.log" &&
     lg_fail "lockctl released a lease from its environment: $(cat "$T/empty.log")"
-code=$(lg_curl -o "$T/r.body" -w '%{http_code}' -X POST \
-    -H "Authorization: Bearer $LOCKGATE_TOKEN" \
-    "$LG_URL/v1/locks/ab/two:refresh?lease_id=$L1")
-lg_eq "$code" 200 "the first run still holds its lease ($(cat "$T/r.body"))"
+first_run_holds
 kill "$px"
 lg_wait_exit "$px" 5 "acquire_proxy empty"
 lg_stop
