@@ -369,7 +369,7 @@ static int
 try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
     const gcs_object *head, api_lock *out, api_err *err)
 {
-	char oname[GCS_NAME_MAX + 1], num[32];
+	char oname[GCS_NAME_MAX + 1];
 	const gcs_object *held, *own;
 	gcs_object mine;
 	group_view v;
@@ -378,10 +378,11 @@ try_group(api_service *svc, const api_acquire_req *req, json_t *meta,
 	int rc;
 
 	group_obj_name(oname, sizeof(oname), req->name, req->lease_id);
-	api_fmt_int(num, sizeof(num), head->generation);
-	json_object_set_new(meta, LEASE_KEY_HEAD_GEN, json_string(num));
-	api_fmt_int(num, sizeof(num), head->metageneration);
-	json_object_set_new(meta, LEASE_KEY_HEAD_METAGEN, json_string(num));
+	if (lease_meta_set_int(meta, LEASE_KEY_HEAD_GEN, head->generation) !=
+	        0 ||
+	    lease_meta_set_int(meta, LEASE_KEY_HEAD_METAGEN,
+	        head->metageneration) != 0)
+		return api_fail(err, API_INTERNAL, "out of memory");
 	rc = insert_own(svc, req, oname, meta, &mine, &ge);
 	if (rc == GCS_PRECONDITION || rc == GCS_NOT_FOUND)
 		return AGAIN;
@@ -530,13 +531,13 @@ static int
 set_token(api_service *svc, const char *name, const gcs_object *lease,
     int64_t token, gcs_object *out, gcs_err *ge)
 {
-	char num[32];
-	json_t *p;
+	json_t *p = json_object();
 	int rc;
 
-	api_fmt_int(num, sizeof(num), token);
-	if ((p = json_pack("{s:s}", LEASE_KEY_TOKEN, num)) == NULL)
+	if (p == NULL || lease_meta_set_int(p, LEASE_KEY_TOKEN, token) != 0) {
+		json_decref(p);
 		return gcs_fail(ge, GCS_NOMEM, "out of memory");
+	}
 	rc = gcs_patch(svc->store, name, lease->generation,
 	    lease->metageneration, p, out, ge);
 	json_decref(p);

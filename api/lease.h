@@ -95,6 +95,9 @@ int lease_over_group_pending(const gcs_object *o);
  * group the marker's generation it recorded (0 while it has none: never
  * granted, its generation possibly an earlier lease's token). */
 int64_t lease_token_of(const gcs_object *o);
+/* Set metadata key KEY of META to VAL, as lease metadata holds numbers
+ * (a decimal string); 0, or -1 when out of memory. */
+int lease_meta_set_int(json_t *meta, const char *key, long long val);
 /* A metadata key of O as a bounded integer, DEF when absent or bad. */
 long lease_meta_long(const gcs_object *o, const char *key, long min, long max,
     long def);

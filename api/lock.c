@@ -100,8 +100,8 @@ set_str(json_t *meta, const char *key, const char *val)
 	return json_object_set_new(meta, key, json_string(val ? val : ""));
 }
 
-static int
-set_int(json_t *meta, const char *key, long long val)
+int
+lease_meta_set_int(json_t *meta, const char *key, long long val)
 {
 	char buf[32];
 
@@ -138,8 +138,8 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	    set_str(m, LEASE_KEY_OWNER, req->owner) ||
 	    set_str(m, LEASE_KEY_HOLDER, req->holder) ||
 	    set_str(m, LEASE_KEY_PURPOSE, req->purpose) ||
-	    set_int(m, LEASE_KEY_TTL, req->ttl) ||
-	    set_int(m, LEASE_KEY_EXPECTED, req->expected_duration) ||
+	    lease_meta_set_int(m, LEASE_KEY_TTL, req->ttl) ||
+	    lease_meta_set_int(m, LEASE_KEY_EXPECTED, req->expected_duration) ||
 	    json_object_set_new(m, LEASE_KEY_LABELS, encoded(req->labels)) ||
 	    json_object_set_new(m, LEASE_KEY_CLAIMS, encoded(req->claims))) {
 		json_decref(m);
@@ -151,10 +151,10 @@ lease_metadata(const api_acquire_req *req, const char *lease_id)
 	if (api_acquire_is_group(req) &&
 	    (set_str(m, LEASE_KEY_MODE,
 	         req->mode == API_MODE_SHARED ? "shared" : "exclusive") ||
-	        set_int(m, LEASE_KEY_LIMIT,
+	        lease_meta_set_int(m, LEASE_KEY_LIMIT,
 	            req->mode == API_MODE_SHARED ? 1 : req->limit) ||
-	        set_int(m, LEASE_KEY_HEAD_GEN, INT64_MAX) ||
-	        set_int(m, LEASE_KEY_HEAD_METAGEN, INT64_MAX))) {
+	        lease_meta_set_int(m, LEASE_KEY_HEAD_GEN, INT64_MAX) ||
+	        lease_meta_set_int(m, LEASE_KEY_HEAD_METAGEN, INT64_MAX))) {
 		json_decref(m);
 		return NULL;
 	}

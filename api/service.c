@@ -187,29 +187,16 @@ int
 svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
     int ttl, int64_t prev_end_ms, gcs_object *out, gcs_err *ge)
 {
-	char seq[32], ttls[16], ends[32];
-	json_t *patch;
+	json_t *patch = json_object();
 	int rc;
 
-	api_fmt_int(seq, sizeof(seq), metagen + 1);
-	patch = json_pack("{s:s}", LEASE_KEY_REFRESH, seq);
-	if (patch != NULL && ttl > 0) {
-		api_fmt_int(ttls, sizeof(ttls), ttl);
-		if (json_object_set_new(patch, LEASE_KEY_TTL,
-		        json_string(ttls)) != 0) {
-			json_decref(patch);
-			patch = NULL;
-		}
-	}
-	if (patch != NULL && prev_end_ms > 0) {
-		api_fmt_int(ends, sizeof(ends), prev_end_ms);
-		if (json_object_set_new(patch, LEASE_KEY_PREV_END,
-		        json_string(ends)) != 0) {
-			json_decref(patch);
-			patch = NULL;
-		}
-	}
-	if (patch == NULL) {
+	if (patch == NULL ||
+	    lease_meta_set_int(patch, LEASE_KEY_REFRESH, metagen + 1) != 0 ||
+	    (ttl > 0 && lease_meta_set_int(patch, LEASE_KEY_TTL, ttl) != 0) ||
+	    (prev_end_ms > 0 &&
+	        lease_meta_set_int(patch, LEASE_KEY_PREV_END, prev_end_ms) !=
+	            0)) {
+		json_decref(patch);
 		memset(ge, 0, sizeof(*ge));
 		ge->status = GCS_NOMEM;
 		return GCS_NOMEM;

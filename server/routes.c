@@ -275,8 +275,9 @@ acquire_kind(srv_req *r, api_acquire_req *q, api_err *err)
  * (its first attempt granted, the answer lost): it gets that lease at
  * once, as it would without waiters here, never queued behind them nor
  * held back behind a writer.  They wait for that very lease, which
- * nobody else hands out (give_back in wait.c leaves a keyed grant to the
- * client's retry), so queued it would hold the lock until its TTL.
+ * nobody else hands out (give_back in wait.c never releases a keyed lease
+ * a retry may have found), so queued it would hold the lock until its
+ * TTL.
  */
 static bool
 retry_finds_own(srv_req *r, const api_acquire_req *q)

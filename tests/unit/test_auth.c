@@ -982,19 +982,31 @@ test_describe_names_keys_never_secret(void **state)
 	assert_null(strstr(buf, SECRET));
 }
 
+/* A context with one HS256 secret, SECRET, in the file *PATH (made here,
+ * rewritten to rotate it, freed by the caller). */
+static auth_ctx *
+secret_file_ctx(char **path)
+{
+	char err[256];
+	auth_config c;
+	auth_ctx *a;
+
+	*path = authtest_file("secret", SECRET "\n");
+	memset(&c, 0, sizeof(c));
+	c.jwt_secret_file = *path;
+	a = auth_new(&c, err, sizeof(err));
+	assert_non_null(a);
+	return a;
+}
+
 static void
 test_secret_file_and_reload(void **state)
 {
 	char err[256], why[200];
-	char *path = authtest_file("secret", SECRET "\n");
-	auth_config c;
-	auth_ctx *a;
+	char *path;
+	auth_ctx *a = secret_file_ctx(&path);
 
 	(void)state;
-	memset(&c, 0, sizeof(c));
-	c.jwt_secret_file = path;
-	a = auth_new(&c, err, sizeof(err));
-	assert_non_null(a);
 	expect(a, hs_token("", 600, 0), NULL);
 	/* Rotate the secret in the file: old tokens stop, new ones pass. */
 	free(authtest_file("secret", OTHER_SECRET "\n"));
@@ -1034,19 +1046,14 @@ static void
 test_still_allowed_needs_the_key(void **state)
 {
 	char err[256];
-	char *path = authtest_file("secret", SECRET "\n");
+	char *path;
 	char *b = hs_token("", 600, 0);
 	auth_identity id;
 	auth_refusal why;
-	auth_config c;
 	api_err e;
-	auth_ctx *a;
+	auth_ctx *a = secret_file_ctx(&path);
 
 	(void)state;
-	memset(&c, 0, sizeof(c));
-	c.jwt_secret_file = path;
-	a = auth_new(&c, err, sizeof(err));
-	assert_non_null(a);
 	assert_int_equal(auth_verify(a, b, &id, &why), 0);
 	assert_int_equal(auth_still_allowed(a, &id, AUTH_ACQUIRE, "x", &e),
 	    API_OK);

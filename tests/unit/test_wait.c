@@ -181,6 +181,21 @@ acquire_with_key(fixture *f, const char *key, api_lock *mine)
 	assert_int_equal(api_acquire(f->svc, &retry, mine, &e), API_OK);
 }
 
+/* Nothing was removed, and the fixture's lock is held by MINE (cleared
+ * here). */
+static void
+still_held_by(fixture *f, api_lock *mine)
+{
+	api_lock l;
+	api_err e;
+
+	assert_int_equal(f->ws->calls[W_REMOVE], 0);
+	assert_int_equal(api_inspect(f->svc, f->req.name, &l, &e), API_OK);
+	assert_int_equal(l.fencing_token, mine->fencing_token);
+	api_lock_clear(&l);
+	api_lock_clear(mine);
+}
+
 /*
  * The waiter's insert is applied but its answer lost and the call fails;
  * then the wait ends (here: shutdown) before another attempt.  The lease
@@ -216,8 +231,7 @@ static void
 test_keyed_lost_insert_kept(void **state)
 {
 	fixture *f = *state;
-	api_lock mine, l;
-	api_err e;
+	api_lock mine;
 
 	snprintf(f->req.key, sizeof(f->req.key), "client-key-1");
 	f->ws->lost_op = W_INSERT;
@@ -227,11 +241,7 @@ test_keyed_lost_insert_kept(void **state)
 	acquire_with_key(f, "client-key-1", &mine);
 	srv_waits_shutdown(f->waits);
 	wait_count(&f->done, 1);
-	assert_int_equal(f->ws->calls[W_REMOVE], 0);
-	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
-	assert_int_equal(l.fencing_token, mine.fencing_token);
-	api_lock_clear(&l);
-	api_lock_clear(&mine);
+	still_held_by(f, &mine);
 }
 
 /* An attempt that failed unapplied leaves nothing, and nothing is
@@ -349,8 +359,7 @@ static void
 test_keyed_lost_write_answered_as_failed(void **state)
 {
 	fixture *f = *state;
-	api_lock mine, l;
-	api_err e;
+	api_lock mine;
 
 	wait_a_second(f, "client-key-3");
 	f->ws->lost_op = W_INSERT;
@@ -364,11 +373,7 @@ test_keyed_lost_write_answered_as_failed(void **state)
 	 * store (one was the read before the write). */
 	assert_int_equal(f->ws->calls[W_GET], 1);
 	acquire_with_key(f, "client-key-3", &mine);
-	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
-	assert_int_equal(l.fencing_token, mine.fencing_token);
-	assert_int_equal(f->ws->calls[W_REMOVE], 0);
-	api_lock_clear(&l);
-	api_lock_clear(&mine);
+	still_held_by(f, &mine);
 }
 
 /* The fixture's waiter gets a client socket (a socket pair), whose other
@@ -557,8 +562,7 @@ static void
 test_keyed_renewal_of_a_lease_handed_out_kept(void **state)
 {
 	fixture *f = *state;
-	api_lock mine, l;
-	api_err e;
+	api_lock mine;
 
 	snprintf(f->req.key, sizeof(f->req.key), "client-key-5");
 	acquire_with_key(f, "client-key-5", &mine); /* the retry holds it */
@@ -572,11 +576,7 @@ test_keyed_renewal_of_a_lease_handed_out_kept(void **state)
 	f->waits = NULL;
 	assert_true(f->w.hung_up);
 	assert_int_equal(f->ws->calls[W_PATCH], 1);
-	assert_int_equal(f->ws->calls[W_REMOVE], 0);
-	assert_int_equal(api_inspect(f->svc, "w/lost", &l, &e), API_OK);
-	assert_int_equal(l.fencing_token, mine.fencing_token);
-	api_lock_clear(&l);
-	api_lock_clear(&mine);
+	still_held_by(f, &mine);
 }
 
 static void
