@@ -49,6 +49,15 @@
 # BENCH_TARGETS (default "floor mem file gs gsfloor rawfloor gs20 gs20floor
 # gs20h2 gs20h2floor")
 # picks targets.
+#
+# BENCH_IDLE_POLL=1 (root only) asks the kernel, for the whole run, that
+# an idle CPU be woken with no exit latency (0 written to
+# /dev/cpu_dma_latency and held open, as cyclictest does): a guest whose
+# idle CPUs halt then polls instead, and a thread that sleeps wakes
+# without the host's delay.  It is a statement about the VM, not about
+# lockgate: every target, floors included, runs under it, and the table
+# says so.  Off by default: the figures that count are taken as a machine
+# runs.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
@@ -57,6 +66,7 @@ BENCH_WARMUP_MS=${BENCH_WARMUP_MS:-1000}
 BENCH_RUNS=${BENCH_RUNS:-3}
 BENCH_TARGETS=${BENCH_TARGETS:-floor mem file gs gsfloor rawfloor gs20 gs20floor gs20h2 gs20h2floor}
 BENCH_CPU=${BENCH_CPU:-0} # the CPU of the 1-client runs
+BENCH_IDLE_POLL=${BENCH_IDLE_POLL:-0}
 # The informational two-CPU serial runs (floor and mem only): server on
 # BENCH_CPU, loadgen on BENCH_CPU2 (default: the next online CPU, none on a
 # one-CPU machine).
@@ -138,6 +148,17 @@ load() {
 	echo "load average $la, CPU pressure ${psi:-n/a}% (${NPROC} CPUs)"
 }
 NPROC=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
+
+# BENCH_IDLE_POLL: a process of our own holds the request open (closing
+# it, when the process is stopped by PID at the end, lifts it).
+IDLE="halted as the kernel chooses (BENCH_IDLE_POLL=0)"
+if [ "$BENCH_IDLE_POLL" = 1 ]; then
+	[ -w /dev/cpu_dma_latency ] ||
+	    die "BENCH_IDLE_POLL=1: /dev/cpu_dma_latency is not writable (root only)"
+	sh -c 'exec 3>/dev/cpu_dma_latency && printf 0 >&3 && exec sleep 86400' &
+	PIDS="$PIDS $!"
+	IDLE="woken with no exit latency (BENCH_IDLE_POLL=1: /dev/cpu_dma_latency held at 0)"
+fi
 LOAD_BEFORE=$(load)
 # steal: on a virtual machine, the share of CPU time the host gave to
 # someone else (the "steal" column of /proc/stat) between two readings.
@@ -610,6 +631,7 @@ echo "machine before: $LOAD_BEFORE"
 echo "machine after:  $LOAD_AFTER"
 echo "CPU time taken by the VM's host (steal) during the runs: ${STEAL}%"
 echo "a 20 ms sleep ends late by (median of 50): ${WAKE} us"
+echo "idle CPUs: $IDLE"
 awk -v tm="$T_MEM_FLOOR_OPS" -v ts="$T_SERIAL_P50" -v tf="$T_FILE_OPS" \
     -v tg20="$T_GS20_P50" -v th2="$T_CONNS_H2" -v th1="$T_CONNS_H1" \
     -v conns="$CONNS" -v runs="$BENCH_RUNS" -v secs="$BENCH_SECONDS" \
