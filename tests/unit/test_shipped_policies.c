@@ -27,11 +27,26 @@
 #define GH_MAIN \
 	"{\"sub\":\"repo:acme/app:ref:refs/heads/main\"," \
 	"\"repository\":\"acme/app\",\"repository_owner\":\"acme\"," \
-	"\"ref\":\"refs/heads/main\"}"
+	"\"ref\":\"refs/heads/main\",\"event_name\":\"push\"}"
+#define GH_MAIN_BY_HAND \
+	"{\"sub\":\"repo:acme/app:ref:refs/heads/main\"," \
+	"\"repository\":\"acme/app\",\"repository_owner\":\"acme\"," \
+	"\"ref\":\"refs/heads/main\",\"event_name\":\"workflow_dispatch\"}"
 #define GH_FEAT \
 	"{\"sub\":\"repo:acme/app:ref:refs/heads/feat\"," \
 	"\"repository\":\"acme/app\",\"repository_owner\":\"acme\"," \
-	"\"ref\":\"refs/heads/feat\"}"
+	"\"ref\":\"refs/heads/feat\",\"event_name\":\"push\"}"
+/* A pull_request_target workflow a fork's pull request started: the base
+ * repository's claims and main's ref, running code main did not review;
+ * an issue_comment workflow is the same with another event. */
+#define GH_PR_TARGET \
+	"{\"sub\":\"repo:acme/app:pull_request\"," \
+	"\"repository\":\"acme/app\",\"repository_owner\":\"acme\"," \
+	"\"ref\":\"refs/heads/main\",\"event_name\":\"pull_request_target\"}"
+#define GH_COMMENT \
+	"{\"sub\":\"repo:acme/app:ref:refs/heads/main\"," \
+	"\"repository\":\"acme/app\",\"repository_owner\":\"acme\"," \
+	"\"ref\":\"refs/heads/main\",\"event_name\":\"issue_comment\"}"
 #define GH_EVIL_MAIN \
 	"{\"sub\":\"repo:evil/app:ref:refs/heads/main\"," \
 	"\"repository\":\"evil/app\",\"repository_owner\":\"evil\"," \
@@ -51,7 +66,8 @@ typedef struct policy_case {
 } policy_case;
 
 /* What the identity.md example and deploy.md's policy (the same rules)
- * say: only acme's main branch takes prod/; all of acme takes and reads
+ * say: only acme's main branch, pushed to or run by hand, takes prod/ (not
+ * a pull_request_target or issue_comment workflow, whose ref is main's); all of acme takes and reads
  * the rest and reads prod/; on-call admins force-release anything; other
  * organisations get nothing. */
 static const policy_case acme_cases[] = {
@@ -59,6 +75,11 @@ static const policy_case acme_cases[] = {
 	{ GH_MAIN, AUTH_ACQUIRE, "prod/eu/db", true },
 	{ GH_MAIN, AUTH_ACQUIRE, "staging/web", true },
 	{ GH_MAIN, AUTH_ADMIN, "prod/deploy", false },
+	{ GH_MAIN_BY_HAND, AUTH_ACQUIRE, "prod/deploy", true },
+	{ GH_PR_TARGET, AUTH_ACQUIRE, "prod/deploy", false },
+	{ GH_PR_TARGET, AUTH_READ, "prod/deploy", true },
+	{ GH_PR_TARGET, AUTH_ACQUIRE, "staging/web", true },
+	{ GH_COMMENT, AUTH_ACQUIRE, "prod/eu/db", false },
 	{ GH_FEAT, AUTH_ACQUIRE, "prod/deploy", false },
 	{ GH_FEAT, AUTH_ACQUIRE, "prod/eu/db", false },
 	{ GH_FEAT, AUTH_READ, "prod/deploy", true },
