@@ -224,6 +224,30 @@ split_list(const char *list, char **v, size_t max, size_t *n)
 	return 0;
 }
 
+/* The accepted values of an issuer or audience SETTING (its variable, for
+ * messages; WHAT: "issuer" or "audience") from the comma-separated LIST
+ * into L.  A LIST that is set but names no value (",", " , ") is refused:
+ * an empty L means "not checked", and a setting that is there must not
+ * turn its check off.  0, or -1 with ERR. */
+static int
+expected_list(const char *list, auth_strlist *l, const char *setting,
+    const char *what, char *err, size_t errlen)
+{
+	if (split_list(list, l->v, AUTH_ISSUERS_MAX, &l->n) != 0) {
+		snprintf(err, errlen, "%s: at most %d values, or out of memory",
+		    setting, AUTH_ISSUERS_MAX);
+		return -1;
+	}
+	if (list != NULL && *list != '\0' && l->n == 0) {
+		snprintf(err, errlen,
+		    "%s names no %s (only commas and spaces): give the "
+		    "value(s) to accept, or leave it unset",
+		    setting, what);
+		return -1;
+	}
+	return 0;
+}
+
 static char *
 dup_or_null(const char *s, int *oom)
 {
@@ -263,20 +287,15 @@ copy_settings(auth_ctx *a, const auth_config *cfg, char *err, size_t errlen)
 		    DISPLAY_LIST_MAX);
 		return -1;
 	}
-	if (split_list(cfg->issuer, a->issuers[AUTH_SRC_PUBLIC].v,
-	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_PUBLIC].n) != 0 ||
-	    split_list(cfg->audience, a->audiences[AUTH_SRC_PUBLIC].v,
-	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_PUBLIC].n) != 0 ||
-	    split_list(cfg->secret_issuer, a->issuers[AUTH_SRC_SECRET].v,
-	        AUTH_ISSUERS_MAX, &a->issuers[AUTH_SRC_SECRET].n) != 0 ||
-	    split_list(cfg->secret_audience, a->audiences[AUTH_SRC_SECRET].v,
-	        AUTH_ISSUERS_MAX, &a->audiences[AUTH_SRC_SECRET].n) != 0) {
-		snprintf(err, errlen,
-		    "at most %d issuers or audiences per key "
-		    "source",
-		    AUTH_ISSUERS_MAX);
+	if (expected_list(cfg->issuer, &a->issuers[AUTH_SRC_PUBLIC],
+	        "LOCKGATE_JWT_ISSUER", "issuer", err, errlen) != 0 ||
+	    expected_list(cfg->audience, &a->audiences[AUTH_SRC_PUBLIC],
+	        "LOCKGATE_JWT_AUDIENCE", "audience", err, errlen) != 0 ||
+	    expected_list(cfg->secret_issuer, &a->issuers[AUTH_SRC_SECRET],
+	        "LOCKGATE_JWT_SECRET_ISSUER", "issuer", err, errlen) != 0 ||
+	    expected_list(cfg->secret_audience, &a->audiences[AUTH_SRC_SECRET],
+	        "LOCKGATE_JWT_SECRET_AUDIENCE", "audience", err, errlen) != 0)
 		return -1;
-	}
 	return 0;
 }
 

@@ -955,6 +955,26 @@ test_config_errors(void **state)
 	assert_null(auth_new(&c, err, sizeof(err)));
 	assert_non_null(strstr(err, "PEM"));
 	free(bad);
+	/* An issuer or audience setting that names none (a list of commas
+	 * and spaces, "$AUD1,$AUD2" with both unset) is refused: read as
+	 * unset, it would turn the check off, also beside a JWKS, which
+	 * requires both. */
+	{
+		static const char *const empty[] = { ",", " ", " , ,", NULL };
+		const char **setting[] = { &c.issuer, &c.audience,
+			&c.secret_issuer, &c.secret_audience };
+		size_t i, k;
+
+		for (i = 0; empty[i] != NULL; i++) {
+			for (k = 0; k < 4; k++) {
+				memset(&c, 0, sizeof(c));
+				c.jwt_secret = SECRET;
+				*setting[k] = empty[i];
+				assert_null(auth_new(&c, err, sizeof(err)));
+				assert_non_null(strstr(err, "names no"));
+			}
+		}
+	}
 	/* Nothing configured: valid, but not configured. */
 	memset(&c, 0, sizeof(c));
 	{
