@@ -288,13 +288,17 @@ copy_settings(auth_ctx *a, const auth_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	if (expected_list(cfg->issuer, &a->issuers[AUTH_SRC_PUBLIC],
-	        "LOCKGATE_JWT_ISSUER", "issuer", err, errlen) != 0 ||
+	        "--jwt-issuer/LOCKGATE_JWT_ISSUER", "issuer", err,
+	        errlen) != 0 ||
 	    expected_list(cfg->audience, &a->audiences[AUTH_SRC_PUBLIC],
-	        "LOCKGATE_JWT_AUDIENCE", "audience", err, errlen) != 0 ||
+	        "--jwt-audience/LOCKGATE_JWT_AUDIENCE", "audience", err,
+	        errlen) != 0 ||
 	    expected_list(cfg->secret_issuer, &a->issuers[AUTH_SRC_SECRET],
-	        "LOCKGATE_JWT_SECRET_ISSUER", "issuer", err, errlen) != 0 ||
+	        "--jwt-secret-issuer/LOCKGATE_JWT_SECRET_ISSUER", "issuer", err,
+	        errlen) != 0 ||
 	    expected_list(cfg->secret_audience, &a->audiences[AUTH_SRC_SECRET],
-	        "LOCKGATE_JWT_SECRET_AUDIENCE", "audience", err, errlen) != 0)
+	        "--jwt-secret-audience/LOCKGATE_JWT_SECRET_AUDIENCE",
+	        "audience", err, errlen) != 0)
 		return -1;
 	return 0;
 }
