@@ -239,17 +239,20 @@ printf '%s\n' "$LG_SECRET" >"$LG_TMP/secret"
 lg_start --jwks-url "http://127.0.0.1:$(cat "$LG_TMP/port")/jwks" \
     --jwt-issuer "$ISS" --jwt-audience "$AUD" --owner-claim repository \
     --policy "$POL"
-gh() { # REF [MORE_CLAIMS]: a GitHub-style token of acme/app on REF
-	$FJ sign "$K" k1 "{\"sub\":\"repo:acme/app:ref:$1\",\"repository\":\"acme/app\",\"repository_owner\":\"acme\",\"ref\":\"$1\",\"iss\":\"$ISS\",\"aud\":\"$AUD\",\"exp\":$(($(date +%s) + 600))${2:-}}" ||
+gh() { # REF [MORE_CLAIMS [EVENT]]: a GitHub-style token of acme/app on REF
+	$FJ sign "$K" k1 "{\"sub\":\"repo:acme/app:ref:$1\",\"repository\":\"acme/app\",\"repository_owner\":\"acme\",\"ref\":\"$1\",\"event_name\":\"${3:-push}\",\"iss\":\"$ISS\",\"aud\":\"$AUD\",\"exp\":$(($(date +%s) + 600))${2:-}}" ||
 	    lg_fail "sign"
 }
 GHMAIN="Authorization: Bearer $(gh refs/heads/main)"
 GHFEAT="Authorization: Bearer $(gh refs/heads/feat)"
+# A fork's pull request run by pull_request_target carries main's ref.
+GHPRT="Authorization: Bearer $(gh refs/heads/main '' pull_request_target)"
 ANNA="Authorization: Bearer $(build/lockgate token --secret-file "$LG_TMP/secret" --sub ops-anna --admin)" ||
     lg_fail "lockgate token"
 lg_eq "$(post "$GHFEAT" 'prod/deploy:acquire?ttl=60')" 403 "recipe: a feature branch may not take prod/deploy"
 lg_json error.message <"$out" | grep -q '"prod/\*\*" decide' || lg_fail "the 403 does not name the deciding glob"
 lg_eq "$(post "$GHFEAT" 'staging/web:acquire?ttl=60')" 200 "recipe: a feature branch takes staging/web"
+lg_eq "$(post "$GHPRT" 'prod/deploy:acquire?ttl=60')" 403 "recipe: a pull_request_target run on main may not take prod/deploy"
 lg_eq "$(post "$GHMAIN" 'prod/deploy:acquire?ttl=60')" 200 "recipe: main takes prod/deploy"
 lg_eq "$(lg_json owner <"$out")" acme/app "recipe: the CI token's owner is its repository"
 lg_eq "$(get "$GHFEAT" 'prod/deploy')" 200 "recipe: a feature branch reads prod/deploy"
