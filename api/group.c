@@ -194,8 +194,13 @@ renewed_late(int64_t updated_ms, long ttl, const gcs_object *now)
  * judged (an attempt whose insert was applied but answered as failed, or
  * whose instance died before its listing).  So it is judged as an
  * insert of our own is, on a listing after the renewal: NAME still a
- * group head, O there and not past its expiry, and room for it beside
- * the other live leases.  1 yes, 0 no, -1 on a store failure (ERR set).
+ * group head, and the same head (its generation) as when O was inserted,
+ * O there and not past its expiry, and room for it beside the other
+ * live leases.  The head's generation: a head deleted and created again
+ * since O's insert means tokens were handed out since (a plain lease at
+ * NAME, the new head's), all newer than O's generation, which as a
+ * token now would go backwards.  1 yes, 0 no, -1 on a store failure
+ * (ERR set).
  */
 static int
 keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
@@ -212,6 +217,9 @@ keyed_judged(api_service *svc, const api_acquire_req *req, const char *oname,
 	own = group_view_find(&v, oname);
 	ok = v.has_head && lease_is_head(&v.head) && own != NULL &&
 	    own->generation == o->generation && !lease_past_expiry(own) &&
+	    (strcmp(oname, req->name) == 0 ||
+	        lease_meta_long(own, LEASE_KEY_HEAD_GEN, 1, GCS_GEN_MAX, 0) ==
+	            v.head.generation) &&
 	    group_judge(&v, req, oname, &held, &mismatch) == 0;
 	group_view_clear(&v);
 	return ok;

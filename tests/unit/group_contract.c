@@ -95,7 +95,13 @@ take(gc_state *st, const char *owner, api_mode mode, int limit, int want,
 	json_t *j;
 
 	acq(&q, st, owner, mode, limit, 30);
-	assert_int_equal(api_acquire(st->svc, &q, out, &err), want);
+	{
+		int _r = api_acquire(st->svc, &q, out, &err);
+		if (_r != want)
+			fprintf(stderr, "DBG %s %d %s\n", owner, _r,
+			    err.message);
+		assert_int_equal(_r, want);
+	}
 	if (want != API_OK) {
 		if (reason == NULL)
 			assert_null(err.reason);
@@ -719,6 +725,91 @@ test_marker_not_reused(void **state)
 	api_free(hb.other);
 }
 
+typedef struct head_gone {
+	gc_state *st;
+	api_service *other;
+	api_lock y; /* the plain lease granted meanwhile */
+} head_gone;
+
+/* Just before the keyed acquire lists its group: a plain lease Y is
+ * granted at the name, and the acquire's next removal fails. */
+static void
+plain_lease_taken(void *ctx)
+{
+	head_gone *hg = ctx;
+	api_acquire_req q;
+	api_err err;
+
+	acq(&q, hg->st, "y", API_MODE_EXCLUSIVE, 1, 30);
+	assert_int_equal(api_acquire(hg->other, &q, &hg->y, &err), API_OK);
+	hg->st->ws->fail_op = W_REMOVE;
+	hg->st->ws->fail_status = GCS_UNAVAILABLE;
+}
+
+/* Just before a keyed acquire inserts its lease object into a group
+ * whose head it read: an exclusive lease takes the head and is released
+ * (the head goes with it); then plain_lease_taken. */
+static void
+head_gone_before_insert(void *ctx)
+{
+	head_gone *hg = ctx;
+	api_acquire_req q;
+	api_lease_req r;
+	api_lock x;
+	api_err err;
+
+	acq(&q, hg->st, "x", API_MODE_EXCLUSIVE, 1, 30);
+	assert_int_equal(api_acquire(hg->other, &q, &x, &err), API_OK);
+	lease_of(&r, &x);
+	assert_int_equal(api_release(hg->other, &r, &err), API_OK);
+	api_lock_clear(&x);
+	hg->st->ws->before_op = W_LIST;
+	hg->st->ws->before = plain_lease_taken;
+}
+
+/*
+ * A keyed shared acquire read the group's head, which went before its
+ * lease object was inserted; a plain lease Y took the name before its
+ * listing, so after its insert.  The acquire is refused and its object, which it could not remove, is left, live.
+ * Y is released, and a shared lease C makes a new head.  The key's
+ * retry renews the object it finds, but its generation is older than
+ * Y's token and C's: it is no grant, for a token never goes backwards;
+ * the retry's lease is a new one, with a newer token.
+ */
+static void
+test_keyed_lease_of_an_older_head(void **state)
+{
+	gc_state *st = *state;
+	head_gone hg = { .st = st };
+	api_acquire_req q;
+	api_lock a, b, c;
+	api_err err;
+
+	take(st, "a", API_MODE_SHARED, 1, API_OK, NULL, &a);
+	give_back(st, &a);
+	hg.other = api_new(&st->ws->base, NULL, NULL);
+	acq(&q, st, "b", API_MODE_SHARED, 1, 30);
+	snprintf(q.key, sizeof(q.key), "client-key-b");
+	st->ws->before_op = W_INSERT;
+	st->ws->before = head_gone_before_insert;
+	st->ws->before_ctx = &hg;
+	assert_int_equal(api_acquire(st->svc, &q, &b, &err), API_LOCKED);
+	api_lock_clear(&b);
+	give_back(st, &hg.y);
+	take(st, "c", API_MODE_SHARED, 1, API_OK, NULL, &c);
+	assert_int_equal(api_acquire(st->svc, &q, &b, &err), API_OK);
+	newer_token(st, b.fencing_token, hg.y.fencing_token);
+	newer_token(st, b.fencing_token, c.fencing_token);
+	assert_int_equal(holders_now(st), 2);
+	give_back(st, &b);
+	give_back(st, &c);
+	api_lock_clear(&a);
+	api_lock_clear(&c);
+	api_lock_clear(&b);
+	api_lock_clear(&hg.y);
+	api_free(hg.other);
+}
+
 /* The longest lock name (256 bytes): its lease objects' names, with '#'
  * and a lease_id, are longer than any lock name, on every store. */
 static void
@@ -772,6 +863,8 @@ group_contract_run(const char *suite_name, store_contract_open_fn open,
 		    gc_teardown),
 		cmocka_unit_test_setup_teardown(test_refused_writer_not_renewed,
 		    gc_setup, gc_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_keyed_lease_of_an_older_head, gc_setup, gc_teardown),
 		cmocka_unit_test_setup_teardown(test_longest_name, gc_setup,
 		    gc_teardown),
 	};
