@@ -180,7 +180,10 @@ stored_str_bytes(const char *s)
  * a group lease's LEASE_KEY_PREV_END (an int64) and may widen
  * LEASE_KEY_TTL, and the stores count the metadata again
  * then: both are counted here at their widest, so that a lease that was
- * granted can always be refreshed.  Lease values are all strings.
+ * granted can always be refreshed.  So is what an exclusive lease (no
+ * LEASE_KEY_MODE) carries when it is granted over a group's head:
+ * LEASE_KEY_OVER_GROUP ("1") and LEASE_KEY_TOKEN (an int64).  Lease
+ * values are all strings.
  */
 size_t
 lease_stored_bytes(const json_t *meta)
@@ -196,7 +199,9 @@ lease_stored_bytes(const json_t *meta)
 	{
 		if ((v = json_string_value(jv)) == NULL ||
 		    strcmp(k, LEASE_KEY_REFRESH) == 0 ||
-		    strcmp(k, LEASE_KEY_PREV_END) == 0)
+		    strcmp(k, LEASE_KEY_PREV_END) == 0 ||
+		    strcmp(k, LEASE_KEY_OVER_GROUP) == 0 ||
+		    strcmp(k, LEASE_KEY_TOKEN) == 0)
 			continue;
 		if (strcmp(k, LEASE_KEY_TTL) == 0 &&
 		    strlen(v) < strlen(ttl_widest))
@@ -205,10 +210,16 @@ lease_stored_bytes(const json_t *meta)
 	}
 	/* The refresh_seq and prev_end members; the comma of the first is
 	 * the one counted for the last member above. */
-	return n + stored_str_bytes(LEASE_KEY_REFRESH) + 1 +
+	n += stored_str_bytes(LEASE_KEY_REFRESH) + 1 +
 	    stored_str_bytes(seq_widest) + 1 +
 	    stored_str_bytes(LEASE_KEY_PREV_END) + 1 +
 	    stored_str_bytes(seq_widest);
+	if (json_object_get(meta, LEASE_KEY_MODE) == NULL)
+		n += 1 + stored_str_bytes(LEASE_KEY_OVER_GROUP) + 1 +
+		    stored_str_bytes("1") + 1 +
+		    stored_str_bytes(LEASE_KEY_TOKEN) + 1 +
+		    stored_str_bytes(seq_widest);
+	return n;
 }
 
 static const char *

@@ -1439,7 +1439,59 @@ test_metadata_too_large(void **state)
 	json_decref(bad);
 }
 
-static char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
+/* Q, huge_req's, with its holder cut to the largest the check passes. */
+static void
+largest_req(api_acquire_req *q, const char *name)
+{
+	char *h;
+	size_t n;
+	api_err e;
+
+	huge_req(q, name);
+	/* Shrink until it fits, then grow a byte at a time: the holder ends
+	 * at the largest size that passes. */
+	h = q->holder;
+	n = strlen(h);
+	while (n > 0 && api_acquire_check(q, &e) != API_OK)
+		h[--n] = '\0';
+	assert_true(n > 0 && n < API_HOLDER_MAX - 1);
+	do {
+		h[n++] = 'x';
+		h[n] = '\0';
+	} while (api_acquire_check(q, &e) == API_OK);
+	h[--n] = '\0';
+	assert_int_equal(api_acquire_check(q, &e), API_OK);
+}
+
+/* Lease O's metadata at the widest its refreshes can make it, and what
+ * an exclusive lease carries over a group's head, fits store ST exactly:
+ * with one more byte of holder the store refuses it. */
+static void
+widest_fits_exactly(gcs_store *st, const gcs_object *o)
+{
+	char seq[24], more[API_HOLDER_MAX + 2];
+	gcs_object o2;
+	gcs_err ge;
+	json_t *m = json_deep_copy(o->metadata);
+
+	snprintf(seq, sizeof(seq), "%" PRId64, INT64_MAX);
+	json_object_set_new(m, "refresh_seq", json_string(seq));
+	/* A group lease's refresh writes when the version it replaced
+	 * ended, an int64 too. */
+	json_object_set_new(m, "prev_end", json_string(seq));
+	json_object_set_new(m, "lg_over_group", json_string("1"));
+	json_object_set_new(m, "lg_token", json_string(seq));
+	assert_int_equal(gcs_insert(st, "edge-copy", m, &o2, &ge), GCS_OK);
+	assert_int_equal(gcs_remove(st, "edge-copy", o2.generation,
+	                     o2.metageneration, &ge),
+	    GCS_OK);
+	gcs_object_clear(&o2);
+	snprintf(more, sizeof(more), "%sx",
+	    json_string_value(json_object_get(o->metadata, "holder")));
+	json_object_set_new(m, "holder", json_string(more));
+	assert_int_equal(gcs_insert(st, "edge-over", m, &o2, &ge), GCS_INVALID);
+	json_decref(m);
+}
 
 /*
  * The check counts exactly what the file store counts: the largest lease
@@ -1454,54 +1506,82 @@ test_metadata_limit_exact(void **state)
 	api_lease_req lq;
 	api_service *svc;
 	gcs_store *st;
-	gcs_object o, o2;
+	gcs_object o;
 	api_lock l, r;
 	api_err e;
 	gcs_err ge;
-	json_t *m;
-	char seq[24], more[API_HOLDER_MAX + 2], *h;
-	size_t n;
+	char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
 
 	(void)state;
 	assert_non_null(mkdtemp(t_dir));
 	st = gcs_file_new(t_dir, &ge);
 	assert_non_null(st);
 	svc = api_new(st, NULL, NULL);
-	huge_req(&q, "edge");
-	/* Shrink until it fits, then grow a byte at a time: the holder ends
-	 * at the largest size that passes. */
-	h = q.holder;
-	n = strlen(h);
-	while (n > 0 && api_acquire_check(&q, &e) != API_OK)
-		h[--n] = '\0';
-	assert_true(n > 0 && n < API_HOLDER_MAX - 1);
-	do {
-		h[n++] = 'x';
-		h[n] = '\0';
-	} while (api_acquire_check(&q, &e) == API_OK);
-	h[--n] = '\0';
-	assert_int_equal(api_acquire_check(&q, &e), API_OK);
-
+	largest_req(&q, "edge");
 	assert_int_equal(api_acquire(svc, &q, &l, &e), API_OK);
 	lease_req(&lq, &l, "alice", API_TTL_MAX);
 	assert_int_equal(api_refresh(svc, &lq, &r, &e), API_OK);
 	api_lock_clear(&r);
-
-	/* Its metadata at the widest a refresh can make it fits exactly. */
 	assert_int_equal(gcs_get(st, "edge", &o, &ge), GCS_OK);
-	m = json_deep_copy(o.metadata);
-	snprintf(seq, sizeof(seq), "%" PRId64, INT64_MAX);
-	json_object_set_new(m, "refresh_seq", json_string(seq));
-	/* A group lease's refresh writes when the version it replaced
-	 * ended, an int64 too. */
-	json_object_set_new(m, "prev_end", json_string(seq));
-	assert_int_equal(gcs_insert(st, "edge-copy", m, &o2, &ge), GCS_OK);
-	gcs_object_clear(&o2);
-	snprintf(more, sizeof(more), "%sx",
-	    json_string_value(json_object_get(o.metadata, "holder")));
-	json_object_set_new(m, "holder", json_string(more));
-	assert_int_equal(gcs_insert(st, "edge-over", m, &o2, &ge), GCS_INVALID);
-	json_decref(m);
+	widest_fits_exactly(st, &o);
+	gcs_object_clear(&o);
+
+	api_lock_clear(&l);
+	json_decref(q.labels);
+	json_decref(q.claims);
+	api_free(svc);
+	gcs_store_free(st);
+	tmpdir_remove(t_dir);
+}
+
+/*
+ * The largest exclusive lease the check passes, granted over a group's
+ * head on file://, where it carries lg_over_group and its token: it is
+ * refreshed, and its metadata grown as far as refreshes can grow it
+ * still fits (it did not: such a lease stopped being refreshable, a
+ * 500, once its refresh_seq had grown by a digit or two).
+ */
+static void
+test_largest_lease_over_a_group(void **state)
+{
+	api_acquire_req q, g;
+	api_lease_req lq;
+	api_service *svc;
+	gcs_store *st;
+	gcs_object o;
+	api_lock l, r;
+	api_err e;
+	gcs_err ge;
+	int i;
+	char t_dir[] = "/tmp/lockgate-test-api.XXXXXX";
+
+	(void)state;
+	assert_non_null(mkdtemp(t_dir));
+	st = gcs_file_new(t_dir, &ge);
+	assert_non_null(st);
+	svc = api_new(st, NULL, NULL);
+	acq_req(&g, "edge", "bob", 30);
+	g.mode = API_MODE_SHARED;
+	assert_int_equal(api_acquire(svc, &g, &l, &e), API_OK);
+	lease_req(&lq, &l, "bob", 30);
+	assert_int_equal(api_release(svc, &lq, &e), API_OK);
+	api_lock_clear(&l);
+
+	largest_req(&q, "edge");
+	assert_int_equal(api_acquire(svc, &q, &l, &e), API_OK);
+	assert_int_equal(gcs_get(st, "edge", &o, &ge), GCS_OK);
+	assert_string_equal(json_string_value(
+	                        json_object_get(o.metadata, "lg_over_group")),
+	    "1");
+	gcs_object_clear(&o);
+	lease_req(&lq, &l, "alice", API_TTL_MAX);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(api_refresh(svc, &lq, &r, &e), API_OK);
+		assert_int_equal(r.fencing_token, l.fencing_token);
+		api_lock_clear(&r);
+	}
+	assert_int_equal(gcs_get(st, "edge", &o, &ge), GCS_OK);
+	widest_fits_exactly(st, &o);
 	gcs_object_clear(&o);
 
 	api_lock_clear(&l);
@@ -2337,6 +2417,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_metadata_too_large, setup,
 		    teardown),
 		cmocka_unit_test(test_metadata_limit_exact),
+		cmocka_unit_test(test_largest_lease_over_a_group),
 		cmocka_unit_test_setup_teardown(
 		    test_retried_delete_412_is_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
