@@ -511,7 +511,8 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
  * generations to write against.  Owner mismatches are refused here.  A
  * lease is one grant: once *ref holds its generation (from an earlier
  * round), an object of another generation is another lease, lost to the
- * caller even if it carries the same lease_id.
+ * caller even if it carries the same lease_id.  The client key of the
+ * live lease of the caller's own, sent as a lease_id, is a 400.
  */
 static int
 lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
@@ -545,6 +546,21 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		return api_fail(err, API_LEASE_NOT_FOUND,
 		    "no lease holds this lock any more: it was released or "
 		    "expired and taken over; stop the work it protected");
+	}
+	if (known == 0 && req->metageneration == 0 &&
+	    strcmp(lease_id_of(&cur), req->lease_id) != 0 &&
+	    strcmp(lease_key_of(&cur), req->lease_id) == 0 &&
+	    (req->admin || strcmp(lease_owner_of(&cur), req->owner) == 0)) {
+		/* The key the live lease was acquired with, not its
+		 * lease_id: a caller's mistake, not a lost lease ("stop the
+		 * work" would be a lie). */
+		gcs_object_clear(&cur);
+		api_fail(err, API_BAD_REQUEST,
+		    "this lease_id is the idempotency key the lease was "
+		    "acquired with, not its lease_id: refresh and release "
+		    "with the lease_id the acquire answered");
+		err->reason = "lease_id_is_key";
+		return API_BAD_REQUEST;
 	}
 	if (strcmp(lease_id_of(&cur), req->lease_id) != 0 ||
 	    (known != 0 && cur.generation != known)) {

@@ -76,6 +76,18 @@ code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
 lg_eq "$code" 200 "retried acquire with the same key"
 lg_eq "$(lg_json fencing_token <"$out")" "$T" "same lease on retry"
 lg_eq "$(lg_json lease_id <"$out")" "$L" "same lease id on retry"
+# The key is not the lease_id: a refresh or release by it is the caller's
+# mistake (400 lease_id_is_key), not a lost lease, and changes nothing.
+for op in refresh release; do
+	code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+	    "$LG_URL/v1/locks/idem:$op?lease_id=$KEY")
+	lg_eq "$code" 400 "$op by the key"
+	lg_eq "$(lg_json error.code <"$out")" lease_id_is_key "$op by the key: code"
+done
+code=$(lg_curl -o "$out" -w '%{http_code}' -X POST -H "$A" \
+    "$LG_URL/v1/locks/idem:refresh?lease_id=$L")
+lg_eq "$code" 200 "the lease lives on after the key's refresh and release"
+lg_eq "$(lg_json fencing_token <"$out")" "$T" "the same lease"
 # ... but the same key from another owner is not theirs.
 code=$(lg_curl -o /dev/null -w '%{http_code}' -X POST -H "$B" \
     "$LG_URL/v1/locks/idem:acquire?lease_id=$KEY&ttl=30")

@@ -1199,6 +1199,52 @@ test_key_reused_is_a_new_lease(void **state)
 }
 
 /*
+ * A refresh or release that names the live lease by the client key its
+ * acquire was sent with, not by the lease_id the answer gave: the
+ * caller's mistake, a 400 lease_id_is_key that changes nothing (it was a
+ * 409 lease_lost, "stop the work", while the lease lived), on this
+ * instance and on another.  Another owner sending that key is told what
+ * any lease_id not the holder's gets.
+ */
+static void
+test_key_is_not_the_lease_id(void **state)
+{
+	fixture *f = *state;
+	api_service *other = api_new(&f->ws->base, NULL, NULL);
+	api_service *svcs[2] = { f->svc, other };
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock a, x;
+	api_err e;
+	int i;
+
+	keyed_req(&q, "keyed", "ci", 30, "run-7654321");
+	assert_int_equal(api_acquire(f->svc, &q, &a, &e), API_OK);
+	lease_req(&lq, &a, "ci", 0);
+	snprintf(lq.lease_id, sizeof(lq.lease_id), "run-7654321");
+	for (i = 0; i < 2; i++) {
+		wrap_reset(f->ws);
+		assert_int_equal(api_refresh(svcs[i], &lq, &x, &e),
+		    API_BAD_REQUEST);
+		assert_string_equal(e.reason, "lease_id_is_key");
+		api_lock_clear(&x);
+		assert_int_equal(api_release(svcs[i], &lq, &e),
+		    API_BAD_REQUEST);
+		assert_string_equal(e.reason, "lease_id_is_key");
+		assert_int_equal(wrap_writes(f->ws), 0);
+	}
+	snprintf(lq.owner, sizeof(lq.owner), "mallory");
+	assert_int_equal(api_release(other, &lq, &e), API_LEASE_LOST);
+	assert_int_equal(api_inspect(f->svc, "keyed", &x, &e), API_OK);
+	assert_int_equal(x.fencing_token, a.fencing_token);
+	api_lock_clear(&x);
+	lease_req(&lq, &a, "ci", 0);
+	assert_int_equal(api_release(other, &lq, &e), API_OK);
+	api_lock_clear(&a);
+	api_free(other);
+}
+
+/*
  * A lease written before client keys were kept apart stored the client's
  * key as its lease_id: the same key still finds it as its own.
  */
@@ -2427,6 +2473,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_attempts_share_lease_id,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_reused_is_a_new_lease,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_is_not_the_lease_id,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_key_finds_lease_of_old_layout, setup, teardown),
