@@ -118,9 +118,10 @@ typedef struct lease_ref {
 	char owner[API_OWNER_MAX + 1];
 	int64_t generation;
 	int64_t metageneration;
-	/* A group lease's: when it was last written and its ttl then, so
-	 * a refresh can tell whether it came after the expiry others may
-	 * have judged (group.c). */
+	/* When it was last written and its ttl then: so a group lease's
+	 * refresh can tell whether it came after the expiry others may
+	 * have judged (group.c), and a release whether the lease it finds
+	 * after its retried delete could have taken ours over. */
 	int64_t updated_ms;
 	int ttl;
 	/* A group lease carried by its head (object NAME, not

@@ -597,6 +597,8 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
 	ref->generation = cur.generation;
 	ref->metageneration = cur.metageneration;
+	ref->updated_ms = cur.updated_ms;
+	ref->ttl = (int)lease_ttl_of(&cur);
 	lease_cache_put(svc->cache, req->name, ref);
 	gcs_object_clear(&cur);
 	return API_OK;
@@ -695,6 +697,42 @@ released(api_service *svc, const api_lease_req *req, const lease_ref *ref,
 	return API_OK;
 }
 
+/*
+ * A release whose retried delete was refused (412) finds another lease at
+ * REQ's name: its first attempt, unanswered, may have removed the lease
+ * REF, and that lease came after; or the first attempt failed and the
+ * lease expired and was taken over meanwhile, and the caller had lost it
+ * (design 1).  A takeover creates its lease only once ours is past its
+ * expiry (and the margin): a lease there created before that proves ours
+ * was removed while it lived, so released.  Else lost; ERR set on a
+ * store failure too.
+ */
+static int
+released_or_lost(api_service *svc, const api_lease_req *req,
+    const lease_ref *ref, api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc = gcs_get(svc->store, req->name, &cur, &ge);
+	bool removed_live = rc == GCS_NOT_FOUND ||
+	    (rc == GCS_OK && ref->updated_ms > 0 && cur.created_ms > 0 &&
+	        cur.created_ms <= lease_ends_ms(ref->updated_ms, ref->ttl) +
+	                API_EXPIRY_MARGIN_MS);
+
+	if (rc == GCS_OK)
+		gcs_object_clear(&cur);
+	if (rc != GCS_OK && rc != GCS_NOT_FOUND)
+		return svc_store_fail(err, &ge);
+	if (removed_live)
+		return released(svc, req, ref, err);
+	lease_cache_del(svc->cache, req->name);
+	return api_fail(err, API_LEASE_LOST,
+	    "the release's first delete went unanswered, and the lock is now "
+	    "held by a lease made after this one's expiry: it was taken over "
+	    "before the release applied; the work it protected may have "
+	    "outlived it");
+}
+
 int
 api_release(api_service *svc, const api_lease_req *req, api_err *err)
 {
@@ -720,12 +758,13 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 			}
 			rc = (int)err->code;
 		}
-		/* Gone, or another lease: whoever removed ours (renewed
-		 * since, it was not removed). */
-		if (sent &&
-		    (rc == API_LEASE_NOT_FOUND ||
-		        (rc == API_LEASE_LOST && err->reason == NULL)))
+		/* Gone: whoever removed ours, released (design 1).  Another
+		 * lease (ours renewed since was not removed): perhaps after
+		 * our removal, perhaps a takeover. */
+		if (sent && rc == API_LEASE_NOT_FOUND)
 			return released(svc, req, &ref, err);
+		if (sent && rc == API_LEASE_LOST && err->reason == NULL)
+			return released_or_lost(svc, req, &ref, err);
 		if (rc != API_OK)
 			return rc;
 		rc = gcs_remove(svc->store, req->name, ref.generation,

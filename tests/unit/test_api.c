@@ -492,6 +492,49 @@ test_retried_delete_412_is_released(void **state)
 	}
 }
 
+/* Just before alice's delete reaches the store: her lease expired, bob
+ * took it over; her delete is answered as the retry of a first attempt
+ * that failed unanswered. */
+static void
+bob_takes_over(void *ctx)
+{
+	fixture *f = ctx;
+
+	clock_ms += 32000; /* past the 30 s ttl and the margin */
+	bob_takes(f);
+	f->ws->retried_op = W_REMOVE;
+}
+
+/*
+ * A release whose first delete failed unanswered and unapplied (a slow
+ * 503), while the lease expired and was taken over: its retry meets a
+ * 412, and the lease there was made after this one's expiry.  The caller
+ * had lost its lease, and is told so (409 lease_lost), not that it
+ * released it; bob's lease is untouched.  (The same 412 with a lease
+ * made while this one lived is a release: above.)
+ */
+static void
+test_retried_delete_after_takeover_is_lost(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, x;
+	api_err e;
+
+	acq_req(&q, "taken", "alice", 30);
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	lease_req(&lq, &l, "alice", 0);
+	f->ws->before_op = W_REMOVE;
+	f->ws->before = bob_takes_over;
+	f->ws->before_ctx = f;
+	assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_LOST);
+	assert_int_equal(api_inspect(f->svc, "taken", &x, &e), API_OK);
+	assert_string_equal(x.owner, "bob");
+	api_lock_clear(&x);
+	api_lock_clear(&l);
+}
+
 /*
  * A force-release whose delete was applied, its answer lost, and whose
  * retry met a 412 because Bob took the freed lock meanwhile: the force
@@ -2466,6 +2509,9 @@ main(void)
 		cmocka_unit_test(test_largest_lease_over_a_group),
 		cmocka_unit_test_setup_teardown(
 		    test_retried_delete_412_is_released, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_retried_delete_after_takeover_is_lost, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_renew_412,

@@ -120,6 +120,10 @@ w_remove(gcs_store *s, const char *name, int64_t g, int64_t m, gcs_err *err)
 	if ((rc = injected(w, W_REMOVE, err)) != GCS_OK)
 		return rc;
 	rc = gcs_remove(w->inner, name, g, m, err);
+	if (w->retried_op == W_REMOVE) {
+		w->retried_op = -1;
+		err->attempts = 2;
+	}
 	if (rc == GCS_OK && w->lost_op == W_REMOVE) {
 		w->lost_op = -1;
 		meanwhile(w);
@@ -196,6 +200,7 @@ wrap_store_new(gcs_store *inner)
 	w->ghost_op = -1;
 	w->fail_op = -1;
 	w->lost_op = -1;
+	w->retried_op = -1;
 	w->before_op = -1;
 	return w;
 }
@@ -213,6 +218,7 @@ wrap_reset(wrap_store *w)
 	w->ghost_op = -1;
 	w->fail_op = -1;
 	w->lost_op = -1;
+	w->retried_op = -1;
 	w->before_op = -1;
 	w->meanwhile = NULL;
 	w->before = NULL;

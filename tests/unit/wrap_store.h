@@ -37,6 +37,10 @@ typedef struct wrap_store {
 	 * failed (attempts 2). */
 	int lost_op;
 	gcs_status lost_status;
+	/* Next call of op `retried_op` (remove): answered as the retry of
+	 * a first attempt that failed unanswered and unapplied (a slow
+	 * 503): what the store answers, with attempts 2. */
+	int retried_op;
 	/* Called (once) between a lost or ghost write and its answer: what
 	 * another client did meanwhile (NULL: nothing). */
 	void (*meanwhile)(void *ctx);
