@@ -313,6 +313,11 @@ group_refuse(const api_acquire_req *req, const gcs_object *held, bool mismatch,
 	}
 	lease_read(req->name, held, false, out);
 	err->retry_after = retry_after_lock(out);
+	if (!mismatch && req->mode != API_MODE_SHARED && req_limit(req) > 1)
+		return api_fail(err, API_LOCKED,
+		    "all %d leases of the lock are taken (the first by %.180s) "
+		    "until one is released or expires",
+		    req_limit(req), out->owner);
 	if (!mismatch)
 		return api_fail(err, API_LOCKED,
 		    "the lock is held by %.180s until %s", out->owner,
@@ -329,14 +334,38 @@ group_refuse(const api_acquire_req *req, const gcs_object *held, bool mismatch,
 	return API_LOCKED;
 }
 
+/* Whether V shows a live lease other than OWN made within the last two
+ * seconds on the store's clock: perhaps an acquire still in flight,
+ * which a refusal of its own removes at once. */
+static bool
+any_in_flight(const group_view *v, const char *own)
+{
+	size_t i;
+
+	for (i = 0; i < v->n; i++) {
+		const gcs_object *o = &v->leases[i].obj;
+		if (!lease_expired(o) && o->metageneration == 1 &&
+		    o->now_ms > 0 && o->now_ms - o->created_ms <= 2000 &&
+		    (own == NULL || strcmp(v->leases[i].name, own) != 0))
+			return true;
+	}
+	return false;
+}
+
 /* A refusal showing V's live leases (HELD the one on top) but the
- * refused one's own, OWN (NULL: none). */
+ * refused one's own, OWN (NULL: none).  When some were made a moment
+ * ago, they may be acquires in flight, counted until judged, so a burst
+ * of acquires can refuse one while a slot is about to be free again:
+ * Retry-After is 1 s then, not the first lease's expiry. */
 int
 group_refuse_view(const api_acquire_req *req, const group_view *v,
     const gcs_object *held, const char *own, bool mismatch, api_lock *out,
     api_err *err)
 {
 	int rc = group_refuse(req, held, mismatch, out, err);
+
+	if (rc == API_LOCKED && !mismatch && any_in_flight(v, own))
+		err->retry_after = 1;
 
 	if (group_view_holders(v, req->name, own, out) < 0) {
 		api_lock_clear(out);

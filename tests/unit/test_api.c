@@ -1861,6 +1861,41 @@ head_lease_id(fixture *f, const char *name, gcs_object *o)
  * the holders without a lease_id; another instance (no cache) releases
  * it with one patch, and the head's slot is not reused.
  */
+/*
+ * A semaphore refusal's Retry-After: 1 s while some lease was made a
+ * moment ago (perhaps an acquire in flight, counted until its refusal
+ * removes it: a burst refused with a slot about to be free again), else
+ * when the first lease expires.  Its message says every slot is taken.
+ */
+static void
+test_group_refusal_retry_after(void **state)
+{
+	fixture *f = *state;
+	api_lock a, b, l;
+	api_err err;
+
+	assert_int_equal(group_take(f, "burst", "a", API_MODE_EXCLUSIVE, 2, 30,
+	                     &a, &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "burst", "b", API_MODE_EXCLUSIVE, 2, 30,
+	                     &b, &err),
+	    API_OK);
+	assert_int_equal(group_take(f, "burst", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &l, &err),
+	    API_LOCKED);
+	assert_int_equal(err.retry_after, 1);
+	assert_non_null(strstr(err.message, "all 2 leases"));
+	api_lock_clear(&l);
+	clock_ms += 5000;
+	assert_int_equal(group_take(f, "burst", "c", API_MODE_EXCLUSIVE, 2, 30,
+	                     &l, &err),
+	    API_LOCKED);
+	assert_int_equal(err.retry_after, 26); /* 25 s left, and the margin */
+	api_lock_clear(&l);
+	api_lock_clear(&a);
+	api_lock_clear(&b);
+}
+
 static void
 test_group_head_lease_counted(void **state)
 {
@@ -2533,6 +2568,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_group_flagged_takeover,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_refresh_after_expiry,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group_refusal_retry_after,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_group_head_lease_counted,
 		    setup, teardown),
