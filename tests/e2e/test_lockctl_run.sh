@@ -2,8 +2,9 @@
 # lockctl run against a real lockgate, under dash: concurrent runs never
 # overlap; a run three TTLs long keeps its lease; a force-released lease
 # stops the command (and its children) within refresh_interval + grace and
-# exits 75; SIGTERM and SIGINT to lockctl stop the command and release at
-# once; a wait longer than one request's wait is re-asked.
+# exits 75 (77 when its token expired meanwhile); SIGTERM and SIGINT to
+# lockctl stop the command and release at once; a wait longer than one
+# request's wait is re-asked.
 set -u
 . tests/e2e/lib.sh
 
@@ -120,6 +121,28 @@ lg_eq "$rc" 75 "run whose lease was force-released: $(cat "$T/forced.err")"
 running "$(cat "$T/forced.pid")" && lg_fail "the command still runs"
 running "$(cat "$T/forced.child")" && lg_fail "the command's child still runs"
 grep -q 'lost' "$T/forced.err" || lg_fail "no word of the lost lease: $(cat "$T/forced.err")"
+
+# --- a token that expires during the run: refreshes are refused (401)
+# until the lease can no longer be trusted, then the command is stopped
+# and lockctl exits 77 (not authenticated), not 75 (lost); the release it
+# then tries is refused too, and said so.  The token is good for about
+# 3 s more, under the server's 60 s leeway.
+now=$(date +%s)
+SHORT=$(lg_jwt "{\"sub\":\"ci-run\",\"iat\":$((now - 60)),\"exp\":$((now - 57))}")
+LOCKGATE_TOKEN=$SHORT $LC run e2e/expiring --ttl 4 --grace 1 -- sh -c '
+	echo $$ >"$0.pid"
+	sleep 60 &
+	wait
+	echo end >"$0.end"' "$T/expiring" 2>"$T/expiring.err" &
+runner=$!
+wait_file "$T/expiring.pid"
+wait $runner
+lg_eq "$?" 77 "run whose token expired: $(cat "$T/expiring.err")"
+[ -e "$T/expiring.end" ] && lg_fail "the command went on after its refreshes were refused"
+running "$(cat "$T/expiring.pid")" && lg_fail "the command still runs"
+grep -q 'HTTP 401' "$T/expiring.err" || lg_fail "no word of the 401: $(cat "$T/expiring.err")"
+grep -q '^lockctl: release e2e/expiring: .*401' "$T/expiring.err" ||
+    lg_fail "the refused release went unsaid: $(cat "$T/expiring.err")"
 
 # --- SIGTERM to lockctl reaches the command, and the lock is released
 $LC run e2e/term --ttl 3 -- sh -c '
