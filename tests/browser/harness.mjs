@@ -56,14 +56,17 @@ function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Start lockgate with ENV added to ours; resolves once /healthz answers.
-export async function startLockgate(env = {}, args = []) {
+// Start lockgate with ENV added to ours, on mem:// or, with STORE 'file',
+// on file:// in its own directory (there a fencing token has 16 digits);
+// resolves once /healthz answers.
+export async function startLockgate(env = {}, args = [], store = 'mem') {
 	const port = await freePort();
 	const dir = tmpdir('lg');
 	const logPath = path.join(dir, 'lockgate.log');
 	const log = fs.openSync(logPath, 'w');
 	const child = spawn(lgBin(), ['--listen', '127.0.0.1:' + port,
-	    '--store', 'mem://', ...args], {
+	    '--store', store === 'file' ? 'file://' + path.join(dir, 'store') : 'mem://',
+	    ...args], {
 		cwd: dir,
 		env: {
 			...process.env,

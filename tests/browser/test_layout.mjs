@@ -2,8 +2,9 @@
 // and slashes in names: a 1,000-character purpose is clamped with an
 // expander, names break only at '/', label chips never mid-word, the header
 // row stays on screen, a phone gets a card with the state first and no
-// empty lines; grouping by the first name segment collapses.  Screenshots
-// at 1280 and 390 px, light and dark, in test-artifacts/.
+// empty lines; grouping by the first name segment collapses; on file://,
+// with 16-digit fencing tokens, 1280 px still needs no sideways scroll.
+// Screenshots at 1280 and 390 px, light and dark, in test-artifacts/.
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -169,6 +170,20 @@ await run('layout', [
 			await p.close();
 		}
 		page.check();
+		await lg.stop();
+	}],
+
+	['on file://, whose fencing tokens have 16 digits, no sideways scroll at 1280 px', async () => {
+		lg = await startLockgate({ LOCKGATE_JWT_SECRET: SECRET, LOCKGATE_LINK_HOSTS: 'ci.example' }, [], 'file');
+		await seed27(lg, root);
+		const p = await open(1280, 800, 'light');
+		const t = await p.$eval(`${row(LONG)} td.token`, (e) => e.textContent.replace(/\D/g, ''));
+		assert(t.length >= 16, 'a file:// token of ' + t.length + ' digits: ' + t);
+		const m = await p.evaluate(() => document.documentElement.scrollWidth);
+		await shot(p, 'oncall-desktop-file.png');
+		assert(m <= 1280, 'the page scrolls sideways at 1280 px on file://: ' + m);
+		p.check();
+		await p.close();
 		await lg.stop();
 	}],
 ]);
