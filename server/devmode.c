@@ -129,8 +129,8 @@ srv_dev_secret_save(const char *path, const char *secret, char *err,
 }
 
 void
-srv_dev_banner(const srv_config *cfg, const char *token, int port,
-    const char *secret_path)
+srv_dev_banner(const srv_config *cfg, const char *self, const char *token,
+    int port, const char *secret_path)
 {
 	char host[256], url[300];
 	int unused;
@@ -150,9 +150,9 @@ srv_dev_banner(const srv_config *cfg, const char *token, int port,
 	    token, url, url);
 	if (secret_path != NULL)
 		fprintf(stderr,
-		    "A fresh token, while this runs: lockgate token --dev "
+		    "A fresh token, while this runs: %s token --dev "
 		    "--port %d\n(the secret is in %s until exit).\n\n",
-		    port, secret_path);
+		    self, port, secret_path);
 	else
 		fprintf(stderr,
 		    "No secret file (mem:// store, no XDG_RUNTIME_DIR): "

@@ -189,6 +189,7 @@ typedef struct proc {
 	char secret[80];         /* the development mode's, wiped */
 	char *dev_token;         /* the development mode's, until announced */
 	char dev_path[PATH_MAX]; /* its secret file, removed at exit */
+	const char *self;        /* argv[0]: the banner names it */
 } proc;
 
 static void
@@ -247,7 +248,7 @@ dev_announce(proc *p)
 		    err);
 		p->dev_path[0] = '\0';
 	}
-	srv_dev_banner(&p->cfg, p->dev_token, srv_port(p->srv),
+	srv_dev_banner(&p->cfg, p->self, p->dev_token, srv_port(p->srv),
 	    p->dev_path[0] ? p->dev_path : NULL);
 	util_wipe(p->dev_token, strlen(p->dev_token));
 	free(p->dev_token);
@@ -297,6 +298,7 @@ start(proc *p, int argc, char **argv, const sigset_t *stop)
 	gcs_err ge;
 	int rc = srv_config_load(&p->cfg, argc, argv, err, sizeof(err));
 
+	p->self = argc > 0 && argv[0] != NULL ? argv[0] : "lockgate";
 	if (rc != 0) {
 		if (rc == 1)
 			return 0; /* --help, --version */

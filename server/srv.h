@@ -124,9 +124,10 @@ int srv_dev_secret_path(const char *store, int port, char *out, size_t len);
 int srv_dev_secret_save(const char *path, const char *secret, char *err,
     size_t errlen);
 /* The banner on stderr: token, curl line, dashboard, and how to get a
- * fresh token (SECRET_PATH NULL: there is no secret file). */
-void srv_dev_banner(const srv_config *cfg, const char *token, int port,
-    const char *secret_path);
+ * fresh token with SELF, the program as it was started (`make run`:
+ * ./build/lockgate); SECRET_PATH NULL: there is no secret file. */
+void srv_dev_banner(const srv_config *cfg, const char *self, const char *token,
+    int port, const char *secret_path);
 /* `lockgate token --dev ...`: an admin token from a running dev server's
  * secret file.  The process's exit status. */
 int srv_dev_token_main(int argc, char **argv);

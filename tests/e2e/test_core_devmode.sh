@@ -66,8 +66,9 @@ dev_start 1 mem://
 secret=$run/.lockgate-dev-$port.secret
 [ -f "$secret" ] || lg_fail "no secret file $secret: $(ls -la "$run")"
 lg_eq "$(stat -c %a "$secret")" 600 "the secret file's mode"
-grep -qF "lockgate token --dev --port $port" "$log" ||
-	lg_fail "the banner does not tell how to get a fresh token"
+# ... by the program as it was started (`make run`: ./build/lockgate).
+grep -qF "$LG_BIN token --dev --port $port" "$log" ||
+	lg_fail "the banner does not tell how to get a fresh token: $(cat "$log")"
 old=$(sed -n 's/.*export LOCKGATE_TOKEN=\([^ ]*\).*/\1/p' "$log")
 fresh=$(env -u LOCKGATE_LISTEN XDG_RUNTIME_DIR="$run" "$LG_BIN" token --dev --port "$port")
 lg_eq "$?" 0 "lockgate token --dev"
