@@ -716,6 +716,25 @@ read_lease(api_service *svc, const api_lease_req *req, const char *oname,
 	return rc;
 }
 
+/* Whether REQ's lease_id is the client key of a lease of the group, not
+ * its lease_id (svc_key_given: ERR set).  Asked only once no lease was
+ * found by that lease_id: one listing, on that path alone. */
+static bool
+key_given(api_service *svc, const api_lease_req *req, api_err *err)
+{
+	group_view v;
+	gcs_err ge;
+	size_t i;
+	bool given = false;
+
+	if (group_view_scan(svc, req->name, &v, &ge) != GCS_OK)
+		return false;
+	for (i = 0; i < v.n && !given; i++)
+		given = svc_key_given(req, &v.leases[i].obj, err);
+	group_view_clear(&v);
+	return given;
+}
+
 /* The group lease REQ names, into REF (from the cache when USE_CACHE).
  * API_OK, or API_LEASE_NOT_FOUND / API_FORBIDDEN / a store failure. */
 static int
@@ -737,6 +756,8 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 	rc = read_lease(svc, req, oname, &cur, &embedded, &ge);
 	if (rc == GCS_NOT_FOUND) {
 		lease_cache_del(svc->cache, oname);
+		if (use_cache && key_given(svc, req, err))
+			return API_BAD_REQUEST;
 		return api_fail(err, API_LEASE_NOT_FOUND,
 		    "no lease holds this lock any more: it was released or "
 		    "expired and taken over; stop the work it protected");

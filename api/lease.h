@@ -160,6 +160,11 @@ int svc_renew(api_service *svc, const char *name, int64_t gen, int64_t metagen,
 void svc_remember(api_service *svc, const char *key, const char *lease_id,
     const char *owner, const gcs_object *o);
 int svc_meta_fits(const json_t *meta, api_err *err);
+/* Whether REQ names O, a lease of the caller's own (or the caller is an
+ * admin), by the client key O was acquired with instead of its
+ * lease_id: a caller's mistake, not a lost lease ("stop the work" would
+ * be a lie).  True with ERR the 400 lease_id_is_key. */
+bool svc_key_given(const api_lease_req *req, const gcs_object *o, api_err *err);
 
 /* group.c: semaphores and shared locks.  Contracts as the api_*
  * functions they serve. */

@@ -505,6 +505,21 @@ api_acquire(api_service *svc, const api_acquire_req *req, api_lock *out,
 	    "the lock changed hands too often while acquiring; retry shortly");
 }
 
+bool
+svc_key_given(const api_lease_req *req, const gcs_object *o, api_err *err)
+{
+	if (strcmp(lease_id_of(o), req->lease_id) == 0 ||
+	    strcmp(lease_key_of(o), req->lease_id) != 0 ||
+	    (!req->admin && strcmp(lease_owner_of(o), req->owner) != 0))
+		return false;
+	api_fail(err, API_BAD_REQUEST,
+	    "this lease_id is the idempotency key the lease was acquired "
+	    "with, not its lease_id: refresh and release with the lease_id "
+	    "the acquire answered");
+	err->reason = "lease_id_is_key";
+	return true;
+}
+
 /*
  * Find the live object of the lease named in REQ: from the cache when this
  * instance wrote it last, else by reading it.  On API_OK *ref holds the
@@ -548,18 +563,8 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		    "expired and taken over; stop the work it protected");
 	}
 	if (known == 0 && req->metageneration == 0 &&
-	    strcmp(lease_id_of(&cur), req->lease_id) != 0 &&
-	    strcmp(lease_key_of(&cur), req->lease_id) == 0 &&
-	    (req->admin || strcmp(lease_owner_of(&cur), req->owner) == 0)) {
-		/* The key the live lease was acquired with, not its
-		 * lease_id: a caller's mistake, not a lost lease ("stop the
-		 * work" would be a lie). */
+	    svc_key_given(req, &cur, err)) {
 		gcs_object_clear(&cur);
-		api_fail(err, API_BAD_REQUEST,
-		    "this lease_id is the idempotency key the lease was "
-		    "acquired with, not its lease_id: refresh and release "
-		    "with the lease_id the acquire answered");
-		err->reason = "lease_id_is_key";
 		return API_BAD_REQUEST;
 	}
 	if (strcmp(lease_id_of(&cur), req->lease_id) != 0 ||

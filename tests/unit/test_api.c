@@ -1287,6 +1287,46 @@ test_key_is_not_the_lease_id(void **state)
 	api_free(other);
 }
 
+/* As test_key_is_not_the_lease_id, for shared leases: the one the head
+ * carries and one of its own object. */
+static void
+test_group_key_is_not_the_lease_id(void **state)
+{
+	fixture *f = *state;
+	static const char *keys[] = { "run-head-0001", "run-object-01" };
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l[2], x;
+	api_err e;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		keyed_req(&q, "gkeyed", "ci", 30, keys[i]);
+		q.mode = API_MODE_SHARED;
+		assert_int_equal(api_acquire(f->svc, &q, &l[i], &e), API_OK);
+	}
+	for (i = 0; i < 2; i++) {
+		lease_req(&lq, &l[i], "ci", 0);
+		snprintf(lq.lease_id, sizeof(lq.lease_id), "%s", keys[i]);
+		wrap_reset(f->ws);
+		assert_int_equal(api_refresh(f->svc, &lq, &x, &e),
+		    API_BAD_REQUEST);
+		assert_string_equal(e.reason, "lease_id_is_key");
+		api_lock_clear(&x);
+		assert_int_equal(api_release(f->svc, &lq, &e), API_BAD_REQUEST);
+		assert_string_equal(e.reason, "lease_id_is_key");
+		assert_int_equal(wrap_writes(f->ws), 0);
+		snprintf(lq.owner, sizeof(lq.owner), "mallory");
+		assert_int_equal(api_release(f->svc, &lq, &e),
+		    API_LEASE_NOT_FOUND);
+	}
+	for (i = 0; i < 2; i++) {
+		lease_req(&lq, &l[i], "ci", 0);
+		assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+		api_lock_clear(&l[i]);
+	}
+}
+
 /*
  * A lease written before client keys were kept apart stored the client's
  * key as its lease_id: the same key still finds it as its own.
@@ -2557,6 +2597,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_is_not_the_lease_id,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_group_key_is_not_the_lease_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_key_finds_lease_of_old_layout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reacquire_renews, setup,
