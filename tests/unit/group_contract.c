@@ -770,11 +770,12 @@ head_gone_before_insert(void *ctx)
 /*
  * A keyed shared acquire read the group's head, which went before its
  * lease object was inserted; a plain lease Y took the name before its
- * listing, so after its insert.  The acquire is refused and its object, which it could not remove, is left, live.
- * Y is released, and a shared lease C makes a new head.  The key's
- * retry renews the object it finds, but its generation is older than
- * Y's token and C's: it is no grant, for a token never goes backwards;
- * the retry's lease is a new one, with a newer token.
+ * listing, so after its insert.  The acquire is refused and its object,
+ * which it could not remove, is left, live.  Y is released, and a
+ * shared lease C makes a new head.  The key's retry renews the object
+ * it finds, but its generation is older than Y's token and C's: it is
+ * no grant, for a token never goes backwards; the retry's lease is a
+ * new one, with a newer token.
  */
 static void
 test_keyed_lease_of_an_older_head(void **state)
