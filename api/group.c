@@ -50,10 +50,10 @@ head_with_lease(const json_t *meta)
  * insert is the grant (EMBEDDED), for while any group lease may be valid
  * the name exists (README).  A head carrying REQ's own lease (an earlier
  * attempt's insert, applied) is EMBEDDED too, when the answer's store
- * time shows it is not past its expiry (else cleared: AGAIN).  An expired exclusive lease
- * is taken over by patching it into a plain head (never delete and
- * insert: see README).  API_OK, EMBEDDED, AGAIN, or an answer (a live
- * exclusive lease refuses).
+ * time shows it is not past its expiry (else cleared: AGAIN).  An
+ * expired exclusive lease is taken over by patching it into a plain head
+ * (never delete and insert: see README).  API_OK, EMBEDDED, AGAIN, or an
+ * answer (a live exclusive lease refuses).
  */
 static int
 head_ready(api_service *svc, const api_acquire_req *req, const json_t *meta,
