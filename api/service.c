@@ -520,20 +520,63 @@ svc_key_given(const api_lease_req *req, const gcs_object *o, api_err *err)
 	return true;
 }
 
+static const char lease_gone[] =
+    "no lease holds this lock any more: it was released or expired and "
+    "taken over; stop the work it protected";
+
+/*
+ * Whether CUR, the object at REQ's name, is the lease REQ names: API_OK,
+ * else the refusal in ERR.  KNOWN is the generation an earlier round
+ * found (0: none): a lease is one grant, so an object of another
+ * generation is another lease, lost to the caller even if it carries the
+ * same lease_id.  The client key of a lease of the caller's own, sent as
+ * a lease_id, is a 400.  Owner mismatches are refused here.
+ */
+static int
+lease_judge(const api_lease_req *req, int64_t known, const gcs_object *cur,
+    api_err *err)
+{
+	if (lease_is_head(cur)) /* the caller looks among its leases */
+		return api_fail(err, API_LEASE_NOT_FOUND, lease_gone);
+	if (known == 0 && req->metageneration == 0 &&
+	    svc_key_given(req, cur, err))
+		return API_BAD_REQUEST;
+	if (strcmp(lease_id_of(cur), req->lease_id) != 0 ||
+	    (known != 0 && cur->generation != known))
+		return api_fail(err, API_LEASE_LOST,
+		    "the lock is now held by another lease; stop the work it "
+		    "protected");
+	if (req->metageneration != 0 &&
+	    (cur->generation != req->generation ||
+	        cur->metageneration != req->metageneration)) {
+		api_fail(err, API_LEASE_LOST,
+		    "the lease was renewed since the version asked for");
+		err->reason = "lease_renewed"; /* internal: give-backs only */
+		return API_LEASE_LOST;
+	}
+	if (lease_over_group_pending(cur))
+		/* Our writer's attempt over a group, never granted: no
+		 * lease of ours, and not to be deleted as one (group leases
+		 * may be live beside it, and NAME must stand for them). */
+		return api_fail(err, API_LEASE_NOT_FOUND,
+		    "no lease holds this lock for this lease_id: its acquire "
+		    "was never granted");
+	if (!req->admin && strcmp(lease_owner_of(cur), req->owner) != 0)
+		return api_fail(err, API_FORBIDDEN,
+		    "this lease belongs to another owner");
+	return API_OK;
+}
+
 /*
  * Find the live object of the lease named in REQ: from the cache when this
- * instance wrote it last, else by reading it.  On API_OK *ref holds the
- * generations to write against.  Owner mismatches are refused here.  A
- * lease is one grant: once *ref holds its generation (from an earlier
- * round), an object of another generation is another lease, lost to the
- * caller even if it carries the same lease_id.  The client key of the
- * live lease of the caller's own, sent as a lease_id, is a 400.
+ * instance wrote it last, else by reading it (lease_judge; *REF's
+ * generation is the one an earlier round found when not USE_CACHE).  On
+ * API_OK *ref holds the generations to write against.
  */
 static int
 lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
     lease_ref *ref, api_err *err)
 {
-	int64_t known = use_cache ? 0 : ref->generation;
 	gcs_object cur;
 	gcs_err ge;
 	int rc;
@@ -548,65 +591,23 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 	rc = gcs_get(svc->store, req->name, &cur, &ge);
 	if (rc == GCS_NOT_FOUND) {
 		lease_cache_del(svc->cache, req->name);
-		return api_fail(err, API_LEASE_NOT_FOUND,
-		    "no lease holds this lock any more: it was released or "
-		    "expired and taken over; stop the work it protected");
+		return api_fail(err, API_LEASE_NOT_FOUND, lease_gone);
 	}
 	if (rc != GCS_OK)
 		return svc_store_fail(err, &ge);
-	if (lease_is_head(&cur)) {
-		/* A semaphore or shared lock: the caller looks among its
-		 * leases (group.c). */
-		gcs_object_clear(&cur);
-		return api_fail(err, API_LEASE_NOT_FOUND,
-		    "no lease holds this lock any more: it was released or "
-		    "expired and taken over; stop the work it protected");
+	rc = lease_judge(req, use_cache ? 0 : ref->generation, &cur, err);
+	if (rc == API_OK) {
+		memset(ref, 0, sizeof(*ref));
+		api_copy(ref->lease_id, sizeof(ref->lease_id), req->lease_id);
+		api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
+		ref->generation = cur.generation;
+		ref->metageneration = cur.metageneration;
+		ref->updated_ms = cur.updated_ms;
+		ref->ttl = (int)lease_ttl_of(&cur);
+		lease_cache_put(svc->cache, req->name, ref);
 	}
-	if (known == 0 && req->metageneration == 0 &&
-	    svc_key_given(req, &cur, err)) {
-		gcs_object_clear(&cur);
-		return API_BAD_REQUEST;
-	}
-	if (strcmp(lease_id_of(&cur), req->lease_id) != 0 ||
-	    (known != 0 && cur.generation != known)) {
-		gcs_object_clear(&cur);
-		return api_fail(err, API_LEASE_LOST,
-		    "the lock is now held by another lease; stop the work it "
-		    "protected");
-	}
-	if (req->metageneration != 0 &&
-	    (cur.generation != req->generation ||
-	        cur.metageneration != req->metageneration)) {
-		gcs_object_clear(&cur);
-		api_fail(err, API_LEASE_LOST,
-		    "the lease was renewed since the version asked for");
-		err->reason = "lease_renewed"; /* internal: give-backs only */
-		return API_LEASE_LOST;
-	}
-	if (lease_over_group_pending(&cur)) {
-		/* Our writer's attempt over a group, never granted: no
-		 * lease of ours, and not to be deleted as one (group leases
-		 * may be live beside it, and NAME must stand for them). */
-		gcs_object_clear(&cur);
-		return api_fail(err, API_LEASE_NOT_FOUND,
-		    "no lease holds this lock for this lease_id: its acquire "
-		    "was never granted");
-	}
-	if (!req->admin && strcmp(lease_owner_of(&cur), req->owner) != 0) {
-		gcs_object_clear(&cur);
-		return api_fail(err, API_FORBIDDEN,
-		    "this lease belongs to another owner");
-	}
-	memset(ref, 0, sizeof(*ref));
-	api_copy(ref->lease_id, sizeof(ref->lease_id), req->lease_id);
-	api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
-	ref->generation = cur.generation;
-	ref->metageneration = cur.metageneration;
-	ref->updated_ms = cur.updated_ms;
-	ref->ttl = (int)lease_ttl_of(&cur);
-	lease_cache_put(svc->cache, req->name, ref);
 	gcs_object_clear(&cur);
-	return API_OK;
+	return rc;
 }
 
 /* RC of a first lease_lookup says the lock's object is not this lease:
@@ -678,10 +679,7 @@ api_refresh(api_service *svc, const api_lease_req *req, api_lock *out,
 			lease_cache_del(svc->cache, req->name);
 			emit(svc, API_EV_LOST, req->name, ref.owner, NULL,
 			    req->owner, ref.generation, 0);
-			return api_fail(err, API_LEASE_NOT_FOUND,
-			    "no lease holds this lock any more: it was "
-			    "released or expired and taken over; stop the "
-			    "work it protected");
+			return api_fail(err, API_LEASE_NOT_FOUND, lease_gone);
 		}
 		return svc_store_fail(err, &ge);
 	}
