@@ -315,8 +315,8 @@ group_refuse(const api_acquire_req *req, const gcs_object *held, bool mismatch,
 	err->retry_after = retry_after_lock(out);
 	if (!mismatch && req->mode != API_MODE_SHARED && req_limit(req) > 1)
 		return api_fail(err, API_LOCKED,
-		    "all %d leases of the lock are taken (the first by %.180s) "
-		    "until one is released or expires",
+		    "all %d leases are taken (the first by %.160s) until "
+		    "one is released or expires",
 		    req_limit(req), out->owner);
 	if (!mismatch)
 		return api_fail(err, API_LOCKED,
