@@ -701,14 +701,18 @@ released(api_service *svc, const api_lease_req *req, const lease_ref *ref,
 }
 
 /*
- * A release whose retried delete was refused (412) finds another lease at
- * REQ's name: its first attempt, unanswered, may have removed the lease
- * REF, and that lease came after; or the first attempt failed and the
- * lease expired and was taken over meanwhile, and the caller had lost it
- * (design 1).  A takeover creates its lease only once ours is past its
- * expiry (and the margin): a lease there created before that proves ours
- * was removed while it lived, so released.  Else lost; ERR set on a
- * store failure too.
+ * A release whose retried delete was refused (412) finds another lease, or
+ * a group's head, at REQ's name: its first attempt, unanswered, may have
+ * removed the lease REF, and that object came after; or the first attempt
+ * failed and the lease expired and was taken over meanwhile, and the
+ * caller had lost it (design 1).  A takeover creates its lease only once
+ * ours is past its expiry (and the margin): an object there created
+ * before that proves ours was removed while it lived, so released.  But
+ * a semaphore's or shared lock's takeover patches our object into its
+ * head instead (and an exclusive lease over that head patches it again):
+ * an object of our generation there is ours, never removed, taken over,
+ * its creation time still ours.  Else lost; ERR set on a store failure
+ * too.
  */
 static int
 released_or_lost(api_service *svc, const api_lease_req *req,
@@ -718,7 +722,8 @@ released_or_lost(api_service *svc, const api_lease_req *req,
 	gcs_err ge;
 	int rc = gcs_get(svc->store, req->name, &cur, &ge);
 	bool removed_live = rc == GCS_NOT_FOUND ||
-	    (rc == GCS_OK && ref->updated_ms > 0 && cur.created_ms > 0 &&
+	    (rc == GCS_OK && cur.generation != ref->generation &&
+	        ref->updated_ms > 0 && cur.created_ms > 0 &&
 	        cur.created_ms <= lease_ends_ms(ref->updated_ms, ref->ttl) +
 	                API_EXPIRY_MARGIN_MS);
 
@@ -731,7 +736,8 @@ released_or_lost(api_service *svc, const api_lease_req *req,
 	lease_cache_del(svc->cache, req->name);
 	return api_fail(err, API_LEASE_LOST,
 	    "the release's first delete went unanswered, and the lock is now "
-	    "held by a lease made after this one's expiry: it was taken over "
+	    "held by a lease made after this one's expiry, or a semaphore or "
+	    "shared lock took this one's object over: it was taken over "
 	    "before the release applied; the work it protected may have "
 	    "outlived it");
 }
@@ -762,11 +768,12 @@ api_release(api_service *svc, const api_lease_req *req, api_err *err)
 			rc = (int)err->code;
 		}
 		/* Gone: whoever removed ours, released (design 1).  Another
-		 * lease (ours renewed since was not removed): perhaps after
-		 * our removal, perhaps a takeover. */
-		if (sent && rc == API_LEASE_NOT_FOUND)
-			return released(svc, req, &ref, err);
-		if (sent && rc == API_LEASE_LOST && err->reason == NULL)
+		 * lease (ours renewed since was not removed), or a group's
+		 * head (no lease of ours, as lease_judge reads it): perhaps
+		 * after our removal, perhaps a takeover. */
+		if (sent &&
+		    (rc == API_LEASE_NOT_FOUND ||
+		        (rc == API_LEASE_LOST && err->reason == NULL)))
 			return released_or_lost(svc, req, &ref, err);
 		if (rc != API_OK)
 			return rc;

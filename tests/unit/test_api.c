@@ -535,6 +535,75 @@ test_retried_delete_after_takeover_is_lost(void **state)
 	api_lock_clear(&l);
 }
 
+/* Just before alice's delete reaches the store: her lease expired, and
+ * carol's semaphore acquire took it over by patching it into a group
+ * head (its generation kept, no delete); with dave too, dave's exclusive
+ * acquire then patched that head into his lease over the group, still
+ * of alice's generation.  Her delete is the retry of a first attempt
+ * that failed unanswered. */
+static int group_then_exclusive;
+static const char *const group_taken[] = { "taken-by-group",
+	"taken-by-group-then-one" };
+
+static void
+carol_takes_over_as_group(void *ctx)
+{
+	fixture *f = ctx;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l;
+	api_err e;
+
+	clock_ms += 32000; /* past the 30 s ttl and the margin */
+	acq_req(&q, group_taken[group_then_exclusive], "carol", 30);
+	q.limit = 2;
+	assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	if (group_then_exclusive) {
+		lease_req(&lq, &l, "carol", 0);
+		assert_int_equal(api_release(f->svc, &lq, &e), API_OK);
+		api_lock_clear(&l);
+		acq_req(&q, group_taken[1], "dave", 30);
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+	}
+	api_lock_clear(&l);
+	f->ws->retried_op = W_REMOVE;
+}
+
+/*
+ * As above, but the takeover patched alice's object rather than deleting
+ * it: what her retried delete meets is her own object, of her
+ * generation and creation time, now a group head (or a lease over it).
+ * She had lost her lease all the same: 409 lease_lost, not 204 (a head
+ * read as 'no lease here', a lease created 'before her expiry').
+ */
+static void
+test_retried_delete_after_group_takeover_is_lost(void **state)
+{
+	fixture *f = *state;
+	api_acquire_req q;
+	api_lease_req lq;
+	api_lock l, x;
+	api_err e;
+
+	for (group_then_exclusive = 0; group_then_exclusive < 2;
+	     group_then_exclusive++) {
+		acq_req(&q, group_taken[group_then_exclusive], "alice", 30);
+		assert_int_equal(api_acquire(f->svc, &q, &l, &e), API_OK);
+		lease_req(&lq, &l, "alice", 0);
+		f->ws->before_op = W_REMOVE;
+		f->ws->before = carol_takes_over_as_group;
+		f->ws->before_ctx = f;
+		assert_int_equal(api_release(f->svc, &lq, &e), API_LEASE_LOST);
+		assert_int_equal(api_inspect(f->svc,
+		                     group_taken[group_then_exclusive], &x, &e),
+		    API_OK);
+		assert_string_equal(x.owner,
+		    group_then_exclusive ? "dave" : "carol");
+		api_lock_clear(&x);
+		api_lock_clear(&l);
+	}
+}
+
 /*
  * A force-release whose delete was applied, its answer lost, and whose
  * retry met a 412 because Bob took the freed lock meanwhile: the force
@@ -2561,6 +2630,9 @@ main(void)
 		    test_retried_delete_412_is_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_retried_delete_after_takeover_is_lost, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_retried_delete_after_group_takeover_is_lost, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_force_retried_delete_412,
 		    setup, teardown),
