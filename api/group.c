@@ -887,6 +887,53 @@ end_lease(api_service *svc, const api_lease_req *req, const char *oname,
 	return rc;
 }
 
+/*
+ * The release of REF, the lease the head of REQ's name carried, whose
+ * clearing patch met a 412 after a retry and then found it gone: its
+ * first attempt, unanswered, may have cleared it; or that attempt failed,
+ * the lease expired, and an exclusive acquire patched the head into its
+ * own lease (removing every key the head had, ours judged expired): a
+ * takeover, and the caller had lost its lease (design 1).  That patch
+ * needs a listing that judged ours expired, so an exclusive lease there,
+ * at the head's generation, read before our expiry and its margin had
+ * passed, proves ours was cleared first: released.  Read after (or with
+ * no store time), lost.  Anything else at the name (a head, a new
+ * object, none) counts as our clearing, as before.
+ */
+static int
+head_released_or_lost(api_service *svc, const api_lease_req *req,
+    const char *oname, const lease_ref *ref, api_err *err)
+{
+	gcs_object cur;
+	gcs_err ge;
+	int rc = gcs_get(svc->store, req->name, &cur, &ge);
+	bool taken;
+
+	if (rc != GCS_OK && rc != GCS_NOT_FOUND)
+		return svc_store_fail(err, &ge);
+	taken = rc == GCS_OK && cur.generation == ref->generation &&
+	    !lease_is_head(&cur) &&
+	    (cur.now_ms <= 0 ||
+	        cur.now_ms > lease_ends_ms(ref->updated_ms, ref->ttl) +
+	                API_EXPIRY_MARGIN_MS);
+	if (rc == GCS_OK)
+		gcs_object_clear(&cur);
+	lease_cache_del(svc->cache, oname);
+	memset(err, 0, sizeof(*err));
+	if (taken) {
+		svc_emit(svc, API_EV_LOST, req->name, ref->owner, NULL,
+		    req->owner, NULL, ref->generation, 0);
+		return api_fail(err, API_LEASE_LOST,
+		    "the release's first attempt went unanswered, and an "
+		    "exclusive lease took the lock over after this lease's "
+		    "expiry: it may have been taken over before the release "
+		    "applied; the work it protected may have outlived it");
+	}
+	svc_emit(svc, API_EV_RELEASED, req->name, ref->owner, NULL, req->owner,
+	    NULL, ref->generation, 0);
+	return API_OK;
+}
+
 int
 group_release(api_service *svc, const api_lease_req *req, api_err *err)
 {
@@ -899,12 +946,9 @@ group_release(api_service *svc, const api_lease_req *req, api_err *err)
 	group_obj_name(oname, sizeof(oname), req->name, req->lease_id);
 	for (i = 0; i < API_WRITE_LOOPS; i++) {
 		rc = group_lookup(svc, req, oname, i == 0, &ref, err);
-		if (sent && rc == API_LEASE_NOT_FOUND) {
-			memset(err, 0, sizeof(*err));
-			svc_emit(svc, API_EV_RELEASED, req->name, ref.owner,
-			    NULL, req->owner, NULL, ref.generation, 0);
-			return API_OK;
-		}
+		if (sent && rc == API_LEASE_NOT_FOUND)
+			return head_released_or_lost(svc, req, oname, &ref,
+			    err);
 		if (rc != API_OK)
 			return rc;
 		rc = end_lease(svc, req, oname, &ref, &ge);

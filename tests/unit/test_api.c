@@ -2210,6 +2210,85 @@ test_group_head_lease_cleared_twice(void **state)
 	api_lock_clear(&a);
 }
 
+/* Before alice's clearing patch of the lease the head of "sem-taken"
+ * carries reaches the store: in round 1 her lease expired meanwhile (the
+ * first attempt failed unanswered and unapplied), and dave's exclusive
+ * acquire patched the head into his lease over the group. */
+static void
+dave_takes_head_over(void *ctx)
+{
+	fixture *f = ctx;
+	api_lock d;
+	api_err e;
+
+	clock_ms += 32000; /* past alice's 30 s ttl and the margin */
+	assert_int_equal(group_take(f, "sem-taken", "dave", API_MODE_EXCLUSIVE,
+	                     1, 30, &d, &e),
+	    API_OK);
+	api_lock_clear(&d);
+	f->ws->retried_op = W_PATCH;
+}
+
+/* Round 0: alice's clearing patch was applied, its answer lost; dave took
+ * the free name at once, while her lease would still have lived. */
+static void
+dave_takes_freed_head(void *ctx)
+{
+	fixture *f = ctx;
+	api_lock d;
+	api_err e;
+
+	assert_int_equal(group_take(f, "sem-freed", "dave", API_MODE_EXCLUSIVE,
+	                     1, 30, &d, &e),
+	    API_OK);
+	api_lock_clear(&d);
+}
+
+/*
+ * The release of the lease a semaphore's head carries, whose clearing
+ * patch met a 412 after a retry, and found an exclusive lease over the
+ * group at the head.  When that lease was there while alice's still
+ * lived, her patch had cleared hers: released.  When it was taken only
+ * past her expiry, it may have taken hers over (its patch removes every
+ * key of the head, her lease judged expired), and her first attempt may
+ * never have applied: 409 lease_lost, as for an exclusive lease (design
+ * 1), not 204.  Dave's lease is untouched either way.
+ */
+static void
+test_group_head_release_after_exclusive_takeover(void **state)
+{
+	fixture *f = *state;
+	api_lease_req q;
+	api_lock a, x;
+	api_err err;
+	int taken;
+
+	for (taken = 0; taken < 2; taken++) {
+		const char *name = taken ? "sem-taken" : "sem-freed";
+
+		assert_int_equal(group_take(f, name, "alice",
+		                     API_MODE_EXCLUSIVE, 2, 30, &a, &err),
+		    API_OK);
+		lease_req(&q, &a, "alice", 0);
+		if (taken) {
+			f->ws->before_op = W_PATCH;
+			f->ws->before = dave_takes_head_over;
+			f->ws->before_ctx = f;
+		} else {
+			f->ws->lost_op = W_PATCH;
+			f->ws->lost_status = GCS_PRECONDITION;
+			f->ws->meanwhile = dave_takes_freed_head;
+			f->ws->meanwhile_ctx = f;
+		}
+		assert_int_equal(api_release(f->svc, &q, &err),
+		    taken ? API_LEASE_LOST : API_OK);
+		assert_int_equal(api_inspect(f->svc, name, &x, &err), API_OK);
+		assert_string_equal(x.owner, "dave");
+		api_lock_clear(&x);
+		api_lock_clear(&a);
+	}
+}
+
 /* A keyed re-acquire renews its own live lease (the head's here); one
  * whose renewal lands past the lease's expiry (others may have counted
  * it free) loses it and is granted a new lease instead. */
@@ -2668,6 +2747,9 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_group_head_lease_cleared_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_group_head_release_after_exclusive_takeover, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_keyed_late, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_group_json, setup,

@@ -93,6 +93,10 @@ w_patch(gcs_store *s, const char *name, int64_t g, int64_t m, const json_t *md,
 	if ((rc = injected(w, W_PATCH, err)) != GCS_OK)
 		return rc;
 	rc = gcs_patch(w->inner, name, g, m, md, out, err);
+	if (w->retried_op == W_PATCH) {
+		w->retried_op = -1;
+		err->attempts = 2;
+	}
 	if (rc == GCS_OK && w->lost_op == W_PATCH) {
 		w->lost_op = -1;
 		meanwhile(w);

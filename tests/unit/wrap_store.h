@@ -37,7 +37,7 @@ typedef struct wrap_store {
 	 * failed (attempts 2). */
 	int lost_op;
 	gcs_status lost_status;
-	/* Next call of op `retried_op` (remove): answered as the retry of
+	/* Next call of op `retried_op` (patch, remove): answered as the retry of
 	 * a first attempt that failed unanswered and unapplied (a slow
 	 * 503): what the store answers, with attempts 2. */
 	int retried_op;
