@@ -924,10 +924,9 @@ head_released_or_lost(api_service *svc, const api_lease_req *req,
 		svc_emit(svc, API_EV_LOST, req->name, ref->owner, NULL,
 		    req->owner, NULL, ref->generation, 0);
 		return api_fail(err, API_LEASE_LOST,
-		    "the release's first attempt went unanswered, and an "
-		    "exclusive lease took the lock over after this lease's "
-		    "expiry: it may have been taken over before the release "
-		    "applied; the work it protected may have outlived it");
+		    "the release's first attempt went unanswered, and "
+		    "meanwhile the lease expired and was taken over: the work "
+		    "it protected may have outlived it");
 	}
 	svc_emit(svc, API_EV_RELEASED, req->name, ref->owner, NULL, req->owner,
 	    NULL, ref->generation, 0);

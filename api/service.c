@@ -735,11 +735,9 @@ released_or_lost(api_service *svc, const api_lease_req *req,
 		return released(svc, req, ref, err);
 	lease_cache_del(svc->cache, req->name);
 	return api_fail(err, API_LEASE_LOST,
-	    "the release's first delete went unanswered, and the lock is now "
-	    "held by a lease made after this one's expiry, or a semaphore or "
-	    "shared lock took this one's object over: it was taken over "
-	    "before the release applied; the work it protected may have "
-	    "outlived it");
+	    "the release's first delete went unanswered, and meanwhile the "
+	    "lease expired and was taken over: the work it protected may "
+	    "have outlived it");
 }
 
 int
