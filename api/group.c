@@ -145,13 +145,7 @@ remember(api_service *svc, const char *name, const char *oname,
 	lease_ref ref;
 
 	cache_key(key, sizeof(key), name, oname, o);
-	memset(&ref, 0, sizeof(ref));
-	api_copy(ref.lease_id, sizeof(ref.lease_id), lease_id_of(o));
-	api_copy(ref.owner, sizeof(ref.owner), lease_owner_of(o));
-	ref.generation = o->generation;
-	ref.metageneration = o->metageneration;
-	ref.updated_ms = o->updated_ms;
-	ref.ttl = (int)lease_ttl_of(o);
+	lease_ref_of(&ref, lease_id_of(o), lease_owner_of(o), o);
 	ref.embedded = strcmp(oname, name) == 0 && lease_is_head(o);
 	lease_cache_put(svc->cache, key, &ref);
 }
@@ -769,13 +763,7 @@ group_lookup(api_service *svc, const api_lease_req *req, const char *oname,
 		return api_fail(err, API_FORBIDDEN,
 		    "this lease belongs to another owner");
 	}
-	memset(ref, 0, sizeof(*ref));
-	api_copy(ref->lease_id, sizeof(ref->lease_id), req->lease_id);
-	api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
-	ref->generation = cur.generation;
-	ref->metageneration = cur.metageneration;
-	ref->updated_ms = cur.updated_ms;
-	ref->ttl = (int)lease_ttl_of(&cur);
+	lease_ref_of(ref, req->lease_id, lease_owner_of(&cur), &cur);
 	ref->embedded = embedded;
 	ref->written_late = lease_written_late(&cur);
 	lease_cache_put(svc->cache, oname, ref);

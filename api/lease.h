@@ -132,6 +132,11 @@ typedef struct lease_ref {
 	bool written_late;
 } lease_ref;
 
+/* REF for the version O of the lease LEASE_ID of OWNER: its generations,
+ * write time and ttl; every other field zero. */
+void lease_ref_of(lease_ref *ref, const char *lease_id, const char *owner,
+    const gcs_object *o);
+
 typedef struct lease_cache lease_cache;
 lease_cache *lease_cache_new(void);
 void lease_cache_free(lease_cache *c);

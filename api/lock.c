@@ -222,6 +222,19 @@ lease_stored_bytes(const json_t *meta)
 	return n;
 }
 
+void
+lease_ref_of(lease_ref *ref, const char *lease_id, const char *owner,
+    const gcs_object *o)
+{
+	memset(ref, 0, sizeof(*ref));
+	api_copy(ref->lease_id, sizeof(ref->lease_id), lease_id);
+	api_copy(ref->owner, sizeof(ref->owner), owner);
+	ref->generation = o->generation;
+	ref->metageneration = o->metageneration;
+	ref->updated_ms = o->updated_ms;
+	ref->ttl = (int)lease_ttl_of(o);
+}
+
 static const char *
 meta_str(const gcs_object *o, const char *key)
 {

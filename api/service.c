@@ -144,13 +144,7 @@ svc_remember(api_service *svc, const char *key, const char *lease_id,
 {
 	lease_ref ref;
 
-	memset(&ref, 0, sizeof(ref));
-	api_copy(ref.lease_id, sizeof(ref.lease_id), lease_id);
-	api_copy(ref.owner, sizeof(ref.owner), owner);
-	ref.generation = o->generation;
-	ref.metageneration = o->metageneration;
-	ref.updated_ms = o->updated_ms;
-	ref.ttl = (int)lease_ttl_of(o);
+	lease_ref_of(&ref, lease_id, owner, o);
 	lease_cache_put(svc->cache, key, &ref);
 }
 
@@ -597,13 +591,7 @@ lease_lookup(api_service *svc, const api_lease_req *req, bool use_cache,
 		return svc_store_fail(err, &ge);
 	rc = lease_judge(req, use_cache ? 0 : ref->generation, &cur, err);
 	if (rc == API_OK) {
-		memset(ref, 0, sizeof(*ref));
-		api_copy(ref->lease_id, sizeof(ref->lease_id), req->lease_id);
-		api_copy(ref->owner, sizeof(ref->owner), lease_owner_of(&cur));
-		ref->generation = cur.generation;
-		ref->metageneration = cur.metageneration;
-		ref->updated_ms = cur.updated_ms;
-		ref->ttl = (int)lease_ttl_of(&cur);
+		lease_ref_of(ref, req->lease_id, lease_owner_of(&cur), &cur);
 		lease_cache_put(svc->cache, req->name, ref);
 	}
 	gcs_object_clear(&cur);
